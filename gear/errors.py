@@ -1,0 +1,153 @@
+"""Gear's exceptions: one root, a subclass per way a call can end badly.
+
+::
+
+    GearError
+    ├── ConfigurationError (ValueError)        bad TYPE/HOST/address/settings, found before any I/O
+    ├── ConnectError (ConnectionError)         cannot reach any broker, handshake timed out, auth refused
+    ├── ConnectionLostError (ConnectionError)  the connection dropped while an operation needed it
+    ├── DeliveryError                          the broker did not take the message
+    │   ├── UnroutableError                    returned (no queue bound) until the deadline ran out
+    │   └── NotConfirmedError                  the broker nacked the publish
+    ├── CallTimeoutError (TimeoutError)        no reply before the deadline
+    └── RemoteError                            the remote handler failed; .type, .message, .details
+        ├── MethodNotFoundError                the remote instance has no handler for the method
+        └── BadPayloadError                    the remote handler rejected the payload (validation)
+
+Remote errors cross the wire as JSON ``{"type", "message", "details"}``, never pickle. A ``RemoteError``
+carries the remote exception's type name; ``MethodNotFoundError`` and ``BadPayloadError`` are raised as
+themselves because Gear produces them on the serving side. The aliases without the ``Error`` suffix
+(``CallTimeout``, ``Unroutable``, ...) are the names the issue tracker uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+__all__ = (
+    "BadPayload",
+    "BadPayloadError",
+    "CallTimeout",
+    "CallTimeoutError",
+    "ConfigurationError",
+    "ConnectError",
+    "ConnectionLostError",
+    "DeliveryError",
+    "GearError",
+    "MethodNotFound",
+    "MethodNotFoundError",
+    "NotConfirmed",
+    "NotConfirmedError",
+    "RemoteError",
+    "Unroutable",
+    "UnroutableError",
+    "remote_error_from_wire",
+)
+
+
+class GearError(Exception):
+    """The root of every exception Gear raises on purpose."""
+
+
+class ConfigurationError(GearError, ValueError):
+    """Invalid configuration or address, detected before any I/O."""
+
+
+class ConnectError(GearError, ConnectionError):
+    """No broker could be reached, the handshake timed out, or the broker refused the login."""
+
+
+class ConnectionLostError(GearError, ConnectionError):
+    """The connection dropped while an operation depended on it and it did not come back in time."""
+
+
+class DeliveryError(GearError):
+    """The broker did not accept the message for delivery."""
+
+
+class UnroutableError(DeliveryError):
+    """Every attempt was returned by the broker (no queue bound for the routing key).
+
+    Attributes:
+        address: the address that could not be routed.
+        attempts: how many publishes were made before giving up.
+    """
+
+    def __init__(self, address: str, attempts: int) -> None:
+        super().__init__(f"no queue bound for {address!r} ({attempts} attempt(s) returned)")
+        self.address = address
+        self.attempts = attempts
+
+
+class NotConfirmedError(DeliveryError):
+    """The broker nacked the publish (the queue refused the message)."""
+
+
+class CallTimeoutError(GearError, TimeoutError):
+    """No reply arrived before the call's deadline.
+
+    Attributes:
+        address: where the request went.
+        method: the remote method name.
+        timeout: the budget the call had, in seconds.
+    """
+
+    def __init__(self, address: str, method: str, timeout: float) -> None:
+        super().__init__(f"{method!r} on {address!r} got no reply within {timeout:.3g}s")
+        self.address = address
+        self.method = method
+        self.timeout = timeout
+
+
+class RemoteError(GearError):
+    """The remote handler raised.
+
+    Attributes:
+        type: the remote exception's class name (e.g. ``"KeyError"``).
+        message: ``str()`` of the remote exception.
+        details: JSON-able extra data the handler attached, or ``{}``.
+    """
+
+    wire_type: str | None = None
+
+    def __init__(
+        self, type: str, message: str, details: Mapping[str, Any] | None = None
+    ) -> None:
+        super().__init__(f"{type}: {message}" if message else type)
+        self.type = type
+        self.message = message
+        self.details: dict[str, Any] = dict(details or {})
+
+
+class MethodNotFoundError(RemoteError):
+    """The remote instance has no handler registered under that method name."""
+
+    wire_type = "MethodNotFound"
+
+
+class BadPayloadError(RemoteError):
+    """The remote handler's type hints rejected the payload; ``details`` holds the validation errors."""
+
+    wire_type = "BadPayload"
+
+
+_BY_WIRE_TYPE: Mapping[str, type[RemoteError]] = MappingProxyType(
+    {cls.wire_type: cls for cls in (MethodNotFoundError, BadPayloadError) if cls.wire_type}
+)
+
+
+def remote_error_from_wire(
+    type: str, message: str, details: Mapping[str, Any] | None = None
+) -> RemoteError:
+    """Build the exception a caller raises for an error reply."""
+    cls = _BY_WIRE_TYPE.get(type, RemoteError)
+    return cls(type, message, details)
+
+
+CallTimeout = CallTimeoutError
+Unroutable = UnroutableError
+NotConfirmed = NotConfirmedError
+MethodNotFound = MethodNotFoundError
+BadPayload = BadPayloadError
