@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, Protocol
 
-__all__ = ("EventName", "NullTracer", "Tracer")
+__all__ = ("Attr", "EventName", "NullTracer", "Tracer")
 
 
 class EventName(StrEnum):
@@ -35,6 +35,50 @@ class EventName(StrEnum):
     RECONNECT = "gear.connection.reconnect"
     BLOCKED = "gear.connection.blocked"
     UNBLOCKED = "gear.connection.unblocked"
+
+
+class Attr:
+    """Attribute keys. OpenTelemetry names first; ``gear.*`` where OpenTelemetry has none.
+
+    Identity rules: a call's ``span_id`` is its stable request id (16 hex chars) and stays the same across
+    republishes; ``trace_id`` (32 hex chars) is shared by a whole call tree; ``parent_span_id`` is the
+    request id of the call whose handler made this call. ``messaging.message.id`` is the AMQP
+    ``message_id`` of one publish attempt; replies carry the request id as
+    ``messaging.message.conversation_id``.
+    """
+
+    MESSAGING_SYSTEM = "messaging.system"  # always "rabbitmq"
+    OPERATION_TYPE = "messaging.operation.type"  # send | process | settle
+    OPERATION_NAME = "messaging.operation.name"  # publish | deliver | ack | nack | reject
+    DESTINATION = "messaging.destination.name"  # "{exchange}:{routing key}" or "...:{queue}"
+    ROUTING_KEY = "messaging.rabbitmq.destination.routing_key"
+    MESSAGE_ID = "messaging.message.id"
+    CONVERSATION_ID = "messaging.message.conversation_id"
+    DELIVERY_TAG = "messaging.rabbitmq.message.delivery_tag"
+    BODY_SIZE = "messaging.message.body.size"
+    ERROR_TYPE = "error.type"  # e.g. "timeout", "unroutable", "nack", or the remote exception type
+    RPC_SYSTEM = "rpc.system.name"  # always "gear"
+    RPC_METHOD = "rpc.method"
+    PEER_SERVICE = "service.peer.name"  # the callee TYPE ("*" for broadcast)
+    SERVER_ADDRESS = "server.address"
+    SERVER_PORT = "server.port"
+    ROUTE = "gear.route"  # a gear.address.Route value
+    RPC_KIND = "gear.rpc.kind"  # call | cast | gather | reply
+    REQUEST_ID = "gear.request.id"
+    ATTEMPT = "gear.attempt"  # 1 for the first publish, 2.. for republishes
+    CALLER = "gear.caller"  # the sender's "TYPE.HOST"
+    CALLEE_HOST = "gear.callee.host"  # HOST of a point-to-point address
+    TIMEOUT_MS = "gear.timeout_ms"
+    DURATION_MS = "gear.duration_ms"  # same-node duration (caller round trip, or handler time)
+    REDELIVERED = "gear.amqp.redelivered"
+    REQUEUE = "gear.amqp.requeue"
+    REPLY_CODE = "gear.amqp.reply_code"  # basic.return code (312 NO_ROUTE)
+    REPUBLISH_REASON = "gear.republish.reason"  # return | nack | connection_lost
+    DUPLICATE = "gear.duplicate"  # true when an idempotency window caught a repeat
+    BLOCKED_REASON = "gear.blocked.reason"
+    CONNECTION_ID = "gear.connection.id"
+    RECONNECT_ATTEMPT = "gear.reconnect.attempt"
+    DOWNTIME_MS = "gear.reconnect.downtime_ms"
 
 
 class Tracer(Protocol):
