@@ -1,0 +1,1 @@
+"""Client conformance: the same behaviour tests against the reference broker and RabbitMQ."""

@@ -1,0 +1,20 @@
+"""The ``amqp`` fixture: one AMQP session per test, on whichever broker ``broker`` is."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tests.backends import BrokerHandle
+from tests.conformance._support import Amqp
+
+
+@pytest.fixture
+async def amqp(broker: BrokerHandle) -> AsyncIterator[Amqp]:
+    """Connections and names for one test; everything is closed and deleted afterwards."""
+    session = Amqp(broker)
+    try:
+        yield session
+    finally:
+        await session.close()
