@@ -1,7 +1,26 @@
-"""Trace events from a Gear instance (off by default)."""
+"""Trace events from a Gear instance (off by default).
+
+Turn tracing on with ``GEAR_TRACE=/some/dir`` (or the service's ``trace_dir`` option): each instance then
+writes JSON lines to its own size-rotated files there. Build a tracer with :func:`tracer_from_env`.
+This package never imports Spark; the analysis lives in ``gear.pipeline``.
+"""
 
 from __future__ import annotations
 
-from gear.tracing.api import EventName, NullTracer, Tracer
+from gear.tracing.api import Attr, EventName, NullTracer, Tracer
+from gear.tracing.event import Attributes, Resource, TraceEvent
+from gear.tracing.tracer import TRACE_ENV, InMemoryTracer, JsonlTracer, tracer_from_env
 
-__all__ = ("EventName", "NullTracer", "Tracer")
+__all__ = (
+    "TRACE_ENV",
+    "Attr",
+    "Attributes",
+    "EventName",
+    "InMemoryTracer",
+    "JsonlTracer",
+    "NullTracer",
+    "Resource",
+    "TraceEvent",
+    "Tracer",
+    "tracer_from_env",
+)

@@ -1,0 +1,54 @@
+"""``gear traces analyze``: a PySpark job over Gear trace files.
+
+Importing this package never imports PySpark; :func:`run_analyze` does, and raises
+:class:`SparkMissingError` with the install hint when it is absent.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+__all__ = ("INSTALL_HINT", "SparkMissingError", "run_analyze")
+
+INSTALL_HINT = "PySpark is not installed: pip install 'gear[spark]'"
+
+
+class SparkMissingError(RuntimeError):
+    """PySpark (or Java) is missing; the message says how to install it."""
+
+    def __init__(self, message: str = INSTALL_HINT) -> None:
+        super().__init__(message)
+
+
+def _require_pyspark() -> None:
+    try:
+        import pyspark  # noqa: F401
+    except ImportError as exc:
+        raise SparkMissingError() from exc
+
+
+def run_analyze(
+    path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    out: str | os.PathLike[str],
+    master: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Analyse trace files under ``path`` and write tables, ``summary.json`` and ``report.html`` to ``out``.
+
+    ``master`` is a Spark master URL (``local[2]``, ``spark://host:7077``); ``None`` keeps whatever
+    spark-submit or ``SPARK_MASTER`` chose, and ``local[*]`` otherwise. ``since``/``until`` select calls
+    by the caller's first publish time (naive datetimes are UTC).
+
+    Raises:
+        SparkMissingError: if PySpark is not installed.
+        FileNotFoundError: if ``path`` does not exist.
+    """
+    _require_pyspark()
+    from gear.pipeline.job import run
+
+    return run(path, out, master=master, since=since, until=until, progress=progress)

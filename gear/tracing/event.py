@@ -1,0 +1,160 @@
+"""The trace event line: one pydantic model, the single source of the schema.
+
+Each line of a trace file is one :class:`TraceEvent` serialised with aliases (``event.name``,
+``service.name``, ``messaging.message.id``, ...). The Spark schema used by ``gear traces analyze`` is
+derived from these models (``gear.pipeline.schema``), so a field added here is read there.
+
+Which events carry what (the pipeline relies on this; the generator in ``gear.pipeline.generate``
+follows it):
+
+* every event of one RPC carries ``span_id`` = the request id (stable across republishes), the call
+  tree's ``trace_id``, and ``parent_span_id`` = the request id of the call whose handler made it;
+* caller side, on the caller's instance: ``gear.publish`` (``gear.rpc.kind`` call | cast | gather,
+  ``service.peer.name`` = callee TYPE or ``*``, ``gear.route``, ``rpc.method``, ``gear.attempt`` 1),
+  ``gear.publish.confirm`` / ``gear.publish.nack`` / ``gear.publish.return`` /
+  ``gear.publish.republish`` (``gear.attempt`` 2..), ``gear.rpc.response`` (``error.type`` set when the
+  handler failed), ``gear.rpc.timeout``, ``gear.rpc.late_reply``, ``gear.rpc.unroutable``;
+* callee side, on each receiving instance: ``gear.deliver`` (``gear.amqp.redelivered``,
+  ``gear.duplicate``), ``gear.settle`` (``messaging.operation.name`` ack | nack | reject),
+  ``gear.rpc.reply``, ``gear.rpc.expired``, and the reply's own ``gear.publish`` with
+  ``gear.rpc.kind`` = ``reply`` (its confirm/nack/return events carry ``gear.rpc.kind`` = reply too);
+* per instance: ``gear.connection.lost`` / ``.reconnect`` (``gear.reconnect.downtime_ms``) and
+  ``.blocked`` (``gear.blocked.reason``) / ``.unblocked``.
+
+Types are fixed: one attribute of the wrong JSON type makes Spark drop the whole line, so the JSONL
+writer coerces values with :data:`ATTRIBUTE_TYPES` before writing.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Any, get_args
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gear.tracing.api import Attr
+
+__all__ = ("ATTRIBUTE_TYPES", "Attributes", "Resource", "TraceEvent", "coerce_attributes")
+
+_MODEL = ConfigDict(populate_by_name=True, extra="ignore", frozen=True)
+
+
+class Resource(BaseModel):
+    """Who wrote the event: OpenTelemetry resource attributes of one service instance."""
+
+    model_config = _MODEL
+
+    service_name: str = Field(alias="service.name", description="The service TYPE.")
+    host_name: str = Field(alias="host.name", description="The instance's HOST word.")
+    instance_id: str = Field(alias="service.instance.id", description="Unique per running instance.")
+    pid: int | None = Field(default=None, alias="process.pid")
+
+
+class Attributes(BaseModel):
+    """Event attributes; OpenTelemetry names where they exist, ``gear.*`` otherwise (see ``Attr``)."""
+
+    model_config = _MODEL
+
+    messaging_system: str | None = Field(default=None, alias=Attr.MESSAGING_SYSTEM)
+    operation_type: str | None = Field(default=None, alias=Attr.OPERATION_TYPE)
+    operation_name: str | None = Field(default=None, alias=Attr.OPERATION_NAME)
+    destination: str | None = Field(default=None, alias=Attr.DESTINATION)
+    routing_key: str | None = Field(default=None, alias=Attr.ROUTING_KEY)
+    message_id: str | None = Field(default=None, alias=Attr.MESSAGE_ID)
+    conversation_id: str | None = Field(default=None, alias=Attr.CONVERSATION_ID)
+    delivery_tag: int | None = Field(default=None, alias=Attr.DELIVERY_TAG)
+    body_size: int | None = Field(default=None, alias=Attr.BODY_SIZE)
+    error_type: str | None = Field(default=None, alias=Attr.ERROR_TYPE)
+    rpc_system: str | None = Field(default=None, alias=Attr.RPC_SYSTEM)
+    rpc_method: str | None = Field(default=None, alias=Attr.RPC_METHOD)
+    peer_service: str | None = Field(default=None, alias=Attr.PEER_SERVICE)
+    server_address: str | None = Field(default=None, alias=Attr.SERVER_ADDRESS)
+    server_port: int | None = Field(default=None, alias=Attr.SERVER_PORT)
+    route: str | None = Field(default=None, alias=Attr.ROUTE)
+    rpc_kind: str | None = Field(default=None, alias=Attr.RPC_KIND)
+    request_id: str | None = Field(default=None, alias=Attr.REQUEST_ID)
+    attempt: int | None = Field(default=None, alias=Attr.ATTEMPT)
+    caller: str | None = Field(default=None, alias=Attr.CALLER)
+    callee_host: str | None = Field(default=None, alias=Attr.CALLEE_HOST)
+    timeout_ms: float | None = Field(default=None, alias=Attr.TIMEOUT_MS)
+    duration_ms: float | None = Field(default=None, alias=Attr.DURATION_MS)
+    redelivered: bool | None = Field(default=None, alias=Attr.REDELIVERED)
+    requeue: bool | None = Field(default=None, alias=Attr.REQUEUE)
+    reply_code: int | None = Field(default=None, alias=Attr.REPLY_CODE)
+    republish_reason: str | None = Field(default=None, alias=Attr.REPUBLISH_REASON)
+    duplicate: bool | None = Field(default=None, alias=Attr.DUPLICATE)
+    blocked_reason: str | None = Field(default=None, alias=Attr.BLOCKED_REASON)
+    connection_id: str | None = Field(default=None, alias=Attr.CONNECTION_ID)
+    reconnect_attempt: int | None = Field(default=None, alias=Attr.RECONNECT_ATTEMPT)
+    downtime_ms: float | None = Field(default=None, alias=Attr.DOWNTIME_MS)
+
+
+class TraceEvent(BaseModel):
+    """One line of a trace file."""
+
+    model_config = _MODEL
+
+    time_unix_nano: int = Field(description="Wall clock of the writing instance, unix nanoseconds.")
+    event_name: str = Field(alias="event.name", description="An ``EventName`` value.")
+    severity_number: int = Field(default=9, description="OpenTelemetry severity: 9 info, 13 warn.")
+    trace_id: str | None = None
+    span_id: str | None = None
+    parent_span_id: str | None = None
+    seq: int | None = Field(default=None, alias="gear.event.seq", description="Per-instance counter.")
+    resource: Resource
+    attributes: Attributes = Field(default_factory=Attributes)
+
+
+def _python_type(annotation: Any) -> type:
+    args = [a for a in get_args(annotation) if a is not type(None)]
+    found = args[0] if args else annotation
+    assert isinstance(found, type)
+    return found
+
+
+ATTRIBUTE_TYPES: MappingProxyType[str, type] = MappingProxyType(
+    {
+        str(field.alias): _python_type(field.annotation)
+        for field in Attributes.model_fields.values()
+        if field.alias is not None
+    }
+)
+"""Attribute key -> the Python type its JSON value must have (``bool``, ``int``, ``float``, ``str``)."""
+
+
+def _coerce(kind: type, value: Any) -> Any:
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        raise TypeError(f"expected bool, got {type(value).__name__}")
+    if kind is int:
+        if isinstance(value, bool):
+            raise TypeError("expected int, got bool")
+        return int(value)
+    if kind is float:
+        if isinstance(value, bool):
+            raise TypeError("expected float, got bool")
+        return float(value)
+    return str(value)
+
+
+def coerce_attributes(attributes: dict[str, Any]) -> dict[str, Any]:
+    """Return JSON-safe attributes with every known key of its declared type.
+
+    ``None`` values are dropped; a value that cannot be coerced is kept as text under
+    ``gear.invalid.<key>`` so that nothing is lost and the line stays readable by Spark. Unknown keys
+    are kept when their value is a JSON scalar and written as text otherwise.
+    """
+    out: dict[str, Any] = {}
+    for key, value in attributes.items():
+        if value is None:
+            continue
+        kind = ATTRIBUTE_TYPES.get(key)
+        if kind is None:
+            out[key] = value if isinstance(value, str | int | float | bool) else str(value)
+            continue
+        try:
+            out[key] = _coerce(kind, value)
+        except (TypeError, ValueError, OverflowError):
+            out[f"gear.invalid.{key}"] = str(value)
+    return out

@@ -1,0 +1,150 @@
+"""JSONL tracer: model round trip, coercion, rotation, failures logged once, the factory."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gear.tracing import (
+    Attr,
+    EventName,
+    InMemoryTracer,
+    JsonlTracer,
+    NullTracer,
+    Resource,
+    TraceEvent,
+    tracer_from_env,
+)
+from gear.tracing.event import ATTRIBUTE_TYPES, coerce_attributes
+
+RESOURCE = Resource.model_validate(
+    {"service.name": "WEB", "host.name": "h1", "service.instance.id": "WEB.h1.abc", "process.pid": 7}
+)
+
+
+def _lines(directory: Path) -> list[dict[str, object]]:
+    out: list[dict[str, object]] = []
+    for path in sorted(directory.glob("*.jsonl")):
+        out.extend(json.loads(line) for line in path.read_text().splitlines())
+    return out
+
+
+def test_every_attr_key_is_in_the_model() -> None:
+    keys = {v for k, v in vars(Attr).items() if k.isupper()}
+    assert keys == set(ATTRIBUTE_TYPES)
+
+
+def test_lines_validate_against_the_model(tmp_path: Path) -> None:
+    tracer = JsonlTracer(tmp_path, RESOURCE)
+    tracer.emit(
+        EventName.PUBLISH,
+        trace_id="a" * 32,
+        span_id="b" * 16,
+        attributes={Attr.MESSAGE_ID: "m1", Attr.ATTEMPT: 1, Attr.TIMEOUT_MS: 5000, Attr.ROUTE: "type"},
+    )
+    tracer.emit(EventName.BLOCKED, attributes={Attr.BLOCKED_REASON: "low on memory"})
+    tracer.close()
+    rows = _lines(tmp_path)
+    assert [r["event.name"] for r in rows] == ["gear.publish", "gear.connection.blocked"]
+    events = [TraceEvent.model_validate(r) for r in rows]
+    assert events[0].attributes.timeout_ms == 5000.0
+    assert events[0].resource.instance_id == "WEB.h1.abc"
+    assert events[0].seq == 1
+    assert events[1].seq == 2
+    assert isinstance(rows[0]["time_unix_nano"], int)
+    assert (tmp_path / "WEB.h1.WEB.h1.abc.00000.jsonl").exists()
+
+
+def test_coercion_keeps_types_strict() -> None:
+    out = coerce_attributes(
+        {Attr.ATTEMPT: "2", Attr.REDELIVERED: "yes", Attr.DURATION_MS: 3, "x.custom": [1], Attr.ROUTE: None}
+    )
+    assert out == {
+        Attr.ATTEMPT: 2,
+        f"gear.invalid.{Attr.REDELIVERED}": "yes",
+        Attr.DURATION_MS: 3.0,
+        "x.custom": "[1]",
+    }
+
+
+def test_rotation_by_size(tmp_path: Path) -> None:
+    tracer = JsonlTracer(tmp_path, RESOURCE, max_bytes=2000)
+    for i in range(100):
+        tracer.emit(EventName.DELIVER, span_id=f"{i:016x}")
+    tracer.close()
+    files = sorted(tmp_path.glob("*.jsonl"))
+    assert len(files) > 3
+    assert all(f.stat().st_size <= 2000 for f in files)
+    assert [r["span_id"] for r in _lines(tmp_path)] == [f"{i:016x}" for i in range(100)]
+    again = JsonlTracer(tmp_path, RESOURCE, max_bytes=2000)
+    again.emit(EventName.DELIVER)
+    again.close()
+    assert again.sink.paths[0].name.endswith(f"{len(files):05d}.jsonl")
+
+
+def test_unwritable_directory_logs_once_and_never_raises(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    tracer = JsonlTracer(blocker / "traces", RESOURCE)
+    with caplog.at_level(logging.WARNING, logger="gear.tracing"):
+        for _ in range(3):
+            tracer.emit(EventName.PUBLISH)
+            tracer.flush()
+        tracer.close()
+    warnings = [r for r in caplog.records if r.name == "gear.tracing"]
+    assert len(warnings) == 1
+    assert tracer.sink.dropped == 3
+
+
+def test_overflow_drops_instead_of_growing(tmp_path: Path) -> None:
+    tracer = JsonlTracer(tmp_path, RESOURCE, max_pending=5, flush_interval=60)
+    for _ in range(10):
+        tracer.emit(EventName.PUBLISH)
+    assert tracer.overflowed >= 5
+    tracer.close()
+
+
+def test_factory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GEAR_TRACE", raising=False)
+    assert isinstance(tracer_from_env("WEB", "h1", "i1"), NullTracer)
+    monkeypatch.setenv("GEAR_TRACE", "off")
+    assert isinstance(tracer_from_env("WEB", "h1", "i1"), NullTracer)
+    monkeypatch.setenv("GEAR_TRACE", str(tmp_path / "env"))
+    tracer = tracer_from_env("WEB", "h1", "i1")
+    assert isinstance(tracer, JsonlTracer)
+    assert tracer.enabled
+    tracer.emit(EventName.RECONNECT)
+    tracer.close()
+    assert _lines(tmp_path / "env")[0]["resource"] == {
+        "service.name": "WEB",
+        "host.name": "h1",
+        "service.instance.id": "i1",
+        "process.pid": os.getpid(),
+    }
+    explicit = tracer_from_env("WEB", "h1", "i2", directory=tmp_path / "arg")
+    explicit.close()
+    assert isinstance(explicit, JsonlTracer)
+
+
+def test_in_memory_tracer() -> None:
+    tracer = InMemoryTracer(RESOURCE)
+    tracer.emit(EventName.TIMEOUT, span_id="s", attributes={Attr.TIMEOUT_MS: 10})
+    assert tracer.named(EventName.TIMEOUT)[0].attributes.timeout_ms == 10.0
+
+
+def test_sdk_never_imports_pyspark() -> None:
+    code = (
+        "import sys, gear, gear.tracing, gear.pipeline\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j'))\n"
+        "print(','.join(bad))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == ""
