@@ -1,0 +1,156 @@
+"""Queue arguments: x-message-ttl, per-message expiration, x-max-length, dead-lettering, x-expires."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from aio_pika.abc import AbstractChannel, AbstractQueue
+
+from tests.conformance._support import QUIET, WAIT, Amqp, Inbox, drain_bodies, expect_close, msg
+
+TTL_MS = 150
+
+
+async def _dead_letter_setup(
+    amqp: Amqp, channel: AbstractChannel, **arguments: Any
+) -> tuple[AbstractQueue, AbstractQueue]:
+    """A work queue whose dead letters go through a fanout DLX into a second queue."""
+    dlx = await amqp.exchange(channel, "fanout", "dlx")
+    dead = await channel.declare_queue("", exclusive=True)
+    await dead.bind(dlx)
+    work = await amqp.queue(channel, "work", arguments={"x-dead-letter-exchange": dlx.name, **arguments})
+    return work, dead
+
+
+async def test_queue_message_ttl_expires_messages(amqp: Amqp) -> None:
+    """x-message-ttl: a message older than the TTL is never delivered (not by get, not to consumers)."""
+    channel = await amqp.channel()
+    queue = await channel.declare_queue("", exclusive=True, arguments={"x-message-ttl": TTL_MS})
+    await channel.default_exchange.publish(msg("stale"), queue.name)
+    await asyncio.sleep(TTL_MS / 1000 + QUIET)
+    assert await drain_bodies(queue) == [], "a message past x-message-ttl must not be delivered by basic.get"
+    await channel.default_exchange.publish(msg("stale2"), queue.name)
+    await asyncio.sleep(TTL_MS / 1000 + QUIET)
+    inbox = Inbox()
+    await queue.consume(inbox)
+    await inbox.quiet("a message past x-message-ttl must not be delivered to a consumer")
+
+
+async def test_message_within_ttl_is_delivered(amqp: Amqp) -> None:
+    """x-message-ttl does not drop messages taken before they expire."""
+    channel = await amqp.channel()
+    queue = await channel.declare_queue("", exclusive=True, arguments={"x-message-ttl": 60_000})
+    await channel.default_exchange.publish(msg("fresh"), queue.name)
+    assert await drain_bodies(queue) == [b"fresh"]
+
+
+async def test_per_message_expiration(amqp: Amqp) -> None:
+    """The expiration property (ms) expires that message only; others stay."""
+    channel = await amqp.channel()
+    queue = await channel.declare_queue("", exclusive=True)
+    await channel.default_exchange.publish(msg("short", expiration=TTL_MS / 1000), queue.name)
+    await channel.default_exchange.publish(msg("long"), queue.name)
+    await channel.default_exchange.publish(msg("short2", expiration=TTL_MS / 1000), queue.name)
+    await asyncio.sleep(TTL_MS / 1000 + QUIET)
+    assert await drain_bodies(queue) == [b"long"], "messages past their expiration must never be delivered"
+
+
+async def test_max_length_drops_from_head(amqp: Amqp) -> None:
+    """x-max-length (default overflow drop-head): publishing past the limit drops the oldest messages."""
+    channel = await amqp.channel()
+    queue = await channel.declare_queue("", exclusive=True, arguments={"x-max-length": 2})
+    for b in ("1", "2", "3", "4"):
+        await channel.default_exchange.publish(msg(b), queue.name)
+    ok = (await channel.declare_queue(queue.name, passive=True)).declaration_result
+    assert ok.message_count == 2, "x-max-length=2 keeps at most 2 ready messages"
+    assert await drain_bodies(queue) == [b"3", b"4"], "drop-head keeps the newest messages"
+
+
+async def test_reject_without_requeue_dead_letters_with_x_death(amqp: Amqp) -> None:
+    """reject(requeue=False) with x-dead-letter-exchange republishes there with an x-death entry."""
+    channel = await amqp.channel()
+    work, dead = await _dead_letter_setup(amqp, channel)
+    await channel.default_exchange.publish(msg("bad", message_id="m1", headers={"keep": "me"}), work.name)
+    got = await work.get(no_ack=False, timeout=WAIT)
+    await got.reject(requeue=False)
+    lettered = await _next(dead, "a rejected message must reach the dead-letter exchange")
+    assert lettered.body == b"bad"
+    assert lettered.message_id == "m1", "dead-lettering keeps the message's properties"
+    headers = lettered.headers
+    assert headers.get("keep") == "me", "dead-lettering keeps existing headers"
+    deaths = headers.get("x-death")
+    assert isinstance(deaths, list), f"dead letters carry an x-death list, got {headers}"
+    assert len(deaths) == 1
+    death = deaths[0]
+    assert isinstance(death, dict)
+    assert death.get("queue") == work.name, "x-death.queue is the queue the message died in"
+    assert death.get("reason") == "rejected", "x-death.reason is 'rejected' for reject/nack(requeue=False)"
+    assert death.get("count") == 1, "x-death.count counts deaths for this (queue, reason)"
+    assert death.get("exchange") == "", "x-death.exchange is the exchange the message was published to"
+    assert death.get("routing-keys") == [work.name], "x-death.routing-keys are the original routing keys"
+
+
+async def test_nack_without_requeue_dead_letters_with_routing_key_override(amqp: Amqp) -> None:
+    """nack(requeue=False) dead-letters; x-dead-letter-routing-key replaces the routing key."""
+    channel = await amqp.channel()
+    dlx = await amqp.exchange(channel, "direct", "dlx")
+    dead = await channel.declare_queue("", exclusive=True)
+    await dead.bind(dlx, "dead.key")
+    work = await amqp.queue(
+        channel,
+        "work",
+        arguments={"x-dead-letter-exchange": dlx.name, "x-dead-letter-routing-key": "dead.key"},
+    )
+    await channel.default_exchange.publish(msg("n"), work.name)
+    got = await work.get(no_ack=False, timeout=WAIT)
+    await got.nack(requeue=False)
+    lettered = await _next(dead, "x-dead-letter-routing-key must route the dead letter with that key")
+    assert lettered.routing_key == "dead.key"
+
+
+async def test_expired_message_is_dead_lettered(amqp: Amqp) -> None:
+    """A message that expires in a queue with a DLX is dead-lettered with reason 'expired'."""
+    channel = await amqp.channel()
+    work, dead = await _dead_letter_setup(amqp, channel, **{"x-message-ttl": TTL_MS})
+    await channel.default_exchange.publish(msg("late"), work.name)
+    lettered = await _next(dead, "an expired message must be dead-lettered")
+    assert lettered.body == b"late"
+    deaths = lettered.headers.get("x-death")
+    assert isinstance(deaths, list)
+    assert isinstance(deaths[0], dict)
+    assert deaths[0].get("reason") == "expired", "x-death.reason is 'expired' for TTL expiry"
+
+
+async def test_x_expires_deletes_unused_queue(amqp: Amqp) -> None:
+    """x-expires: a queue with no consumers and no use for that long is deleted."""
+    channel = await amqp.channel()
+    queue = await amqp.queue(channel, "exp", arguments={"x-expires": 200})
+    await asyncio.sleep(1.0)
+    probe = await amqp.channel()
+    await expect_close(
+        probe.declare_queue(queue.name, passive=True), 404, "a queue unused for x-expires ms must be deleted"
+    )
+
+
+async def test_x_expires_spares_queue_with_consumer(amqp: Amqp) -> None:
+    """x-expires does not delete a queue while it has a consumer."""
+    connection = await amqp.connect()
+    channel = await amqp.channel(connection)
+    queue = await amqp.queue(channel, "exp", arguments={"x-expires": 200})
+    await queue.consume(Inbox())
+    await asyncio.sleep(0.6)
+    probe = await amqp.channel(connection)
+    await probe.declare_queue(queue.name, passive=True)
+
+
+async def _next(queue: AbstractQueue, rule: str) -> Any:
+    """The first message to reach ``queue`` (polls basic.get up to WAIT)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + WAIT
+    while loop.time() < deadline:
+        got = await queue.get(no_ack=True, fail=False, timeout=WAIT)
+        if got is not None:
+            return got
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{rule}: nothing arrived within {WAIT}s")
