@@ -1,0 +1,23 @@
+# One image for every example service and for the `gear` CLI.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /app
+
+# The package is gear (SDK and reference broker), cli (the `gear` command) and examples (the services).
+COPY pyproject.toml README.md ./
+COPY gear ./gear
+COPY cli ./cli
+COPY examples ./examples
+RUN pip install . && rm -rf /app/build
+
+# Never run services as root.
+RUN useradd --create-home --uid 10001 gear
+USER gear
+
+# Each compose service sets its own command; by default the image is the CLI.
+CMD ["gear", "--help"]

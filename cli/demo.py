@@ -1,0 +1,93 @@
+"""``gear demo``: the seed's WEB/REPO/CTRL system, every routing form, in one command.
+
+Without ``--url`` it starts the reference broker in this process on a free port; with ``--url`` it runs
+the same against a RabbitMQ, under TYPE names and an exchange of its own so that services already running
+there (``docker compose up``) neither see its messages nor take its requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.parse
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+import typer
+
+from cli.options import JsonOpt
+from cli.output import ExitCode, Renderer, fail, map_errors
+from examples.scenario import Outcome, run_scenario
+from examples.system import Names, running_system
+
+__all__ = ("demo", "register")
+
+
+def _masked(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+@asynccontextmanager
+async def _broker(urls: Sequence[str], say: Any) -> AsyncIterator[tuple[list[str], Names]]:
+    if urls:
+        say(f"broker: {', '.join(_masked(u) for u in urls)} (demo uses its own TYPEs and exchange)")
+        yield list(urls), Names.isolated("demo")
+        return
+    from gear.broker import Broker
+
+    async with Broker(port=0) as server:
+        say(f"broker: Gear's reference broker, in this process, at {server.url}")
+        yield [server.url], Names()
+
+
+def demo(
+    url: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--url",
+            "-u",
+            help="Run against this broker (e.g. a RabbitMQ) instead of an embedded reference broker.",
+            show_default=False,
+        ),
+    ] = None,
+    repos: Annotated[int, typer.Option(min=1, max=9, help="How many REPO instances.")] = 3,
+    ctrls: Annotated[int, typer.Option(min=1, max=9, help="How many CTRL instances.")] = 2,
+    as_json: JsonOpt = False,
+) -> None:
+    """Start REPO, CTRL and WEB instances and walk through p2p, stateless, multicast and broadcast."""
+    out = Renderer(as_json)
+    lines: list[str] = []
+
+    def say(text: str) -> None:
+        lines.append(text)
+        out.line(text)
+
+    async def main() -> Outcome:
+        say("Gear demo: the seed's WEB/REPO/CTRL system")
+        async with _broker(url or [], say) as (urls, names):
+            async with running_system(
+                urls,
+                repo_hosts=[f"repo{i}" for i in range(1, repos + 1)],
+                ctrl_hosts=[f"ctrl{i}" for i in range(1, ctrls + 1)],
+                names=names,
+            ) as system:
+                say("instances: " + " ".join(str(s.address) for s in system.services))
+                say("")
+                return await run_scenario(system, say)
+
+    with map_errors(out):
+        outcome = asyncio.run(main())
+    failed = [name for name, passed in outcome.checks.items() if not passed]
+    out.document({"ok": outcome.ok, "checks": outcome.checks, "report": lines})
+    if failed:
+        fail(f"demo: {len(failed)} check(s) did not hold: {', '.join(failed)}", ExitCode.INTERNAL, None)
+    say(f"done: {len(outcome.checks)} checks passed; every address form routed as the table says")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``gear demo`` to ``app``."""
+    app.command("demo")(demo)

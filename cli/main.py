@@ -1,0 +1,43 @@
+"""The ``gear`` command: a thin typer layer over Gear's public API.
+
+Each command group lives in its own module and registers itself on :data:`app`; behaviour lives in the
+SDK (``gear``), the reference broker (``gear.broker``) and the examples (``examples``), never here.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from cli import broker_cmd, demo, rpc_commands, send, serve, topology, traces
+from cli.output import EXIT_CODES_HELP
+
+__all__ = ("app", "main")
+
+app = typer.Typer(
+    name="gear",
+    help=(
+        "Gear: RPC over RabbitMQ with four address forms.\n\n"
+        "REPO.host2 = one instance (point-to-point), CTRL = any one instance (round-robin), "
+        "CTRL.* = every CTRL instance (multicast), *.* = every instance (broadcast).\n\n"
+        "Connection settings come from options or the environment: GEAR_URL (broker URL, several "
+        "separated by commas), GEAR_TYPE and GEAR_HOST (for `gear serve`)."
+    ),
+    epilog=EXIT_CODES_HELP,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+    rich_markup_mode=None,
+)
+
+app.add_typer(send.app, name="send")
+rpc_commands.register(app)
+serve.register(app)
+broker_cmd.register(app)
+topology.register(app)
+demo.register(app)
+app.add_typer(traces.app, name="traces")
+
+
+def main() -> None:
+    """Entry point for ``python -m cli``."""
+    app()

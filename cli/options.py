@@ -1,0 +1,86 @@
+"""Options shared by several commands, and the parsing of ``--data`` / ``--data-file``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+__all__ = (
+    "DEFAULT_URL",
+    "DataFileOpt",
+    "DataOpt",
+    "JsonOpt",
+    "TimeoutOpt",
+    "UrlOpt",
+    "load_payload",
+    "urls",
+)
+
+DEFAULT_URL = "amqp://guest:guest@localhost/"
+
+UrlOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--url",
+        "-u",
+        envvar="GEAR_URL",
+        help="Broker URL; repeat it (or separate with commas) for a cluster, tried in turn. Env: GEAR_URL. "
+        f"Default: {DEFAULT_URL}",
+        show_default=False,
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout, for scripts.")]
+TimeoutOpt = Annotated[
+    float, typer.Option("--timeout", "-t", min=0.001, help="Seconds to wait for replies (the call's deadline).")
+]
+DataOpt = Annotated[
+    str | None,
+    typer.Option("--data", "-d", help='Payload as JSON, e.g. \'{"verbose": true}\'.', show_default=False),
+]
+DataFileOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--data-file",
+        "-f",
+        help="Read the JSON payload from a file ('-' for stdin).",
+        show_default=False,
+        allow_dash=True,
+    ),
+]
+
+
+def urls(given: list[str] | None) -> list[str]:
+    """The broker URLs to try: the options, else ``GEAR_URL``, else the default.
+
+    Commas separate URLs as in :class:`gear.Settings`; click already split ``GEAR_URL`` on whitespace.
+    """
+    found = [u.strip() for item in (given or []) for u in item.split(",") if u.strip()]
+    return found or [DEFAULT_URL]
+
+
+def load_payload(data: str | None, data_file: Path | None) -> Any:
+    """The request payload from ``--data`` or ``--data-file``; ``{}`` when neither is given.
+
+    Raises:
+        typer.BadParameter: for both options at once, an unreadable file or invalid JSON (exit code 2).
+    """
+    if data is not None and data_file is not None:
+        raise typer.BadParameter("give --data or --data-file, not both", param_hint="--data")
+    if data_file is not None:
+        try:
+            text = typer.get_text_stream("stdin").read() if str(data_file) == "-" else data_file.read_text()
+        except OSError as exc:
+            raise typer.BadParameter(f"cannot read {data_file}: {exc.strerror}", param_hint="--data-file") from None
+        hint = "--data-file"
+    elif data is not None:
+        text, hint = data, "--data"
+    else:
+        return {}
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise typer.BadParameter(f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
+                                 param_hint=hint) from None

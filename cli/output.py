@@ -1,0 +1,197 @@
+"""What the CLI prints and which exit code it ends with.
+
+Every command renders its result in one of two ways: lines for a person (the default) or one JSON document
+on stdout (``--json``) for scripts. Expected failures (a timeout, an unroutable address, a remote error,
+no broker) end the command with a one-line message on stderr and an exit code from :class:`ExitCode`; only a
+bug in Gear itself shows a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from enum import IntEnum
+from types import MappingProxyType
+from typing import Any, NoReturn
+
+import typer
+from pydantic import BaseModel
+
+from gear.errors import (
+    BadPayloadError,
+    CallTimeoutError,
+    ConfigurationError,
+    ConnectError,
+    ConnectionLostError,
+    DeliveryError,
+    GearError,
+    MethodNotFoundError,
+    RemoteError,
+)
+
+__all__ = (
+    "EXIT_CODES_HELP",
+    "ExitCode",
+    "Renderer",
+    "exit_code_for",
+    "fail",
+    "jsonable",
+    "map_errors",
+)
+
+
+class ExitCode(IntEnum):
+    """The process exit codes of every ``gear`` command."""
+
+    OK = 0
+    INTERNAL = 1
+    USAGE = 2
+    CONNECT = 3
+    TIMEOUT = 4
+    UNROUTABLE = 5
+    REMOTE = 6
+    METHOD_NOT_FOUND = 7
+    BAD_PAYLOAD = 8
+    MISSING_DEPENDENCY = 9
+    INTERRUPTED = 130
+
+
+_MEANING: Mapping[ExitCode, str] = MappingProxyType(
+    {
+        ExitCode.OK: "success",
+        ExitCode.INTERNAL: "unexpected error (a bug: please report it with the traceback)",
+        ExitCode.USAGE: "bad usage or input: unknown option, invalid address, TYPE, HOST or JSON",
+        ExitCode.CONNECT: "cannot connect to the broker, or the connection was lost",
+        ExitCode.TIMEOUT: "no reply before the deadline (gather: someone did not answer in time)",
+        ExitCode.UNROUTABLE: "unroutable: no queue bound for the address, or the broker nacked it",
+        ExitCode.REMOTE: "the remote handler raised an error",
+        ExitCode.METHOD_NOT_FOUND: "the remote instance has no handler for that method",
+        ExitCode.BAD_PAYLOAD: "the remote handler rejected the payload (validation failed)",
+        ExitCode.MISSING_DEPENDENCY: "an optional dependency is missing (pyspark for `gear traces`)",
+        ExitCode.INTERRUPTED: "interrupted (Ctrl-C or SIGTERM before the command finished)",
+    }
+)
+
+EXIT_CODES_HELP = "\b\nExit codes:\n" + "\n".join(
+    f"  {int(code):>3}  {meaning}" for code, meaning in _MEANING.items()
+)
+"""The exit-code table as ``gear --help`` shows it (``\\b`` tells click not to rewrap it)."""
+
+# Most specific class first: the first isinstance match wins.
+_BY_ERROR: tuple[tuple[type[BaseException], ExitCode], ...] = (
+    (MethodNotFoundError, ExitCode.METHOD_NOT_FOUND),
+    (BadPayloadError, ExitCode.BAD_PAYLOAD),
+    (RemoteError, ExitCode.REMOTE),
+    (CallTimeoutError, ExitCode.TIMEOUT),
+    (DeliveryError, ExitCode.UNROUTABLE),
+    (ConnectError, ExitCode.CONNECT),
+    (ConnectionLostError, ExitCode.CONNECT),
+    (ConfigurationError, ExitCode.USAGE),
+    (ValueError, ExitCode.USAGE),
+    # The SDK wraps socket errors in ConnectError; these are a safety net, not the contract.
+    (ConnectionError, ExitCode.CONNECT),
+    (TimeoutError, ExitCode.TIMEOUT),
+    (OSError, ExitCode.CONNECT),
+)
+
+
+def exit_code_for(exc: BaseException) -> ExitCode:
+    """The exit code an exception ends the command with; ``INTERNAL`` for anything unexpected."""
+    for cls, code in _BY_ERROR:
+        if isinstance(exc, cls):
+            return code
+    return ExitCode.INTERNAL
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, RemoteError):
+        return f"remote error: {text}"
+    if isinstance(exc, GearError):
+        return text
+    return f"{type(exc).__name__}: {text}"
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` made JSON-able: pydantic models dumped, dataclasses and tuples turned into plain data."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [jsonable(v) for v in value]
+    if hasattr(value, "__dataclass_fields__"):
+        return {name: jsonable(getattr(value, name)) for name in value.__dataclass_fields__}
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    return str(value)
+
+
+class Renderer:
+    """Prints results for a person or, with ``as_json``, as one JSON document per command."""
+
+    def __init__(self, as_json: bool = False) -> None:
+        self.as_json = as_json
+
+    def line(self, text: str = "") -> None:
+        """A line for a person; ignored in JSON mode so stdout stays one parseable document."""
+        if not self.as_json:
+            typer.echo(text)
+
+    def document(self, data: Any) -> None:
+        """The command's JSON result (JSON mode only)."""
+        if self.as_json:
+            typer.echo(json.dumps(jsonable(data), indent=2, sort_keys=True))
+
+    def value(self, data: Any) -> str:
+        """A result value formatted for a person: compact JSON on one line."""
+        return json.dumps(jsonable(data), sort_keys=True, ensure_ascii=False)
+
+    def table(self, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+        """A plain-text table with aligned columns (human mode only)."""
+        if self.as_json:
+            return
+        widths = [len(h) for h in headers]
+        for row in rows:
+            widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
+        fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+        typer.echo(fmt.format(*headers).rstrip())
+        typer.echo(fmt.format(*("-" * w for w in widths)).rstrip())
+        for row in rows:
+            typer.echo(fmt.format(*row).rstrip())
+
+
+def fail(message: str, code: ExitCode, renderer: Renderer | None = None) -> NoReturn:
+    """End the command with a one-line message on stderr (and a JSON error document with ``--json``)."""
+    if renderer is not None and renderer.as_json:
+        renderer.document({"ok": False, "error": {"message": message, "exit_code": int(code)}})
+    typer.echo(f"gear: {message}", err=True)
+    raise typer.Exit(int(code))
+
+
+@contextmanager
+def map_errors(renderer: Renderer | None = None) -> Iterator[None]:
+    """Turn expected failures into a one-line message and their exit code; let bugs raise."""
+    try:
+        yield
+    except (typer.Exit, typer.Abort):
+        raise
+    except KeyboardInterrupt:
+        typer.echo("gear: interrupted", err=True)
+        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+    except Exception as exc:
+        code = exit_code_for(exc)
+        if code is ExitCode.INTERNAL:
+            raise
+        if renderer is not None and renderer.as_json:
+            error: dict[str, Any] = {
+                "type": type(exc).__name__,
+                "message": _one_line(exc),
+                "exit_code": int(code),
+            }
+            if isinstance(exc, RemoteError):
+                error.update(remote_type=exc.type, details=jsonable(exc.details))
+            renderer.document({"ok": False, "error": error})
+        typer.echo(f"gear: {_one_line(exc)}", err=True)
+        raise typer.Exit(int(code)) from None

@@ -1,0 +1,251 @@
+"""``gear call``, ``gear cast``, ``gear gather`` and ``gear nodes``: one message, and what came back.
+
+The ``run_*`` coroutines are shared with ``gear send``, which only spells the address differently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+import typer
+
+from cli.client import CLI_TYPE, connect
+from cli.options import DataFileOpt, DataOpt, JsonOpt, TimeoutOpt, UrlOpt, load_payload, urls
+from cli.output import ExitCode, Renderer, fail, map_errors
+from gear.address import Address
+
+__all__ = ("PING_METHOD", "register", "run_call", "run_cast", "run_gather")
+
+PING_METHOD = "gear.ping"
+"""The method every Service answers on its own; `gear nodes` and gather's census use it."""
+
+AddressArg = Annotated[str, typer.Argument(help="REPO.host2, CTRL, CTRL.* or *.*", show_default=False)]
+MethodArg = Annotated[str, typer.Argument(help="The remote method name.", show_default=False)]
+
+
+def parse_address(text: str, out: Renderer) -> Address:
+    """Parse ``text`` or end the command with exit code 2."""
+    try:
+        return Address.parse(text)
+    except ValueError as exc:
+        fail(str(exc), ExitCode.USAGE, out)
+
+
+def run_call(
+    address: Address, method: str, payload: Any, url: Sequence[str], timeout: float, out: Renderer
+) -> None:
+    """Call ``method`` on one instance and print the result."""
+    if address.is_fanout:
+        fail(f"{address} reaches several instances: use `gear gather` (or --call with send)", ExitCode.USAGE, out)
+
+    async def main() -> tuple[Any, float]:
+        async with connect(url, timeout) as svc:
+            started = time.monotonic()
+            result = await svc.rpc.call(str(address), method, payload, timeout=timeout)
+            return result, time.monotonic() - started
+
+    with map_errors(out):
+        result, elapsed = asyncio.run(main())
+    out.document({"ok": True, "address": str(address), "method": method, "result": result})
+    out.line(f"{address} answered {method} in {elapsed * 1000:.0f} ms:")
+    out.line(out.value(result))
+
+
+def run_cast(address: Address, method: str, payload: Any, url: Sequence[str], timeout: float, out: Renderer) -> None:
+    """Send ``method`` without waiting for a reply; returns once the broker confirmed it."""
+
+    async def main() -> None:
+        async with connect(url, timeout) as svc:
+            await svc.rpc.cast(str(address), method, payload)
+
+    with map_errors(out):
+        asyncio.run(main())
+    out.document({"ok": True, "address": str(address), "method": method, "sent": True})
+    out.line(f"sent {method} to {address} (confirmed by the broker; no reply expected)")
+
+
+async def _census(svc: Any, address: Address, timeout: float) -> list[str] | None:
+    """Who is alive behind a fan-out ``address``, by ``gear.ping``; ``None`` if nobody could be asked."""
+    try:
+        replies = await svc.rpc.gather(str(address), PING_METHOD, {}, timeout=timeout)
+    except Exception:
+        return None
+    return sorted({str(r.sender) for r in replies if r.error is None and not _is_cli(str(r.sender))})
+
+
+def _is_cli(sender: str) -> bool:
+    return sender.split(".", 1)[0] == CLI_TYPE
+
+
+def run_gather(
+    address: Address,
+    method: str,
+    payload: Any,
+    url: Sequence[str],
+    timeout: float,
+    expected: int | None,
+    out: Renderer,
+) -> None:
+    """Send ``method`` to every instance behind ``address`` and print who answered what.
+
+    Alongside the request, a ``gear.ping`` census lists the live instances, so the table also shows who
+    is alive but did not answer in time. Exit code 4 if someone did not answer (or fewer than
+    ``expected``), 6 if someone answered with an error.
+    """
+    if not address.is_fanout:
+        fail(f"{address} reaches one instance: use `gear call`", ExitCode.USAGE, out)
+
+    async def main() -> tuple[list[Any], list[str] | None]:
+        async with connect(url, timeout) as svc:
+            gathered = svc.rpc.gather(str(address), method, payload, timeout=timeout, expected=expected)
+            if method == PING_METHOD:
+                return list(await gathered), None
+            replies, alive = await asyncio.gather(gathered, _census(svc, address, timeout))
+            return list(replies), alive
+
+    with map_errors(out):
+        replies, alive = asyncio.run(main())
+    replies = [r for r in replies if not _is_cli(str(r.sender))]
+    answered = {str(r.sender) for r in replies}
+    missing = sorted(set(alive or ()) - answered)
+    errors = [r for r in replies if r.error is not None]
+
+    rows = [
+        {
+            "sender": str(r.sender),
+            "ok": r.error is None,
+            "result": r.result if r.error is None else None,
+            "error": None if r.error is None else _error_dict(r.error),
+        }
+        for r in sorted(replies, key=lambda r: str(r.sender))
+    ]
+    out.document(
+        {
+            "ok": not errors and not missing and (expected is None or len(replies) >= expected),
+            "address": str(address),
+            "method": method,
+            "replies": rows,
+            "missing": missing,
+            "expected": expected,
+        }
+    )
+    table = [
+        [row["sender"], "ok" if row["ok"] else "error", out.value(row["result"]) if row["ok"] else _error_text(row)]
+        for row in rows
+    ]
+    table += [[sender, "no reply", f"alive, but no answer within {timeout:g}s"] for sender in missing]
+    if table:
+        out.table(["instance", "status", "result"], table)
+    else:
+        out.line(f"nobody answered {method} on {address} within {timeout:g}s")
+    out.line(f"{len(replies)} replied, {len(errors)} with an error, {len(missing)} did not answer in time")
+
+    if not replies or missing or (expected is not None and len(replies) < expected):
+        what = f"{len(replies)} of {expected}" if expected is not None else f"{len(replies)} replies"
+        typer.echo(f"gear: {method} on {address}: {what} within {timeout:g}s", err=True)
+        raise typer.Exit(int(ExitCode.TIMEOUT))
+    if errors:
+        typer.echo(f"gear: {len(errors)} instance(s) answered {method} with an error", err=True)
+        raise typer.Exit(int(ExitCode.REMOTE))
+
+
+def _error_dict(error: Any) -> dict[str, Any]:
+    if isinstance(error, BaseException):
+        return {
+            "type": getattr(error, "type", type(error).__name__),
+            "message": getattr(error, "message", str(error)),
+            "details": getattr(error, "details", {}),
+        }
+    return dict(error) if isinstance(error, dict) else {"type": "Error", "message": str(error), "details": {}}
+
+
+def _error_text(row: dict[str, Any]) -> str:
+    error = row["error"]
+    return f"{error['type']}: {error['message']}" if error["message"] else str(error["type"])
+
+
+def call(
+    address: AddressArg,
+    method: MethodArg,
+    data: DataOpt = None,
+    data_file: DataFileOpt = None,
+    timeout: TimeoutOpt = 5.0,
+    url: UrlOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Call METHOD on one instance (REPO.host2) or any one instance (CTRL) and print its reply."""
+    out = Renderer(as_json)
+    run_call(parse_address(address, out), method, load_payload(data, data_file), urls(url), timeout, out)
+
+
+def cast(
+    address: AddressArg,
+    method: MethodArg,
+    data: DataOpt = None,
+    data_file: DataFileOpt = None,
+    timeout: TimeoutOpt = 5.0,
+    url: UrlOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Send METHOD to any address without waiting for a reply (fire-and-forget, broker-confirmed)."""
+    out = Renderer(as_json)
+    run_cast(parse_address(address, out), method, load_payload(data, data_file), urls(url), timeout, out)
+
+
+def gather(
+    address: AddressArg,
+    method: MethodArg,
+    data: DataOpt = None,
+    data_file: DataFileOpt = None,
+    timeout: TimeoutOpt = 2.0,
+    expected: Annotated[
+        int | None, typer.Option(min=1, help="Stop as soon as this many replied.", show_default=False)
+    ] = None,
+    url: UrlOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Call METHOD on every instance of CTRL.* or *.* and show who answered what, and who did not."""
+    out = Renderer(as_json)
+    run_gather(
+        parse_address(address, out), method, load_payload(data, data_file), urls(url), timeout, expected, out
+    )
+
+
+def nodes(
+    type_: Annotated[
+        str | None, typer.Argument(metavar="[TYPE]", help="Only this TYPE (default: every type).")
+    ] = None,
+    timeout: TimeoutOpt = 1.0,
+    url: UrlOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List the live instances: a broadcast (or TYPE.*) gear.ping, and who answered it in time."""
+    out = Renderer(as_json)
+    address = parse_address(f"{type_}.*" if type_ else "*.*", out)
+
+    async def main() -> list[Any]:
+        async with connect(urls(url), timeout) as svc:
+            return list(await svc.rpc.gather(str(address), PING_METHOD, {}, timeout=timeout))
+
+    with map_errors(out):
+        replies = asyncio.run(main())
+    found = sorted((r for r in replies if not _is_cli(str(r.sender))), key=lambda r: str(r.sender))
+    out.document(
+        {"ok": True, "nodes": [{"instance": str(r.sender), "info": r.result} for r in found]}
+    )
+    if not found:
+        out.line(f"no instance answered {PING_METHOD} on {address} within {timeout:g}s")
+        return
+    out.table(["instance", "info"], [[str(r.sender), out.value(r.result)] for r in found])
+    out.line(f"{len(found)} instance(s) alive")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``call``, ``cast``, ``gather`` and ``nodes`` to ``app``."""
+    app.command("call")(call)
+    app.command("cast")(cast)
+    app.command("gather")(gather)
+    app.command("nodes")(nodes)

@@ -1,0 +1,102 @@
+"""``gear serve module:attr``: run a service defined in a module until SIGINT or SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import os
+import sys
+from typing import Annotated, Any
+
+import typer
+
+import gear
+from cli.options import UrlOpt
+from cli.output import ExitCode, fail, map_errors
+from cli.signals import run_until_signal
+
+__all__ = ("load_service", "register", "serve")
+
+
+def load_service(target: str) -> Any:
+    """Import ``module:attr`` and return what it names: a Service, or a callable that builds one.
+
+    Raises:
+        ValueError: if ``target`` is not ``module:attr``, or it cannot be imported or found.
+    """
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"expected module:attr (e.g. examples.repo:create_service), got {target!r}")
+    # Like `python -m`, let a module in the current directory be found.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise ValueError(f"cannot import {module_name!r}: {exc}") from None
+    try:
+        found = module
+        for part in attr.split("."):
+            found = getattr(found, part)
+    except AttributeError:
+        raise ValueError(f"module {module_name!r} has no attribute {attr!r}") from None
+    return found
+
+
+async def _build(found: Any) -> gear.Service:
+    if isinstance(found, gear.Service):
+        return found
+    if callable(found):
+        built = found()
+        if inspect.isawaitable(built):
+            built = await built
+        if isinstance(built, gear.Service):
+            return built
+        raise ValueError(f"calling it returned {type(built).__name__}, not a gear.Service")
+    raise ValueError(f"it is a {type(found).__name__}, not a gear.Service or a callable that builds one")
+
+
+def serve(
+    target: Annotated[
+        str, typer.Argument(metavar="MODULE:ATTR", help="A gear.Service, or a callable returning one.")
+    ],
+    url: UrlOpt = None,
+    type_: Annotated[
+        str | None, typer.Option("--type", envvar="GEAR_TYPE", help="Service TYPE (env GEAR_TYPE).")
+    ] = None,
+    host: Annotated[
+        str | None, typer.Option("--host", envvar="GEAR_HOST", help="Instance HOST (env GEAR_HOST).")
+    ] = None,
+) -> None:
+    """Run a service until Ctrl-C or SIGTERM, then stop gracefully (handlers in flight finish).
+
+    --url, --type and --host are put in the environment (GEAR_URL, GEAR_TYPE, GEAR_HOST) before the module
+    is imported, so services that read gear.Settings pick them up.
+    """
+    for name, value in (("GEAR_URL", ",".join(url or ())), ("GEAR_TYPE", type_), ("GEAR_HOST", host)):
+        if value:
+            os.environ[name] = value
+    try:
+        found = load_service(target)
+    except ValueError as exc:
+        fail(str(exc), ExitCode.USAGE)
+
+    async def main() -> None:
+        svc = await _build(found)
+        await svc.start()
+        try:
+            typer.echo(f"gear serve: {svc.address} is up; Ctrl-C or SIGTERM to stop", err=True)
+            await svc.run_forever()
+        finally:
+            await svc.stop()
+
+    with map_errors():
+        stopped_by = asyncio.run(run_until_signal(main()))
+    if stopped_by is not None:
+        typer.echo(f"gear serve: stopped ({stopped_by.name})", err=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``gear serve`` to ``app``."""
+    app.command("serve")(serve)

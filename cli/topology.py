@@ -1,0 +1,65 @@
+"""``gear topology``: what one instance declares on the broker."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from cli.options import JsonOpt
+from cli.output import ExitCode, Renderer, fail
+from gear.address import default_host
+from gear.topology import Topology
+
+__all__ = ("register", "topology")
+
+
+def topology(
+    type_: Annotated[str, typer.Argument(metavar="TYPE", help="Service TYPE, e.g. REPO.")],
+    host: Annotated[
+        str | None, typer.Argument(help="Instance HOST (default: this machine's short host name).")
+    ] = None,
+    exchange: Annotated[str, typer.Option(help="The topic exchange.")] = "gear",
+    quorum: Annotated[bool, typer.Option(help="Declare the shared TYPE queue as a quorum queue.")] = False,
+    instance_queue_ttl: Annotated[
+        float, typer.Option(help="Seconds the TYPE.HOST queue outlives its instance (x-expires).")
+    ] = 600.0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show the exchange, queues and bindings that instance TYPE.HOST declares (no broker needed)."""
+    out = Renderer(as_json)
+    try:
+        topo = Topology.for_service(
+            type_, host or default_host(), exchange=exchange, quorum=quorum, instance_queue_ttl=instance_queue_ttl
+        )
+    except ValueError as exc:
+        fail(str(exc), ExitCode.USAGE, out)
+    out.document(topo.as_dict())
+    out.line(f"exchange  {topo.exchange.name} ({topo.exchange.type}, durable={topo.exchange.durable})")
+    out.line()
+    rows = []
+    for queue in topo.queues:
+        role = "shared, round-robin" if queue is topo.type_queue else "this instance only"
+        args = ", ".join(f"{k}={v}" for k, v in sorted(queue.arguments.items())) or "-"
+        rows.append([queue.name, role, "yes" if queue.durable else "no", args])
+    out.table(["queue", "consumed by", "durable", "arguments"], rows)
+    out.line()
+    out.table(
+        ["binding key", "queue", "delivers"],
+        [[b.routing_key, b.queue, _meaning(b.routing_key, topo)] for b in topo.bindings],
+    )
+
+
+def _meaning(key: str, topo: Topology) -> str:
+    if key == topo.type_queue.name:
+        return f"stateless: {key} (one instance)"
+    if key == topo.host_queue.name:
+        return f"point-to-point: {key}"
+    if key.startswith("@all."):
+        return "broadcast: *.*"
+    return f"multicast: {key.split('.', 1)[0]}.*"
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``gear topology`` to ``app``."""
+    app.command("topology")(topology)

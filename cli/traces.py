@@ -1,0 +1,68 @@
+"""``gear traces analyze``: the Spark job over trace files (``gear.pipeline.run_analyze``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from cli.options import JsonOpt
+from cli.output import ExitCode, Renderer, fail, map_errors
+
+__all__ = ("analyze", "app")
+
+INSTALL_HINT = "pyspark is not installed: pip install 'gear[spark]' (Spark also needs Java 17+)"
+
+app = typer.Typer(help="Analyse Gear trace files (JSON lines) with Spark.", no_args_is_help=True)
+
+
+def _parse_time(value: str | None, option: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        raise typer.BadParameter(
+            "expected an ISO 8601 time, e.g. 2026-11-22T05:30:00+00:00", param_hint=option
+        ) from None
+
+
+@app.command()
+def analyze(
+    path: Annotated[Path, typer.Argument(help="A trace file or a directory of *.jsonl files.", exists=True)],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for the results and report.html.")],
+    master: Annotated[
+        str | None, typer.Option(help="Spark master URL (default: local mode).", show_default=False)
+    ] = None,
+    since: Annotated[
+        str | None, typer.Option(help="Only events at or after this ISO 8601 time.", show_default=False)
+    ] = None,
+    until: Annotated[
+        str | None, typer.Option(help="Only events before this ISO 8601 time.", show_default=False)
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Dependency links, latency percentiles, rates, duplicates, blocked periods and an HTML report."""
+    render = Renderer(as_json)
+    start, end = _parse_time(since, "--since"), _parse_time(until, "--until")
+    from gear import pipeline
+
+    def progress(message: str) -> None:
+        if not as_json:
+            typer.echo(message, err=True)
+
+    with map_errors(render):
+        try:
+            summary: Any = pipeline.run_analyze(
+                path, out, master=master, since=start, until=end, progress=progress
+            )
+        except pipeline.SparkMissingError:
+            fail(INSTALL_HINT, ExitCode.MISSING_DEPENDENCY, render)
+    render.document(summary)
+    if not as_json:
+        render.line(f"wrote {out}")
+        if isinstance(summary, dict):
+            for key, value in summary.items():
+                render.line(f"  {key}: {render.value(value)}")

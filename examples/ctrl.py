@@ -1,0 +1,99 @@
+"""CTRL: a stateless service that answers by asking REPO itself.
+
+Any CTRL instance can serve any request, so callers address plain ``CTRL`` and the broker hands each
+request to one instance, round-robin. ``lookup`` is the seed's awkward case: CTRL cannot answer alone and
+must ask the REPO instance that holds the key. Here that is just an ``await`` inside the handler: the
+nested call inherits what is left of the caller's deadline, so a slow REPO makes the whole chain fail in
+time instead of leaving the caller waiting after CTRL gave up.
+
+Every CTRL instance also listens for the multicast ``CTRL.*`` ``reload`` (a new configuration, here the
+REPO hash ring) and the broadcast ``*.*`` ``refresh``.
+
+Run one instance::
+
+    GEAR_HOST=ctrl1 REPO_HOSTS=repo1,repo2,repo3 gear serve examples.ctrl:create_service
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import gear
+from examples import repo
+from examples.hashring import HashRing
+from examples.models import InstanceStatus, ItemFound, ItemQuery, Refresh, ReloadConfig, StatusQuery
+
+__all__ = ("DEFAULT_TYPE", "CtrlState", "create_service", "repo_hosts_from_env")
+
+DEFAULT_TYPE = "CTRL"
+
+
+def repo_hosts_from_env() -> list[str]:
+    """The REPO ring from ``REPO_HOSTS`` (``repo1,repo2,repo3``); empty if unset."""
+    return [h.strip() for h in os.environ.get("REPO_HOSTS", "").split(",") if h.strip()]
+
+
+@dataclass
+class CtrlState:
+    """What one CTRL instance knows: its configuration and a few counters."""
+
+    ring: HashRing
+    config_version: int = 0
+    refreshes: int = 0
+    handled: int = 0
+    reloads: list[int] = field(default_factory=list)
+
+
+def create_service(
+    host: str | None = None,
+    url: str | list[str] | None = None,
+    *,
+    repo_hosts: Sequence[str] | None = None,
+    type_: str | None = None,
+    repo_type: str = repo.DEFAULT_TYPE,
+    settings: gear.Settings | None = None,
+) -> gear.Service:
+    """Build one CTRL instance; ``repo_hosts`` defaults to ``REPO_HOSTS`` from the environment."""
+    settings = settings or gear.Settings()
+    svc = gear.Service(type_ or settings.type or DEFAULT_TYPE, host=host, url=url, settings=settings)
+    state = CtrlState(ring=HashRing(repo_hosts if repo_hosts is not None else repo_hosts_from_env()))
+
+    @svc.handler("lookup")
+    async def lookup(query: ItemQuery) -> ItemFound:
+        state.handled += 1
+        owner = state.ring.host_for(query.key)
+        budget = gear.remaining_budget()
+        # No timeout here on purpose: the nested call's deadline is the one this request arrived with.
+        reply = await svc.rpc.call(f"{repo_type}.{owner}", "get", query.model_dump())
+        found = ItemFound.model_validate(reply)
+        return found.model_copy(
+            update={"ctrl_host": svc.host, "budget_ms": None if budget is None else round(budget * 1000)}
+        )
+
+    @svc.handler("reload")
+    async def reload(config: ReloadConfig) -> InstanceStatus:
+        state.config_version = config.version
+        state.reloads.append(config.version)
+        if config.repo_hosts:
+            state.ring = HashRing(config.repo_hosts)
+        return status(StatusQuery())
+
+    @svc.handler("status")
+    def status(query: StatusQuery) -> InstanceStatus:
+        return InstanceStatus(
+            type=svc.type,
+            host=svc.host,
+            config_version=state.config_version,
+            refreshes=state.refreshes,
+            keys=list(state.ring.hosts) if query.verbose else [],
+            handled=state.handled,
+        )
+
+    @svc.handler("refresh")
+    async def refresh(notice: Refresh) -> InstanceStatus:
+        state.refreshes += 1
+        return status(StatusQuery())
+
+    return svc

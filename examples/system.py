@@ -1,0 +1,110 @@
+"""The whole seed system in one process: several REPO and CTRL instances and one WEB.
+
+Each instance is a real :class:`gear.Service` with its own connection, exactly as if it ran in its own
+container; only the process is shared. ``gear demo`` and the example tests use it::
+
+    async with running_system(url) as system:
+        stored = await system.web.put("alice", "hello")
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+
+import gear
+from examples import ctrl, repo, web
+
+__all__ = ("DEFAULT_CTRL_HOSTS", "DEFAULT_REPO_HOSTS", "Names", "System", "running_system")
+
+DEFAULT_REPO_HOSTS = ("repo1", "repo2", "repo3")
+DEFAULT_CTRL_HOSTS = ("ctrl1", "ctrl2")
+
+
+@dataclass(frozen=True, slots=True)
+class Names:
+    """The TYPE names and exchange the system uses.
+
+    On a broker shared with other Gear services (``gear demo --url``), a suffix and a private exchange
+    keep the demo's queues and broadcasts apart from theirs: ``Names.isolated("demo")``.
+    """
+
+    repo: str = repo.DEFAULT_TYPE
+    ctrl: str = ctrl.DEFAULT_TYPE
+    web: str = web.DEFAULT_TYPE
+    exchange: str = "gear"
+
+    @classmethod
+    def isolated(cls, suffix: str) -> Names:
+        """Names that cannot collide with a system using the default ones."""
+        return cls(
+            repo=f"{repo.DEFAULT_TYPE}_{suffix}",
+            ctrl=f"{ctrl.DEFAULT_TYPE}_{suffix}",
+            web=f"{web.DEFAULT_TYPE}_{suffix}",
+            exchange=f"gear.{suffix}",
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class System:
+    """The running instances."""
+
+    web: web.Web
+    repos: tuple[gear.Service, ...]
+    ctrls: tuple[gear.Service, ...]
+    names: Names
+
+    @property
+    def services(self) -> tuple[gear.Service, ...]:
+        """Every instance, WEB last."""
+        return (*self.repos, *self.ctrls, self.web.service)
+
+
+@asynccontextmanager
+async def running_system(
+    url: str | Sequence[str],
+    *,
+    repo_hosts: Sequence[str] = DEFAULT_REPO_HOSTS,
+    ctrl_hosts: Sequence[str] = DEFAULT_CTRL_HOSTS,
+    web_host: str = "web1",
+    names: Names | None = None,
+    timeout: float = 5.0,
+) -> AsyncIterator[System]:
+    """Start every instance (concurrently), yield them, and stop them all on exit.
+
+    Raises:
+        gear.ConnectError: if the broker cannot be reached.
+    """
+    names = names or Names()
+    urls = [url] if isinstance(url, str) else list(url)
+    settings = gear.Settings(url=tuple(urls), exchange=names.exchange, timeout=timeout, connect_wait=timeout)
+    repos = tuple(repo.create_service(h, urls, type_=names.repo, settings=settings) for h in repo_hosts)
+    ctrls = tuple(
+        ctrl.create_service(
+            h, urls, repo_hosts=repo_hosts, type_=names.ctrl, repo_type=names.repo, settings=settings
+        )
+        for h in ctrl_hosts
+    )
+    front = web.create_web(
+        web_host,
+        urls,
+        repo_hosts=repo_hosts,
+        type_=names.web,
+        repo_type=names.repo,
+        ctrl_type=names.ctrl,
+        settings=settings,
+    )
+    system = System(web=front, repos=repos, ctrls=ctrls, names=names)
+    async with AsyncExitStack() as stack:
+        # Start them all at once; the stack stops whichever started, in reverse order, on any exit.
+        services = system.services
+        results = await asyncio.gather(*(s.start() for s in services), return_exceptions=True)
+        for svc, result in zip(services, results, strict=True):
+            if not isinstance(result, BaseException):
+                stack.push_async_callback(svc.stop)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        yield system

@@ -1,0 +1,192 @@
+"""WEB: the client-facing service, and the one that uses all four address forms.
+
+=============================  ============  =================================================
+what                           address       why
+=============================  ============  =================================================
+store a value                  REPO.<host>   stateful: the host is picked by consistent hashing
+look a value up                CTRL          stateless: any CTRL instance will do
+push a new configuration       CTRL.*        multicast: every CTRL instance must apply it
+ask everyone to refresh        \\*.\\*         broadcast: every instance of every type
+=============================  ============  =================================================
+
+``python -m examples.web --port 8080`` also serves a tiny HTTP front end (standard library only)::
+
+    curl -X PUT localhost:8080/items/alice -d hello     # -> REPO.<host>
+    curl localhost:8080/items/alice                     # -> CTRL -> REPO.<host>
+    curl -X POST localhost:8080/reload -d 7             # -> CTRL.*
+    curl -X POST localhost:8080/refresh                 # -> *.*
+    curl localhost:8080/status                          # gather *.* status
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import gear
+from examples import ctrl, repo
+from examples.hashring import HashRing
+from examples.models import InstanceStatus, ItemFound, Refresh, ReloadConfig, Stored, StatusQuery
+
+__all__ = ("DEFAULT_TYPE", "Web", "create_web", "main")
+
+DEFAULT_TYPE = "WEB"
+
+
+@dataclass
+class Web:
+    """A WEB instance: its service, the REPO ring, and the four operations the front end offers."""
+
+    service: gear.Service
+    ring: HashRing
+    repo_type: str = repo.DEFAULT_TYPE
+    ctrl_type: str = ctrl.DEFAULT_TYPE
+    refreshes: int = 0
+    config_version: int = field(default=0)
+
+    def repo_for(self, key: str) -> str:
+        """The point-to-point address of the REPO instance that holds ``key``."""
+        return f"{self.repo_type}.{self.ring.host_for(key)}"
+
+    async def put(self, key: str, value: str, timeout: float = 5.0) -> Stored:
+        """Store ``value`` on the REPO instance that owns ``key`` (point-to-point)."""
+        reply = await self.service.rpc.call(self.repo_for(key), "put", {"key": key, "value": value}, timeout=timeout)
+        return Stored.model_validate(reply)
+
+    async def lookup(self, key: str, timeout: float = 5.0) -> ItemFound:
+        """Ask any CTRL instance (round-robin); it asks the owning REPO within our deadline."""
+        reply = await self.service.rpc.call(self.ctrl_type, "lookup", {"key": key}, timeout=timeout)
+        return ItemFound.model_validate(reply)
+
+    async def reload(self, version: int, repo_hosts: Sequence[str] = ()) -> None:
+        """Push configuration ``version`` to every CTRL instance (multicast, fire-and-forget)."""
+        config = ReloadConfig(version=version, repo_hosts=list(repo_hosts))
+        await self.service.rpc.cast(f"{self.ctrl_type}.*", "reload", config.model_dump())
+        self.config_version = version
+
+    async def refresh(self, reason: str = "") -> None:
+        """Tell every instance of every type to refresh (broadcast, fire-and-forget)."""
+        await self.service.rpc.cast("*.*", "refresh", Refresh(reason=reason).model_dump())
+
+    async def census(self, address: str = "*.*", timeout: float = 2.0, expected: int | None = None) -> list[Any]:
+        """Every instance's ``status`` behind a fan-out address (scatter-gather)."""
+        return list(await self.service.rpc.gather(address, "status", {}, timeout=timeout, expected=expected))
+
+
+def create_web(
+    host: str | None = None,
+    url: str | list[str] | None = None,
+    *,
+    repo_hosts: Sequence[str] | None = None,
+    type_: str | None = None,
+    repo_type: str = repo.DEFAULT_TYPE,
+    ctrl_type: str = ctrl.DEFAULT_TYPE,
+    settings: gear.Settings | None = None,
+) -> Web:
+    """Build a WEB instance (not started); ``repo_hosts`` defaults to ``REPO_HOSTS``."""
+    settings = settings or gear.Settings()
+    svc = gear.Service(type_ or settings.type or DEFAULT_TYPE, host=host, url=url, settings=settings)
+    hosts = repo_hosts if repo_hosts is not None else ctrl.repo_hosts_from_env()
+    web = Web(service=svc, ring=HashRing(hosts), repo_type=repo_type, ctrl_type=ctrl_type)
+
+    @svc.handler("status")
+    def status(query: StatusQuery) -> InstanceStatus:
+        return InstanceStatus(
+            type=svc.type,
+            host=svc.host,
+            config_version=web.config_version,
+            refreshes=web.refreshes,
+            keys=list(web.ring.hosts) if query.verbose else [],
+        )
+
+    @svc.handler("refresh")
+    async def refresh(notice: Refresh) -> InstanceStatus:
+        web.refreshes += 1
+        return status(StatusQuery())
+
+    return web
+
+
+# --- a deliberately small HTTP front end (asyncio streams, no framework) -----------------------------
+
+_ERRORS: dict[type[Exception], int] = {
+    gear.CallTimeoutError: 504,
+    gear.UnroutableError: 503,
+    gear.BadPayloadError: 400,
+    gear.RemoteError: 502,
+}
+
+
+async def _route(web: Web, verb: str, path: str, body: str) -> tuple[int, Any]:
+    parts = [p for p in path.split("?", 1)[0].split("/") if p]
+    if parts[:1] == ["items"] and len(parts) == 2:
+        if verb == "GET":
+            return 200, (await web.lookup(parts[1])).model_dump()
+        if verb in ("PUT", "POST"):
+            return 200, (await web.put(parts[1], body)).model_dump()
+    if parts == ["reload"] and verb == "POST":
+        await web.reload(int(body or web.config_version + 1))
+        return 202, {"reload": "sent to every CTRL"}
+    if parts == ["refresh"] and verb == "POST":
+        await web.refresh("http")
+        return 202, {"refresh": "sent to every instance"}
+    if parts == ["status"] and verb == "GET":
+        return 200, [{"sender": str(r.sender), "result": r.result} for r in await web.census()]
+    return 404, {"error": f"no route for {verb} {path}"}
+
+
+async def _handle(web: Web, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        request_line = (await reader.readline()).decode("latin-1").split()
+        headers: dict[str, str] = {}
+        while (line := (await reader.readline()).decode("latin-1").strip()):
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        body = (await reader.readexactly(int(headers.get("content-length", "0")))).decode()
+        if len(request_line) < 2:
+            code, result = 400, {"error": "bad request line"}
+        else:
+            try:
+                code, result = await _route(web, request_line[0], request_line[1], body)
+            except ValueError as exc:
+                code, result = 400, {"error": str(exc)}
+            except gear.GearError as exc:
+                status = next((c for cls, c in _ERRORS.items() if isinstance(exc, cls)), 500)
+                code, result = status, {"error": type(exc).__name__, "message": str(exc)}
+        payload = json.dumps(result).encode()
+        writer.write(
+            f"HTTP/1.1 {code} {'OK' if code < 400 else 'Error'}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n".encode() + payload
+        )
+        await writer.drain()
+    finally:
+        writer.close()
+
+
+async def serve_http(web: Web, port: int, bind: str = "0.0.0.0") -> None:  # noqa: S104 - a container port
+    """Run the WEB instance and its HTTP front end until cancelled."""
+    async with web.service:
+        server = await asyncio.start_server(lambda r, w: _handle(web, r, w), bind, port)
+        async with server:
+            print(f"WEB {web.service.address} serving HTTP on {bind}:{port}", flush=True)
+            await server.serve_forever()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m examples.web --port 8080``: GEAR_URL, GEAR_HOST and REPO_HOSTS from the environment."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--bind", default="0.0.0.0")  # noqa: S104
+    args = parser.parse_args(argv)
+    try:
+        asyncio.run(serve_http(create_web(), args.port, args.bind))
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()
