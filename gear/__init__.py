@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gear.address import Address, Route
+from gear.context import RequestContext, current_deadline, current_request, remaining_budget
 from gear.errors import (
     BadPayloadError,
     CallTimeoutError,
@@ -16,11 +17,20 @@ from gear.errors import (
     RemoteError,
     UnroutableError,
 )
+from gear.rpc import RPC, Reply
+from gear.service import Service
+from gear.settings import Settings
+from gear.topology import Topology
+
+Client = Service.client
+"""``gear.Client(url=...)``: a calling-only instance (see :meth:`Service.client`)."""
 
 __all__ = (
+    "RPC",
     "Address",
     "BadPayloadError",
     "CallTimeoutError",
+    "Client",
     "ConfigurationError",
     "ConnectError",
     "ConnectionLostError",
@@ -29,6 +39,14 @@ __all__ = (
     "MethodNotFoundError",
     "NotConfirmedError",
     "RemoteError",
+    "Reply",
+    "RequestContext",
     "Route",
+    "Service",
+    "Settings",
+    "Topology",
     "UnroutableError",
+    "current_deadline",
+    "current_request",
+    "remaining_budget",
 )

@@ -1,0 +1,201 @@
+"""Publishing with confirms, returns and a bounded republish policy.
+
+Theory of operation
+-------------------
+Every Gear publish is ``mandatory`` on a channel with publisher confirms. For one logical message
+(one stable request id) the :class:`Publisher` makes one or more *attempts*:
+
+1. Wait until a link is ready and the connection is not blocked, but never past the attempt budget
+   (``until``): publishes during a reconnect or a memory alarm wait instead of failing at once or
+   hanging forever.
+2. Publish with ``message_id = <request id>.<attempt>`` and the attempt number in a header. The
+   message id must differ per attempt: the client library matches ``basic.return`` to its pending
+   confirm by message id, and RabbitMQ sends the return *before* the ack.
+3. The outcome is one of:
+
+   * **ack**: done;
+   * **return** (no queue bound, e.g. the instance queue was deleted, or no TYPE consumer declared its
+     queue yet): sleep a growing backoff and republish, as long as the next attempt can still start
+     before ``until``; then ``UnroutableError``. Policies that must not retry (a gather to ``TYPE.*``
+     with no instance) get ``False`` back at once;
+   * **nack**: ``NotConfirmedError`` (the broker refused to take responsibility);
+   * **connection lost before the confirm**: the outcome is unknown. The attempt is repeated on the
+     next link (at-least-once: the request id lets an idempotent handler drop the duplicate).
+
+The whole loop is bounded by ``until`` (the call's deadline or a cast's retry budget), so a missing
+queue never turns into a livelock and a dead broker never into a hang.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from gear.envelope import ATTEMPT, DEADLINE, attempt_message_id
+from gear.errors import ConnectionLostError, DeliveryError, UnroutableError
+from gear.reconnect import Connector
+from gear.tracing.api import Attr, EventName, NullTracer, Tracer
+
+__all__ = ("Outgoing", "Publisher", "RepublishPolicy")
+
+
+@dataclass(frozen=True, slots=True)
+class RepublishPolicy:
+    """How returned messages are retried: delays double from ``initial`` up to ``maximum``."""
+
+    initial: float = 0.05
+    maximum: float = 1.0
+    retry: bool = True
+
+    def delay(self, attempt: int) -> float:
+        """The sleep after the ``attempt``-th return (1-based)."""
+        return min(self.maximum, self.initial * 2.0 ** min(attempt - 1, 32))
+
+
+@dataclass(slots=True)
+class Outgoing:
+    """One logical message and what its attempts share."""
+
+    routing_key: str
+    address: str
+    body: bytes
+    request_id: str
+    kind: str
+    headers: dict[str, Any]
+    reply_to: str | None = None
+    deadline_unix: float | None = None
+    persistent: bool = False
+    method: str = ""
+    trace_id: str | None = None
+    parent_id: str | None = None
+
+
+class Publisher:
+    """Publishes :class:`Outgoing` messages through the connector's current link."""
+
+    def __init__(
+        self,
+        connector: Connector,
+        *,
+        exchange: str,
+        app_id: str,
+        policy: RepublishPolicy,
+        tracer: Tracer | None = None,
+    ) -> None:
+        self._connector = connector
+        self._exchange = exchange
+        self._app_id = app_id
+        self._policy = policy
+        self._tracer: Tracer = tracer or NullTracer()
+        self.returns = 0
+        self.republishes = 0
+
+    async def publish(
+        self, msg: Outgoing, until: float, *, policy: RepublishPolicy | None = None
+    ) -> bool:
+        """Publish until confirmed; True when confirmed, False when returned and not retried.
+
+        Args:
+            msg: the message.
+            until: loop time after which no further attempt starts.
+            policy: overrides the default republish policy.
+
+        Raises:
+            UnroutableError: every attempt was returned and the budget ran out.
+            NotConfirmedError: the broker nacked it.
+            TimeoutError: no link, or a blocked connection, for the whole budget.
+            ConnectionLostError: the service is stopping.
+        """
+        policy = policy or self._policy
+        loop = asyncio.get_running_loop()
+        connector = self._connector
+        attempt = 0
+        reason = ""
+        while True:
+            attempt += 1
+            link = connector.link
+            if link is None or not connector.ready.is_set() or not link.is_open:
+                link = await connector.wait_ready(until)
+            if not connector.unblocked.is_set():
+                await connector.wait_unblocked(until)
+            msg.headers[ATTEMPT] = attempt
+            expiration_ms: int | None = None
+            if msg.deadline_unix is not None:
+                expiration_ms = int((msg.deadline_unix - time.time()) * 1000)
+                if expiration_ms <= 0:
+                    raise TimeoutError("deadline passed before the publish")
+            message_id = attempt_message_id(msg.request_id, attempt)
+            if self._tracer.enabled:
+                self._trace(EventName.REPUBLISH if attempt > 1 else EventName.PUBLISH, msg,
+                            message_id, attempt, {Attr.REPUBLISH_REASON: reason} if reason else {})
+            try:
+                routed = await link.publish(
+                    self._exchange,
+                    msg.routing_key,
+                    msg.body,
+                    message_id=message_id,
+                    correlation_id=msg.request_id,
+                    kind=msg.kind,
+                    app_id=self._app_id,
+                    headers=msg.headers,
+                    reply_to=msg.reply_to,
+                    expiration_ms=expiration_ms,
+                    persistent=msg.persistent,
+                )
+            except ConnectionLostError:
+                if connector.link is link:
+                    link.abort()
+                if loop.time() >= until:
+                    raise TimeoutError("connection lost and not back within the budget") from None
+                reason = "connection_lost"
+                continue
+            except DeliveryError:
+                if self._tracer.enabled:
+                    self._trace(EventName.NACK, msg, message_id, attempt, {Attr.ERROR_TYPE: "nack"})
+                raise
+            if routed:
+                if self._tracer.enabled:
+                    self._trace(EventName.CONFIRM, msg, message_id, attempt, {})
+                return True
+            self.returns += 1
+            if self._tracer.enabled:
+                self._trace(EventName.RETURN, msg, message_id, attempt, {Attr.REPLY_CODE: 312})
+            if not policy.retry:
+                return False
+            delay = policy.delay(attempt)
+            if loop.time() + delay >= until:
+                raise UnroutableError(msg.address, attempt)
+            self.republishes += 1
+            reason = "return"
+            await asyncio.sleep(delay)
+
+    def _trace(
+        self, name: EventName, msg: Outgoing, message_id: str, attempt: int, extra: dict[str, Any]
+    ) -> None:
+        attrs: dict[str, Any] = {
+            Attr.MESSAGING_SYSTEM: "rabbitmq",
+            Attr.OPERATION_TYPE: "send",
+            Attr.OPERATION_NAME: "publish",
+            Attr.DESTINATION: f"{self._exchange}:{msg.routing_key}",
+            Attr.ROUTING_KEY: msg.routing_key,
+            Attr.MESSAGE_ID: message_id,
+            Attr.REQUEST_ID: msg.request_id,
+            Attr.ATTEMPT: attempt,
+            Attr.RPC_SYSTEM: "gear",
+            Attr.RPC_METHOD: msg.method,
+            Attr.RPC_KIND: msg.kind.removeprefix("gear."),
+            Attr.CALLER: self._app_id,
+            Attr.BODY_SIZE: len(msg.body),
+        }
+        if DEADLINE in msg.headers:
+            attrs[Attr.TIMEOUT_MS] = max(0, int(msg.headers[DEADLINE] - time.time() * 1000))
+        attrs.update(extra)
+        span: str | None = msg.request_id
+        if msg.kind == "gear.reply":
+            attrs[Attr.CONVERSATION_ID] = msg.request_id
+            span = None
+        self._tracer.emit(
+            name, trace_id=msg.trace_id, span_id=span, parent_span_id=msg.parent_id, attributes=attrs
+        )

@@ -1,0 +1,457 @@
+"""The calling side: ``call``, ``cast`` and ``gather``, with deadlines and a pending-reply map.
+
+Each call gets a stable request id and a future in ``_pending``; the reply (matched by its
+``correlation_id``) resolves it. There are no locks around round trips: many calls share the one
+publish channel and the one reply queue (``TYPE.HOST``). A reply whose request is no longer pending
+(it timed out, or it is a duplicate) is dropped and counted in ``late_replies``; a reply meant for a
+stateless caller (``reply_to=TYPE``) goes to the matching ``@svc.reply_handler``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pydantic_core
+from pydantic import TypeAdapter, ValidationError
+
+from gear.address import Address
+from gear.context import current_request
+from gear.envelope import DEADLINE, METHOD, PARENT, TRACE, ErrorBody, Kind, Meta, new_request_id, new_trace_id
+from gear.errors import (
+    CallTimeoutError,
+    ConfigurationError,
+    GearError,
+    RemoteError,
+    remote_error_from_wire,
+)
+from gear.publisher import Outgoing, Publisher, RepublishPolicy
+from gear.tracing.api import Attr, EventName, NullTracer, Tracer
+
+__all__ = ("RPC", "Reply", "ReplyCallback", "decode_reply")
+
+log = logging.getLogger("gear.rpc")
+
+ReplyCallback = Callable[[Any], Awaitable[None] | None]
+"""``callback(result_or_exception)``: called once with the result, or a ``GearError`` instance."""
+
+_NO_RETRY = RepublishPolicy(retry=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """One answer collected by :meth:`RPC.gather` (or passed to a reply handler).
+
+    Attributes:
+        sender: the replying instance, ``TYPE.HOST``.
+        result: the decoded JSON result (``None`` on error).
+        error: the remote error, or ``None``.
+        request_id: the request this answers.
+        method: the method that was called.
+    """
+
+    sender: str
+    result: Any = None
+    error: RemoteError | None = None
+    request_id: str = ""
+    method: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """True when the remote handler returned normally."""
+        return self.error is None
+
+
+def decode_reply(ok: bool, body: bytes) -> Any:
+    """The result of a reply body, or raise its error.
+
+    Raises:
+        RemoteError: (or a subclass) for an error reply.
+    """
+    if ok:
+        return pydantic_core.from_json(body) if body else None
+    try:
+        err = ErrorBody.model_validate_json(body)
+    except ValidationError:
+        raise RemoteError("MalformedErrorReply", body[:200].decode("utf-8", "replace")) from None
+    raise remote_error_from_wire(err.type, err.message, err.details)
+
+
+@dataclass(slots=True, eq=False)
+class _Pending:
+    future: asyncio.Future[Any]
+    address: str
+    method: str
+    timeout: float
+    started: float
+    trace_id: str
+    replies: list[Reply] | None = None
+    expected: int | None = None
+    timer: asyncio.TimerHandle | None = field(default=None)
+
+
+class RPC:
+    """``svc.rpc``: call, cast and gather for one service instance."""
+
+    def __init__(
+        self,
+        *,
+        identity: str,
+        own_type: str,
+        publisher: Publisher,
+        default_timeout: float,
+        cast_retry_budget: float,
+        on_reply_unmatched: Callable[[Meta, bytes], bool],
+        tracer: Tracer | None = None,
+    ) -> None:
+        self._identity = identity
+        self._own_type = own_type
+        self._publisher = publisher
+        self._default_timeout = default_timeout
+        self._cast_budget = cast_retry_budget
+        self._unmatched = on_reply_unmatched
+        self._tracer: Tracer = tracer or NullTracer()
+        self._pending: dict[str, _Pending] = {}
+        self._addresses: dict[str, Address] = {}
+        self.late_replies = 0
+        self.on_undeliverable: Callable[..., object] | None = None
+
+    # -- helpers -----------------------------------------------------------------------------------
+
+    def _address(self, text: str) -> Address:
+        found = self._addresses.get(text)
+        if found is None:
+            try:
+                found = Address.parse(text)
+            except ValueError as exc:
+                raise ConfigurationError(str(exc)) from None
+            if len(self._addresses) < 4096:
+                self._addresses[text] = found
+        return found
+
+    def _prepare(
+        self, address: str, method: str, payload: Any, timeout: float | None, kind: Kind
+    ) -> tuple[Address, Outgoing, float, float]:
+        addr = self._address(address)
+        if not isinstance(method, str) or not method:
+            raise ConfigurationError(f"method must be a non-empty string, not {method!r}")
+        budget = self._default_timeout if timeout is None else float(timeout)
+        if budget <= 0:
+            raise ConfigurationError(f"timeout must be > 0, not {timeout!r}")
+        now = time.time()
+        deadline = now + budget
+        ctx = current_request()
+        headers: dict[str, Any] = {METHOD: method}
+        if ctx is not None:
+            if ctx.deadline is not None and ctx.deadline < deadline:
+                deadline = ctx.deadline
+            trace_id = ctx.trace_id or new_trace_id()
+            headers[PARENT] = ctx.request_id
+            parent: str | None = ctx.request_id
+        else:
+            trace_id = new_trace_id()
+            parent = None
+        headers[TRACE] = trace_id
+        headers[DEADLINE] = int(deadline * 1000)
+        try:
+            body = pydantic_core.to_json(payload)
+        except pydantic_core.PydanticSerializationError as exc:
+            raise ConfigurationError(f"payload is not JSON-serialisable: {exc}") from None
+        msg = Outgoing(
+            routing_key=addr.routing_key,
+            address=address,
+            body=body,
+            request_id=new_request_id(),
+            kind=kind.value,
+            headers=headers,
+            deadline_unix=deadline,
+            method=method,
+            trace_id=trace_id,
+            parent_id=parent,
+        )
+        remaining = deadline - now
+        return addr, msg, remaining, asyncio.get_running_loop().time() + remaining
+
+    # -- call --------------------------------------------------------------------------------------
+
+    async def call(
+        self,
+        address: str,
+        method: str,
+        payload: Any = None,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - a per-call deadline is the API
+        callback: ReplyCallback | None = None,
+        reply_to: str | None = None,
+        result_type: Any = None,
+    ) -> Any:
+        """Call ``method`` on the instance(s) behind ``address`` and return its result.
+
+        Args:
+            address: ``TYPE.HOST`` (that instance) or ``TYPE`` (any one instance, round-robin).
+            method: the remote handler's name.
+            payload: JSON-able value or pydantic model.
+            timeout: seconds; default ``Settings.timeout``. Inside a handler the deadline is never
+                later than the one being served.
+            callback: if given, return as soon as the broker confirmed the request; ``callback`` is
+                called later with the result or with the exception (``CallTimeoutError``,
+                ``RemoteError``...). It may be a plain or an async function.
+            reply_to: ``None`` for this instance (``TYPE.HOST``); a ``TYPE`` for a stateless caller:
+                the reply goes to that TYPE's queue and any instance's ``@reply_handler(method)``
+                takes it. Then ``call`` returns the request id once confirmed.
+            result_type: validate the result into this type (e.g. a pydantic model).
+
+        Raises:
+            CallTimeoutError: no reply before the deadline.
+            UnroutableError: every attempt was returned until the deadline.
+            NotConfirmedError: the broker nacked the request.
+            RemoteError: the handler failed (``MethodNotFoundError``, ``BadPayloadError`` or a
+                ``RemoteError`` with the remote type name).
+            ConfigurationError: a bad address, method, timeout or payload.
+        """
+        addr, msg, remaining, until = self._prepare(address, method, payload, timeout, Kind.CALL)
+        if addr.is_fanout:
+            raise ConfigurationError(f"{address!r} reaches several instances: use rpc.gather()")
+        if reply_to is not None and reply_to != self._identity:
+            msg.reply_to = self._address(reply_to).routing_key
+            await self._publish_bounded(msg, until, address, method, remaining)
+            return msg.request_id
+        msg.reply_to = self._identity
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Any] = loop.create_future()
+        rid = msg.request_id
+        pending = _Pending(fut, address, method, remaining, loop.time(), msg.trace_id or "")
+        self._pending[rid] = pending
+        if callback is not None:
+            try:
+                await self._publish_bounded(msg, until, address, method, remaining)
+            except BaseException:
+                self._pending.pop(rid, None)
+                raise
+            pending.timer = loop.call_at(until, self._expire, rid)
+            fut.add_done_callback(lambda f: self._run_callback(callback, f, result_type))
+            return None
+        try:
+            async with asyncio.timeout_at(until):
+                await self._publisher.publish(msg, until)
+                ok, body = await fut
+        except TimeoutError:
+            self._trace_timeout(rid, pending)
+            raise CallTimeoutError(address, method, remaining) from None
+        finally:
+            self._pending.pop(rid, None)
+        result = decode_reply(ok, body)
+        return result if result_type is None else _validate(result_type, result)
+
+    async def _publish_bounded(
+        self, msg: Outgoing, until: float, address: str, method: str, remaining: float
+    ) -> None:
+        try:
+            async with asyncio.timeout_at(until):
+                await self._publisher.publish(msg, until)
+        except TimeoutError:
+            raise CallTimeoutError(address, method, remaining) from None
+
+    def _expire(self, rid: str) -> None:
+        pending = self._pending.pop(rid, None)
+        if pending is not None and not pending.future.done():
+            self._trace_timeout(rid, pending)
+            pending.future.set_exception(
+                CallTimeoutError(pending.address, pending.method, pending.timeout)
+            )
+
+    def _run_callback(self, callback: ReplyCallback, fut: asyncio.Future[Any], result_type: Any) -> None:
+        value: Any
+        if fut.cancelled():
+            return
+        exc = fut.exception()
+        if exc is not None:
+            value = exc
+        else:
+            ok, body = fut.result()
+            try:
+                value = decode_reply(ok, body)
+                if result_type is not None:
+                    value = _validate(result_type, value)
+            except GearError as err:
+                value = err
+        try:
+            out = callback(value)
+            if asyncio.iscoroutine(out):
+                task = asyncio.ensure_future(out)
+                task.add_done_callback(_log_task_error)
+        except Exception:
+            log.exception("reply callback %r failed", callback)
+
+    # -- cast --------------------------------------------------------------------------------------
+
+    async def cast(
+        self, address: str, method: str, payload: Any = None, *, retry_budget: float | None = None
+    ) -> bool:
+        """Send without waiting for a result; return once the broker confirmed it.
+
+        The message is persistent and does not expire. If every attempt is returned (no queue bound)
+        for ``retry_budget`` seconds (default ``Settings.cast_retry_budget``), ``on_undeliverable`` is
+        called with ``(address, method, payload)`` and ``False`` is returned; with no hook set,
+        ``UnroutableError`` is raised instead, so nothing is lost silently.
+
+        Raises:
+            UnroutableError: returned for the whole budget and no ``on_undeliverable`` hook.
+            NotConfirmedError: the broker nacked it.
+            ConnectionLostError: no connection (or a blocked one) for the whole budget.
+            ConfigurationError: a bad address, method or payload.
+        """
+        from gear.errors import ConnectionLostError, UnroutableError
+
+        budget = self._cast_budget if retry_budget is None else retry_budget
+        _addr, msg, _remaining, until = self._prepare(address, method, payload, budget, Kind.CAST)
+        msg.deadline_unix = None
+        msg.headers.pop(DEADLINE, None)
+        msg.persistent = True
+        try:
+            return await self._publisher.publish(msg, until)
+        except UnroutableError:
+            hook = self.on_undeliverable
+            if hook is None:
+                raise
+            out = hook(address, method, payload)
+            if asyncio.iscoroutine(out):
+                await out
+            return False
+        except TimeoutError:
+            raise ConnectionLostError(
+                f"cast to {address!r} not published within {budget:g}s (no connection or blocked)"
+            ) from None
+
+    # -- gather ------------------------------------------------------------------------------------
+
+    async def gather(
+        self,
+        address: str,
+        method: str,
+        payload: Any = None,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - a per-call deadline is the API
+        expected: int | None = None,
+    ) -> list[Reply]:
+        """Call every instance behind ``address`` (``TYPE.*`` or ``*.*``) and collect the replies.
+
+        Returns when ``expected`` replies arrived or the timeout ran out, whichever comes first, with
+        the replies so far (errors included, as ``Reply.error``). No instance at all gives ``[]``.
+
+        Raises:
+            NotConfirmedError: the broker nacked the request.
+            ConfigurationError: a bad address, method, timeout or payload.
+        """
+        _addr, msg, _remaining, until = self._prepare(address, method, payload, timeout, Kind.GATHER)
+        msg.reply_to = self._identity
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Any] = loop.create_future()
+        pending = _Pending(fut, address, method, 0.0, loop.time(), msg.trace_id or "", [], expected)
+        rid = msg.request_id
+        self._pending[rid] = pending
+        try:
+            async with asyncio.timeout_at(until):
+                if not await self._publisher.publish(msg, until, policy=_NO_RETRY):
+                    return []
+                if expected is not None and expected <= 0:
+                    return []
+                await fut
+        except TimeoutError:
+            pass
+        finally:
+            self._pending.pop(rid, None)
+        return list(pending.replies or [])
+
+    # -- replies -----------------------------------------------------------------------------------
+
+    def on_reply(self, meta: Meta, body: bytes) -> None:
+        """Route one reply delivery to its pending call (runs inline in the channel reader)."""
+        pending = self._pending.get(meta.request_id)
+        if pending is None or pending.future.done():
+            if self._unmatched(meta, body):
+                return
+            self.late_replies += 1
+            if self._tracer.enabled:
+                self._tracer.emit(
+                    EventName.LATE_REPLY,
+                    span_id=meta.request_id,
+                    attributes={Attr.REQUEST_ID: meta.request_id, Attr.RPC_METHOD: meta.method,
+                                Attr.PEER_SERVICE: meta.sender.split(".")[0], Attr.CALLER: self._identity},
+                )
+            return
+        if self._tracer.enabled:
+            self._trace_response(meta, pending)
+        if pending.replies is None:
+            self._pending.pop(meta.request_id, None)
+            if pending.timer is not None:
+                pending.timer.cancel()
+            pending.future.set_result((meta.ok, body))
+            return
+        try:
+            result = decode_reply(meta.ok, body)
+            reply = Reply(meta.sender, result, None, meta.request_id, meta.method)
+        except RemoteError as err:
+            reply = Reply(meta.sender, None, err, meta.request_id, meta.method)
+        pending.replies.append(reply)
+        if pending.expected is not None and len(pending.replies) >= pending.expected:
+            pending.future.set_result(None)
+
+    def fail_all(self, exc: GearError) -> None:
+        """Fail every pending call (the service is stopping)."""
+        for rid, pending in list(self._pending.items()):
+            self._pending.pop(rid, None)
+            if pending.timer is not None:
+                pending.timer.cancel()
+            if not pending.future.done():
+                if pending.replies is not None:
+                    pending.future.set_result(None)
+                else:
+                    pending.future.set_exception(exc)
+
+    @property
+    def in_flight(self) -> int:
+        """Calls and gathers waiting for replies."""
+        return len(self._pending)
+
+    def _trace_timeout(self, rid: str, pending: _Pending) -> None:
+        if self._tracer.enabled:
+            self._tracer.emit(
+                EventName.TIMEOUT,
+                trace_id=pending.trace_id,
+                span_id=rid,
+                attributes={Attr.REQUEST_ID: rid, Attr.RPC_METHOD: pending.method,
+                            Attr.PEER_SERVICE: pending.address.split(".")[0], Attr.ERROR_TYPE: "timeout",
+                            Attr.CALLER: self._identity, Attr.TIMEOUT_MS: int(pending.timeout * 1000)},
+            )
+
+    def _trace_response(self, meta: Meta, pending: _Pending) -> None:
+        elapsed = asyncio.get_running_loop().time() - pending.started
+        attrs: dict[str, Any] = {
+            Attr.REQUEST_ID: meta.request_id, Attr.RPC_METHOD: meta.method, Attr.CALLER: self._identity,
+            Attr.PEER_SERVICE: meta.sender.split(".")[0], Attr.DURATION_MS: round(elapsed * 1000, 3),
+            Attr.CONVERSATION_ID: meta.request_id,
+        }
+        if not meta.ok:
+            attrs[Attr.ERROR_TYPE] = "remote"
+        self._tracer.emit(EventName.REPLY_RECEIVED, trace_id=pending.trace_id, span_id=meta.request_id,
+                          attributes=attrs)
+
+
+_adapters: dict[Any, TypeAdapter[Any]] = {}
+
+
+def _validate(result_type: Any, value: Any) -> Any:
+    adapter = _adapters.get(result_type)
+    if adapter is None:
+        adapter = _adapters[result_type] = TypeAdapter(result_type)
+    return adapter.validate_python(value)
+
+
+def _log_task_error(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("reply callback failed", exc_info=task.exception())

@@ -1,0 +1,387 @@
+"""``gear.Service``: one service instance (a TYPE on a HOST) that serves handlers and makes calls.
+
+::
+
+    svc = gear.Service("WEB", host="web1", url="amqp://guest:guest@localhost/")
+
+    @svc.handler("status")
+    async def status(query: StatusQuery) -> StatusReport: ...
+
+    async with svc:                       # connect, declare, consume
+        await svc.rpc.call("REPO.host2", "status", {"verbose": True}, timeout=5)
+
+A process that only *calls* (a CLI, a script) is a Service without handlers: use
+:meth:`Service.client`, which picks a unique HOST so replies come back to its own ``TYPE.HOST`` queue,
+declares no shared TYPE queue and is not reached by multicasts or broadcasts; ``x-expires`` removes its
+queue after it is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Generic, TypeVar, overload
+
+from gear.adapter import Link
+from gear.address import Address
+from gear.dispatch import Dispatcher
+from gear.errors import ConfigurationError, ConnectionLostError
+from gear.publisher import Publisher, RepublishPolicy
+from gear.reconnect import Backoff, Connector
+from gear.rpc import RPC
+from gear.settings import Settings
+from gear.topology import Topology
+from gear.tracing.api import NullTracer, Tracer
+
+__all__ = ("Service",)
+
+log = logging.getLogger("gear.service")
+
+F = TypeVar("F", bound=Callable[..., Any])
+H = TypeVar("H", bound=Callable[..., Any])
+
+
+class _Hook(Generic[H]):
+    """A hook slot: ``svc.on_blocked = fn``, or ``@svc.on_blocked`` as a decorator."""
+
+    def __init__(self, owner: Service, name: str) -> None:
+        self._owner = owner
+        self._name = name
+        self.func: H | None = None
+
+    def __call__(self, func: H) -> H:
+        self.func = func
+        return func
+
+    def __bool__(self) -> bool:
+        return self.func is not None
+
+
+class _HookAttr:
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = "_hook_" + name
+
+    @overload
+    def __get__(self, obj: None, objtype: type | None = None) -> _HookAttr: ...
+    @overload
+    def __get__(self, obj: Service, objtype: type | None = None) -> _Hook[Any]: ...
+    def __get__(self, obj: Service | None, objtype: type | None = None) -> _Hook[Any] | _HookAttr:
+        if obj is None:
+            return self
+        hook: _Hook[Any] = obj.__dict__[self._name]
+        return hook
+
+    def __set__(self, obj: Service, value: Callable[..., Any] | None) -> None:
+        obj.__dict__[self._name].func = value
+
+
+class Service:
+    """One Gear service instance.
+
+    Args:
+        type: the service TYPE (``GEAR_TYPE`` if omitted).
+        host: this instance's HOST word (``GEAR_HOST``, else the short host name).
+        url: one broker URL or a list (a cluster, tried in turn); ``GEAR_URL`` if omitted.
+        settings: a full :class:`Settings`; the other arguments override it.
+        tracer: where trace events go (off by default).
+        serve: declare and consume the shared TYPE queue and the multicast/broadcast bindings.
+            Default: True when a handler or reply handler is registered at start.
+        **overrides: any other :class:`Settings` field (``timeout=2``, ``prefetch=16``...).
+
+    Raises:
+        ConfigurationError: invalid TYPE, HOST, URL or settings (before any I/O).
+    """
+
+    on_blocked = _HookAttr()
+    """``fn(reason)`` called when the broker blocks the connection (memory or disk alarm)."""
+    on_unblocked = _HookAttr()
+    """``fn()`` called when the broker unblocks the connection."""
+    on_undeliverable = _HookAttr()
+    """``fn(address, method, payload)`` for a cast returned for its whole retry budget."""
+
+    def __init__(
+        self,
+        type: str | None = None,
+        host: str | None = None,
+        *,
+        url: str | Sequence[str] | None = None,
+        settings: Settings | None = None,
+        tracer: Tracer | None = None,
+        serve: bool | None = None,
+        **overrides: Any,
+    ) -> None:
+        for name in ("on_blocked", "on_unblocked", "on_undeliverable"):
+            self.__dict__["_hook_" + name] = _Hook[Any](self, name)
+        values: dict[str, Any] = {}
+        if type is not None:
+            values["type"] = type
+        if host is not None:
+            values["host"] = host
+        if url is not None:
+            values["url"] = url if isinstance(url, str) else tuple(url)
+        values.update(overrides)
+        try:
+            if settings is None:
+                self.settings = Settings(**values)
+            else:
+                self.settings = Settings(**{**settings.model_dump(), **values})
+        except ValueError as exc:
+            raise ConfigurationError(str(exc)) from exc
+        if self.settings.type is None:
+            raise ConfigurationError("a service needs a TYPE: Service('WEB') or GEAR_TYPE=WEB")
+        self.type: str = self.settings.type
+        self.host: str = self.settings.host
+        try:
+            self.address = Address.instance(self.type, self.host)
+        except ValueError as exc:
+            raise ConfigurationError(str(exc)) from exc
+        self.identity = self.address.routing_key
+        self._serve = serve
+        self._tracer: Tracer = tracer or NullTracer()
+        s = self.settings
+        self._connector = Connector(
+            s.url,
+            name=f"gear {self.identity} pid {os.getpid()}",
+            heartbeat=s.heartbeat,
+            handshake_timeout=s.handshake_timeout,
+            prefetch=s.prefetch,
+            backoff=Backoff(initial=s.reconnect_initial, maximum=s.reconnect_max),
+            connect_wait=s.connect_wait,
+            on_ready=self._on_link_ready,
+            tracer=self._tracer,
+        )
+        self._connector.on_blocked_hook = self._blocked_hook
+        self._connector.on_unblocked_hook = self._unblocked_hook
+        self._publisher = Publisher(
+            self._connector,
+            exchange=s.exchange,
+            app_id=self.identity,
+            policy=RepublishPolicy(initial=s.republish_initial, maximum=s.republish_max),
+            tracer=self._tracer,
+        )
+        self._executor: ThreadPoolExecutor | None = None
+        self._dispatcher = Dispatcher(
+            identity=self.identity,
+            publisher=self._publisher,
+            executor=self._get_executor,
+            tracer=self._tracer,
+        )
+        self.rpc = RPC(
+            identity=self.identity,
+            own_type=self.type,
+            publisher=self._publisher,
+            default_timeout=s.timeout,
+            cast_retry_budget=s.cast_retry_budget,
+            on_reply_unmatched=self._dispatcher.on_unmatched_reply,
+            tracer=self._tracer,
+        )
+        self.rpc.on_undeliverable = self._undeliverable_hook
+        self._dispatcher.rpc = self.rpc
+        self._topology: Topology | None = None
+        self._started = False
+        self._stopping = False
+        self._stop_event = asyncio.Event()
+
+    @classmethod
+    def client(
+        cls, type: str = "CLI", *, url: str | Sequence[str] | None = None, **overrides: Any
+    ) -> Service:
+        """A calling-only instance with a unique HOST (``cli-<pid>-<random>``) and a short-lived queue.
+
+        Raises:
+            ConfigurationError: invalid TYPE, URL or settings.
+        """
+        overrides.setdefault("instance_queue_ttl", 60.0)
+        host = f"cli-{os.getpid()}-{os.urandom(4).hex()}"
+        return cls(type, host, url=url, serve=False, **overrides)
+
+    # -- registration ------------------------------------------------------------------------------
+
+    def handler(self, name: str, *, idempotency_window: float | None = None) -> Callable[[F], F]:
+        """Register a handler for method ``name``: an async or plain function.
+
+        The first parameter's type hint (a pydantic model or plain types) validates the JSON payload;
+        a missing hint accepts any JSON. Plain functions run in a thread pool. The return value is
+        sent back as JSON. With ``idempotency_window`` (seconds), a request id seen within the window
+        is not run again: the cached reply is sent (or, while the first run is in progress, the
+        duplicate is dropped).
+
+        Raises:
+            ConfigurationError: a bad name, a duplicate, or a handler with more than one required
+                parameter.
+        """
+
+        def register(func: F) -> F:
+            self._dispatcher.register(name, func, idempotency_window)
+            return func
+
+        return register
+
+    def reply_handler(self, name: str) -> Callable[[F], F]:
+        """Register ``fn(reply: gear.Reply)`` for replies to ``name`` sent with ``reply_to=TYPE``.
+
+        Raises:
+            ConfigurationError: a bad name or a duplicate.
+        """
+
+        def register(func: F) -> F:
+            self._dispatcher.register_reply(name, func)
+            return func
+
+        return register
+
+    # -- state -------------------------------------------------------------------------------------
+
+    @property
+    def connected(self) -> bool:
+        """True while a link is open with topology declared and consumers running."""
+        link = self._connector.link
+        return self._connector.ready.is_set() and link is not None and link.is_open
+
+    @property
+    def blocked(self) -> bool:
+        """True while the broker blocks this connection (publishes wait)."""
+        return self._connector.blocked_reason is not None
+
+    @property
+    def topology(self) -> Topology:
+        """The topology this instance declares."""
+        if self._topology is None:
+            return self._make_topology()
+        return self._topology
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Counters: late replies, returns, republishes, expired and duplicate requests, reconnects."""
+        return {
+            "late_replies": self.rpc.late_replies,
+            "returns": self._publisher.returns,
+            "republishes": self._publisher.republishes,
+            "expired": self._dispatcher.expired,
+            "duplicates": self._dispatcher.duplicates,
+            "reconnects": self._connector.reconnects,
+            "calls_in_flight": self.rpc.in_flight,
+            "handlers_in_flight": self._dispatcher.in_flight,
+        }
+
+    def _make_topology(self) -> Topology:
+        serve = self._serve
+        if serve is None:
+            serve = bool(self._dispatcher.handlers or self._dispatcher.reply_handlers)
+        s = self.settings
+        return Topology.for_service(
+            self.type, self.host, exchange=s.exchange, quorum=s.quorum,
+            instance_queue_ttl=s.instance_queue_ttl, serve=serve,
+        )
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect (trying every URL with backoff), declare the topology and start consuming.
+
+        Raises:
+            ConnectError: no broker reachable within ``connect_wait`` (or handshake timeouts).
+            ConfigurationError: the broker refused the topology.
+            RuntimeError: already started.
+        """
+        if self._started:
+            raise RuntimeError(f"{self.identity} is already started")
+        self._topology = self._make_topology()
+        self._started = True
+        self._stopping = False
+        try:
+            await self._connector.start()
+        except BaseException:
+            self._started = False
+            await self._connector.close()
+            raise
+        log.info("%s started", self.identity)
+
+    async def stop(self) -> None:
+        """Graceful stop: stop consuming, let handlers in flight finish (up to ``drain_timeout``),
+        fail calls still waiting with ``ConnectionLostError``, close the connection."""
+        if not self._started or self._stopping:
+            return
+        self._stopping = True
+        link = self._connector.link
+        if link is not None:
+            await link.stop_consuming()
+        if not await self._dispatcher.drain(self.settings.drain_timeout):
+            log.warning("%s: %d handler(s) still running after drain_timeout",
+                        self.identity, self._dispatcher.in_flight)
+        self.rpc.fail_all(ConnectionLostError(f"{self.identity} stopped"))
+        await self._connector.close()
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+        self._started = False
+        self._stop_event.set()
+        log.info("%s stopped", self.identity)
+
+    async def run_forever(self) -> None:
+        """Start, serve until SIGINT/SIGTERM or :meth:`stop`, then stop gracefully (``gear serve``).
+
+        Raises:
+            ConnectError: as :meth:`start`.
+        """
+        await self.start()
+        loop = asyncio.get_running_loop()
+        installed: list[signal.Signals] = []
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                try:
+                    loop.add_signal_handler(sig, self._stop_event.set)
+                    installed.append(sig)
+                except (NotImplementedError, RuntimeError):
+                    pass
+        try:
+            await self._stop_event.wait()
+        finally:
+            for sig in installed:
+                loop.remove_signal_handler(sig)
+            await self.stop()
+
+    async def __aenter__(self) -> Service:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def __repr__(self) -> str:
+        return f"<gear.Service {self.identity} connected={self.connected}>"
+
+    # -- internals ---------------------------------------------------------------------------------
+
+    async def _on_link_ready(self, link: Link) -> None:
+        topology = self._topology or self._make_topology()
+        await link.apply(topology)
+        if topology.type_queue is not None:
+            await link.consume("type", topology.type_queue.name, self._dispatcher.on_delivery)
+        await link.consume("host", topology.host_queue.name, self._dispatcher.on_delivery)
+
+    def _blocked_hook(self, reason: str) -> object:
+        func = self.on_blocked.func
+        return None if func is None else func(reason)
+
+    def _unblocked_hook(self) -> object:
+        func = self.on_unblocked.func
+        return None if func is None else func()
+
+    def _undeliverable_hook(self, address: str, method: str, payload: Any) -> object:
+        func = self.on_undeliverable.func
+        if func is None:
+            raise ConfigurationError("no on_undeliverable hook")  # pragma: no cover
+        return func(address, method, payload)
+
+    def _get_executor(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(
+                self.settings.handler_threads, thread_name_prefix=f"gear-{self.identity}"
+            )
+        return self._executor

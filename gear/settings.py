@@ -1,0 +1,85 @@
+"""Configuration of one service instance, from arguments or ``GEAR_*`` environment variables."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from gear.address import default_host, validate_host, validate_type
+
+__all__ = ("Settings",)
+
+
+class Settings(BaseSettings):
+    """Everything a :class:`gear.Service` needs to know; read from ``GEAR_*`` variables by default.
+
+    ``GEAR_URL`` may list several brokers separated by commas; they are tried in turn on (re)connect.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="GEAR_", frozen=True, extra="forbid")
+
+    url: Annotated[tuple[str, ...], NoDecode] = ("amqp://guest:guest@localhost/",)
+    """Broker URLs, tried in order (a cluster); ``GEAR_URL=amqp://a/,amqp://b/``."""
+    type: str | None = None
+    """The service TYPE (``WEB``, ``REPO``...); ``gear.Service("WEB")`` overrides it."""
+    host: str = Field(default_factory=default_host)
+    """The HOST word of this instance (default: the short host name)."""
+    exchange: str = "gear"
+    """The topic exchange every instance declares and publishes to."""
+    timeout: float = Field(default=30.0, gt=0)
+    """Default call/gather deadline in seconds; never infinite."""
+    prefetch: int = Field(default=64, ge=1, le=65535)
+    """Unacknowledged deliveries per consumer (type and host channel each)."""
+    heartbeat: int = Field(default=60, ge=0)
+    """AMQP heartbeat timeout in seconds (0 disables, not advised)."""
+    handshake_timeout: float = Field(default=10.0, gt=0)
+    """Seconds a connect attempt may take from TCP connect to ``connection.open-ok``."""
+    reconnect_initial: float = Field(default=0.1, gt=0)
+    """First reconnect delay in seconds; doubles per failed round, with jitter."""
+    reconnect_max: float = Field(default=5.0, gt=0)
+    """Upper bound of the reconnect delay."""
+    connect_wait: float = Field(default=30.0, gt=0)
+    """How long ``start()`` keeps trying before raising ``ConnectError``."""
+    quorum: bool = False
+    """Declare the shared TYPE queue as a quorum queue (RabbitMQ clusters)."""
+    instance_queue_ttl: float = Field(default=600.0, gt=0)
+    """``x-expires`` of the TYPE.HOST queue in seconds: how long it outlives its instance."""
+    cast_retry_budget: float = Field(default=10.0, gt=0)
+    """How long a returned cast is republished before ``on_undeliverable`` or ``UnroutableError``."""
+    republish_initial: float = Field(default=0.05, gt=0)
+    """First delay before republishing a returned message; doubles up to ``republish_max``."""
+    republish_max: float = Field(default=1.0, gt=0)
+    """Upper bound of the republish delay."""
+    drain_timeout: float = Field(default=10.0, ge=0)
+    """On stop, how long to wait for handlers in flight."""
+    handler_threads: int = Field(default=16, ge=1)
+    """Thread pool size for plain (blocking) handlers."""
+
+    @field_validator("url", mode="before")
+    @classmethod
+    def _split_urls(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("url")
+    @classmethod
+    def _need_one(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value:
+            raise ValueError("at least one broker URL is needed")
+        for url in value:
+            if not url.startswith(("amqp://", "amqps://")):
+                raise ValueError(f"broker URL {url!r} must start with amqp:// or amqps://")
+        return value
+
+    @field_validator("type")
+    @classmethod
+    def _check_type(cls, value: str | None) -> str | None:
+        return None if value is None else validate_type(value)
+
+    @field_validator("host")
+    @classmethod
+    def _check_host(cls, value: str) -> str:
+        return validate_host(value)

@@ -1,0 +1,116 @@
+"""The AMQP objects one service instance needs, as plain data.
+
+Topology is declared from this data on every connect and reconnect (never replayed from a history of
+calls), and ``gear topology`` prints it. Why the ``TYPE.HOST`` queue is *durable with x-expires*:
+
+* not exclusive, because an exclusive queue belongs to one connection and a fast reconnect then fails
+  with ``RESOURCE_LOCKED`` while the broker has not yet noticed the old connection is gone;
+* durable, because RabbitMQ 4.3 refuses transient non-exclusive queues;
+* ``x-expires``, so that an instance that is gone for good does not leave its queue behind, while
+  replies to its calls survive a short disconnect.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from gear.address import Address, instance_bindings, validate_type
+
+__all__ = ("Binding", "Exchange", "Queue", "Topology")
+
+
+@dataclass(frozen=True, slots=True)
+class Exchange:
+    """The topic exchange all Gear traffic goes through."""
+
+    name: str
+    type: str = "topic"
+    durable: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Queue:
+    """A queue and the arguments it is declared with."""
+
+    name: str
+    durable: bool = True
+    exclusive: bool = False
+    auto_delete: bool = False
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """A literal (wildcard-free) binding from the exchange to a queue."""
+
+    exchange: str
+    queue: str
+    routing_key: str
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    """Everything one instance declares: the exchange, its two queues and their bindings."""
+
+    exchange: Exchange
+    type_queue: Queue | None
+    host_queue: Queue
+    bindings: tuple[Binding, ...]
+
+    @classmethod
+    def for_service(
+        cls,
+        type: str,
+        host: str,
+        *,
+        exchange: str = "gear",
+        quorum: bool = False,
+        instance_queue_ttl: float = 600.0,
+        serve: bool = True,
+    ) -> Topology:
+        """Build the topology of instance ``TYPE.HOST``.
+
+        Args:
+            type: the service TYPE.
+            host: the instance's HOST word.
+            exchange: the topic exchange name.
+            quorum: declare the shared TYPE queue as a quorum queue.
+            instance_queue_ttl: seconds the TYPE.HOST queue outlives its last consumer (``x-expires``).
+            serve: False for a pure client (no handlers, e.g. the CLI): no shared TYPE queue, and the
+                instance queue is bound to ``TYPE.HOST`` only, so multicasts and broadcasts skip it.
+
+        Raises:
+            ValueError: if TYPE or HOST is invalid or a routing key would exceed 255 bytes.
+        """
+        own = Address.instance(type, host)
+        shared_args: dict[str, Any] = {"x-queue-type": "quorum"} if quorum else {}
+        host_queue = Queue(
+            name=own.routing_key,
+            arguments={"x-expires": max(1, int(instance_queue_ttl * 1000))},
+        )
+        if not serve:
+            return cls(
+                Exchange(exchange), None, host_queue, (Binding(exchange, host_queue.name, own.routing_key),)
+            )
+        type_queue = Queue(name=validate_type(type), arguments=shared_args)
+        bindings = (
+            Binding(exchange, type_queue.name, type_queue.name),
+            *(Binding(exchange, host_queue.name, key) for key in instance_bindings(type, host)),
+        )
+        return cls(Exchange(exchange), type_queue, host_queue, bindings)
+
+    @property
+    def queues(self) -> tuple[Queue, ...]:
+        """The shared queue (if serving), then the instance queue."""
+        if self.type_queue is None:
+            return (self.host_queue,)
+        return (self.type_queue, self.host_queue)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-able form, for ``gear topology --json``."""
+        return {
+            "exchange": asdict(self.exchange),
+            "queues": [asdict(q) for q in self.queues],
+            "bindings": [asdict(b) for b in self.bindings],
+        }
