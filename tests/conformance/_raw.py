@@ -1,0 +1,156 @@
+"""A minimal AMQP 0-9-1 client over a raw socket, for framing and flow-control tests clients hide."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import struct
+import urllib.parse
+from dataclasses import dataclass
+from typing import Any
+
+from pamqp import body as content_body
+from pamqp import commands, frame, header, heartbeat
+from pamqp.base import Frame
+
+from tests.conformance._support import WAIT
+
+PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
+FRAME_END = b"\xce"
+CLIENT_CAPABILITIES = {
+    "authentication_failure_close": True,
+    "basic.nack": True,
+    "connection.blocked": True,
+    "consumer_cancel_notify": True,
+    "publisher_confirms": True,
+}
+
+
+class ServerClosedError(Exception):
+    """The server closed the socket."""
+
+
+@dataclass
+class RawAmqp:
+    """One raw TCP connection to the broker; frames go in and out as pamqp objects or bytes."""
+
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    start: commands.Connection.Start | None = None
+    tune: commands.Connection.Tune | None = None
+
+    @classmethod
+    async def connect(cls, url: str) -> RawAmqp:
+        """Open the TCP connection only (no protocol header sent)."""
+        parts = urllib.parse.urlsplit(url)
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(parts.hostname or "127.0.0.1", parts.port or 5672), WAIT
+        )
+        return cls(reader, writer)
+
+    @classmethod
+    async def open(cls, url: str, *, heartbeat_s: int = 0) -> RawAmqp:
+        """Connect and run the whole handshake up to connection.open-ok."""
+        raw = await cls.connect(url)
+        parts = urllib.parse.urlsplit(url)
+        raw.send_bytes(PROTOCOL_HEADER)
+        raw.start = await raw.expect(commands.Connection.Start)
+        user = urllib.parse.unquote(parts.username or "guest")
+        password = urllib.parse.unquote(parts.password or "guest")
+        raw.send(
+            0,
+            commands.Connection.StartOk(
+                client_properties={"product": "gear-conformance", "capabilities": CLIENT_CAPABILITIES},
+                mechanism="PLAIN",
+                response=f"\0{user}\0{password}",
+                locale="en_US",
+            ),
+        )
+        raw.tune = await raw.expect(commands.Connection.Tune)
+        raw.send(
+            0,
+            commands.Connection.TuneOk(
+                channel_max=raw.tune.channel_max, frame_max=raw.tune.frame_max, heartbeat=heartbeat_s
+            ),
+        )
+        vhost = urllib.parse.unquote(parts.path[1:]) if len(parts.path) > 1 else "/"
+        raw.send(0, commands.Connection.Open(virtual_host=vhost))
+        await raw.expect(commands.Connection.OpenOk)
+        return raw
+
+    def send_bytes(self, data: bytes) -> None:
+        """Write raw bytes."""
+        self.writer.write(data)
+
+    def send(self, channel: int, obj: Any) -> None:
+        """Write one frame (method, content header, body or heartbeat)."""
+        self.writer.write(frame.marshal(obj, channel))
+
+    def publish(self, channel: int, exchange: str, routing_key: str, body: bytes) -> None:
+        """basic.publish with its content header and one body frame."""
+        self.send(channel, commands.Basic.Publish(exchange=exchange, routing_key=routing_key))
+        self.send(channel, header.ContentHeader(0, len(body), commands.Basic.Properties()))
+        if body:
+            self.send(channel, content_body.ContentBody(body))
+
+    async def open_channel(self, channel: int) -> None:
+        """channel.open and wait for open-ok."""
+        self.send(channel, commands.Channel.Open())
+        await self.expect(commands.Channel.OpenOk)
+
+    async def read_frame(self, within: float = WAIT) -> tuple[int, Frame | Any]:
+        """The next frame (channel, pamqp object); raises ServerClosedError on EOF, TimeoutError after ``within``."""
+        try:
+            head = await asyncio.wait_for(self.reader.readexactly(7), within)
+            _type, channel, size = struct.unpack(">BHI", head)
+            rest = await asyncio.wait_for(self.reader.readexactly(size + 1), within)
+        except (asyncio.IncompleteReadError, ConnectionError) as exc:
+            raise ServerClosedError from exc
+        _consumed, channel, obj = frame.unmarshal(head + rest)
+        return channel, obj
+
+    async def expect(self, kind: type[Any], within: float = WAIT) -> Any:
+        """Skip heartbeats until a frame of ``kind``; anything else is an assertion failure."""
+        while True:
+            channel, obj = await self.read_frame(within)
+            if isinstance(obj, heartbeat.Heartbeat):
+                continue
+            assert isinstance(obj, kind), f"expected {kind.__name__}, got {obj!r} on channel {channel}"
+            return obj
+
+    async def expect_connection_close(self, code: int, rule: str) -> commands.Connection.Close:
+        """The server sends connection.close with ``code`` (skipping other frames), then closes the socket."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + WAIT
+        while True:
+            try:
+                _channel, obj = await self.read_frame(max(0.01, deadline - loop.time()))
+            except ServerClosedError:
+                raise AssertionError(f"{rule}: socket closed without connection.close {code}") from None
+            except TimeoutError:
+                raise AssertionError(f"{rule}: no connection.close {code} within {WAIT}s") from None
+            if isinstance(obj, commands.Connection.Close):
+                assert obj.reply_code == code, f"{rule}: expected connection.close {code}, got {obj!r}"
+                self.send(0, commands.Connection.CloseOk())
+                await self.wait_eof(rule)
+                return obj
+
+    async def wait_eof(self, rule: str) -> bytes:
+        """Everything the server sends until it closes the socket (bounded by WAIT)."""
+        data = b""
+        try:
+            async with asyncio.timeout(WAIT):
+                while chunk := await self.reader.read(4096):
+                    data += chunk
+        except TimeoutError:
+            raise AssertionError(f"{rule}: the server did not close the socket within {WAIT}s") from None
+        except ConnectionError:
+            pass
+        return data
+
+    async def close(self) -> None:
+        """Close the socket (no AMQP close)."""
+        self.writer.close()
+        with contextlib.suppress(Exception):
+            await self.writer.wait_closed()
+
