@@ -1,0 +1,205 @@
+"""The ``gear traces analyze`` job: trace files in, Parquet tables + ``summary.json`` + ``report.html`` out.
+
+Run it through the CLI (``gear traces analyze PATH --out DIR``), from Python (:func:`analyze` with your
+own ``SparkSession``), or with spark-submit on any master::
+
+    spark-submit --master 'local[2]' gear/pipeline/job.py /traces --out /tmp/gear-report
+    spark-submit --master spark://HOST:7077 --py-files gear.zip gear/pipeline/job.py \\
+        hdfs:///gear/traces --out hdfs:///gear/report
+
+Every table is written with ``mode("overwrite")`` and the summary and report are rewritten, so running
+again on the same input replaces the previous results and never adds to them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+from gear.pipeline.calls import build_calls, dependency_links, latency, route_rates
+from gear.pipeline.connection import blocked_periods, reconnects
+from gear.pipeline.delivery import duplicate_deliveries, orphan_deliveries, redeliveries
+from gear.pipeline.load import load_events, resolve_paths
+from gear.pipeline.quality import data_quality
+from gear.pipeline.report import write_report
+
+__all__ = ("TABLES", "analyze", "main", "run", "spark_session")
+
+TABLES = (
+    "dependency_links",
+    "latency",
+    "route_rates",
+    "duplicate_deliveries",
+    "redeliveries",
+    "blocked_periods",
+    "reconnects",
+    "data_quality",
+)
+"""The Parquet tables written under ``--out``, one directory each."""
+
+_SUMMARY_ROWS = 200
+
+
+def _ns(moment: datetime | None) -> int | None:
+    if moment is None:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1_000_000) * 1000
+
+
+def _rows(df: DataFrame, limit: int | None = None) -> list[dict[str, Any]]:
+    source = df.limit(limit) if limit else df
+    return [row.asDict(recursive=True) for row in source.collect()]
+
+
+def analyze(
+    spark: SparkSession,
+    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    out: str | os.PathLike[str],
+    since: datetime | None = None,
+    until: datetime | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Run the analysis with ``spark``; write the outputs to ``out``; return the summary.
+
+    Raises:
+        FileNotFoundError: if a local input path does not exist.
+    """
+    say = progress or (lambda _message: None)
+    started = time.monotonic()
+    inputs = resolve_paths(paths)
+    target = os.fspath(out)
+    since_ns, until_ns = _ns(since), _ns(until)
+    say("reading trace events")
+    loaded = load_events(spark, inputs)
+    events = loaded.events
+    say("building calls")
+    calls, caller_orphans = build_calls(events, since_ns, until_ns)
+    calls = calls.cache()
+    tables: dict[str, DataFrame] = {
+        "dependency_links": dependency_links(calls, events),
+        "latency": latency(calls),
+        "route_rates": route_rates(calls),
+        "duplicate_deliveries": duplicate_deliveries(events),
+        "redeliveries": redeliveries(events),
+        "blocked_periods": blocked_periods(events, since_ns, until_ns),
+        "reconnects": reconnects(events, since_ns, until_ns),
+    }
+    tables["data_quality"] = data_quality(spark, loaded, calls, caller_orphans, orphan_deliveries(events))
+    summary: dict[str, Any] = {
+        "inputs": inputs,
+        "out": target,
+        "since": since.isoformat() if since else None,
+        "until": until.isoformat() if until else None,
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "spark": {"version": spark.version, "master": spark.sparkContext.master},
+        "tables": {},
+    }
+    for name, df in tables.items():
+        say(f"writing {name}")
+        df.coalesce(1).write.mode("overwrite").parquet(_join(target, name))
+        written = spark.read.parquet(_join(target, name))
+        summary["tables"][name] = {"rows": written.count(), "sample": _rows(written, _SUMMARY_ROWS)}
+    quality = summary["tables"]["data_quality"]["sample"]
+    summary["data_quality"] = quality[0] if quality else {}
+    summary["zipkin_links"] = [
+        {k: row[k] for k in ("parent", "child", "callCount", "errorCount")}
+        for row in summary["tables"]["dependency_links"]["sample"]
+    ]
+    calls.unpersist()
+    events.unpersist()
+    summary["seconds"] = round(time.monotonic() - started, 3)
+    if "://" not in target:
+        Path(target).mkdir(parents=True, exist_ok=True)
+        Path(target, "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+        Path(target, "dependencies.json").write_text(json.dumps(summary["zipkin_links"], indent=2) + "\n")
+        write_report(Path(target, "report.html"), summary)
+    say("done")
+    return summary
+
+
+def _join(base: str, name: str) -> str:
+    return f"{base.rstrip('/')}/{name}"
+
+
+def spark_session(master: str | None = None) -> SparkSession:
+    """A session for the job: ``master`` if given, else spark-submit's, else ``SPARK_MASTER`` or ``local[*]``.
+
+    Under spark-submit the master and configuration come from its command line and are not overridden.
+    """
+    builder = SparkSession.builder.appName("gear-traces-analyze")
+    under_submit = "PYSPARK_GATEWAY_PORT" in os.environ
+    chosen = master or (None if under_submit else os.environ.get("SPARK_MASTER", "local[*]"))
+    if chosen:
+        builder = builder.master(chosen)
+    if chosen and chosen.startswith("local"):
+        builder = (
+            builder.config("spark.sql.shuffle.partitions", "4")
+            .config("spark.ui.enabled", "false")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.driver.host", "127.0.0.1")
+        )
+    builder = builder.config("spark.ui.showConsoleProgress", "false").config(
+        "spark.sql.session.timeZone", "UTC"
+    )
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("GEAR_SPARK_LOG_LEVEL", "ERROR"))
+    return spark
+
+
+def run(
+    path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    out: str | os.PathLike[str],
+    master: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Start (or reuse) a session, run :func:`analyze`, and add the start-up time to the summary."""
+    resolve_paths(path)
+    say = progress or (lambda _message: None)
+    say("starting Spark")
+    started = time.monotonic()
+    spark = spark_session(master)
+    startup = time.monotonic() - started
+    summary = analyze(spark, path, out, since=since, until=until, progress=progress)
+    summary["spark_startup_seconds"] = round(startup, 3)
+    return summary
+
+
+def _when(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text) if text else None
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point for ``spark-submit gear/pipeline/job.py PATH... --out DIR``."""
+    parser = argparse.ArgumentParser(prog="gear-traces-analyze", description=__doc__.split("\n")[0])
+    parser.add_argument("paths", nargs="+", help="trace files or directories (local, hdfs://, s3a://)")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--master", default=None)
+    parser.add_argument("--since", default=None, help="ISO time; calls first published at or after it")
+    parser.add_argument("--until", default=None, help="ISO time; calls first published before it")
+    args = parser.parse_args(argv)
+    summary = run(
+        args.paths,
+        args.out,
+        master=args.master,
+        since=_when(args.since),
+        until=_when(args.until),
+        progress=lambda m: print(f"gear traces: {m}", flush=True),
+    )
+    quality = summary["data_quality"]
+    print(json.dumps({"links": summary["zipkin_links"], "data_quality": quality}, default=str))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""Reading trace files into one flat, cached DataFrame of valid events, counting what was not valid.
+
+A line Spark cannot parse with the schema (not JSON, or a value of the wrong type) is *corrupt*; a
+parsed line without a time, an event name or a service instance is *invalid*. Neither stops the job.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as sf
+
+from gear.pipeline.schema import CORRUPT_COLUMN, read_schema
+from gear.tracing.api import Attr
+
+__all__ = ("Loaded", "attr", "count_where", "load_events", "resolve_paths")
+
+_ATTRS = {
+    "kind": Attr.RPC_KIND,
+    "peer": Attr.PEER_SERVICE,
+    "route": Attr.ROUTE,
+    "method": Attr.RPC_METHOD,
+    "attempt": Attr.ATTEMPT,
+    "error_type": Attr.ERROR_TYPE,
+    "request_id": Attr.REQUEST_ID,
+    "conversation_id": Attr.CONVERSATION_ID,
+    "op_name": Attr.OPERATION_NAME,
+    "redelivered": Attr.REDELIVERED,
+    "requeue": Attr.REQUEUE,
+    "duplicate": Attr.DUPLICATE,
+    "republish_reason": Attr.REPUBLISH_REASON,
+    "blocked_reason": Attr.BLOCKED_REASON,
+    "connection_id": Attr.CONNECTION_ID,
+    "downtime_ms": Attr.DOWNTIME_MS,
+}
+
+
+def attr(key: str) -> Column:
+    """The attribute ``key`` (a dotted OpenTelemetry name) of the raw line."""
+    return sf.col("attributes").getField(key)
+
+
+def count_where(condition: Column) -> Column:
+    """An aggregate: how many rows satisfy ``condition`` (0 when none do)."""
+    return sf.coalesce(sf.sum(sf.when(condition, 1).otherwise(0)), sf.lit(0)).cast("long")
+
+
+@dataclass
+class Loaded:
+    """The valid events (cached) and the line counts."""
+
+    events: DataFrame
+    lines: int
+    corrupt: int
+    invalid: int
+
+
+def resolve_paths(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[str]:
+    """Normalise ``path`` (one or several files/directories/URLs) to strings.
+
+    Raises:
+        FileNotFoundError: if a local path does not exist.
+    """
+    items = [path] if isinstance(path, str | os.PathLike) else list(path)
+    out: list[str] = []
+    for item in items:
+        text = os.fspath(item)
+        if "://" not in text and not Path(text).exists():
+            raise FileNotFoundError(f"no trace files at {text}")
+        out.append(text)
+    return out
+
+
+def load_events(spark: SparkSession, paths: list[str]) -> Loaded:
+    """Read every ``*.jsonl`` under ``paths`` with the explicit schema and flatten it."""
+    reader = (
+        spark.read.schema(read_schema())
+        .option("mode", "PERMISSIVE")
+        .option("columnNameOfCorruptRecord", CORRUPT_COLUMN)
+        .option("recursiveFileLookup", "true")
+    )
+    if any("://" in p or Path(p).is_dir() for p in paths):
+        reader = reader.option("pathGlobFilter", "*.jsonl")
+    raw = reader.json(paths)
+    resource = sf.col("resource")
+    flat = raw.select(
+        sf.col(CORRUPT_COLUMN).alias("corrupt"),
+        sf.col("time_unix_nano").alias("t"),
+        sf.col("`event.name`").alias("name"),
+        sf.col("`gear.event.seq`").alias("seq"),
+        "trace_id",
+        "span_id",
+        "parent_span_id",
+        resource.getField("service.name").alias("service"),
+        resource.getField("host.name").alias("host"),
+        resource.getField("service.instance.id").alias("instance"),
+        *[attr(key).alias(name) for name, key in _ATTRS.items()],
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+    counts = flat.agg(
+        sf.count(sf.lit(1)).alias("lines"),
+        count_where(sf.col("corrupt").isNotNull()).alias("corrupt"),
+        count_where(
+            sf.col("corrupt").isNull()
+            & (
+                sf.col("t").isNull()
+                | sf.col("name").isNull()
+                | sf.col("instance").isNull()
+                | sf.col("service").isNull()
+            )
+        ).alias("invalid"),
+    ).first()
+    assert counts is not None
+    valid = (
+        flat.filter(
+            sf.col("corrupt").isNull()
+            & sf.col("t").isNotNull()
+            & sf.col("name").isNotNull()
+            & sf.col("instance").isNotNull()
+            & sf.col("service").isNotNull()
+        )
+        .drop("corrupt")
+        .withColumn("rid", sf.coalesce("span_id", "request_id", "conversation_id"))
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    valid.count()
+    flat.unpersist()
+    return Loaded(valid, int(counts["lines"]), int(counts["corrupt"]), int(counts["invalid"]))

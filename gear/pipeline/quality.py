@@ -1,0 +1,79 @@
+"""The data-quality row: what was read, what was unusable, and what could not be tied together.
+
+* ``corrupt_lines``: lines Spark could not parse with the schema (not JSON, wrong value types);
+* ``invalid_events``: parsed lines without a time, an event name or a service instance;
+* ``unknown_events``: valid lines whose ``event.name`` is not a Gear event;
+* ``orphan_events``: caller-side events (confirm, response, timeout, ...) with no publish of that
+  request id on that instance, plus request deliveries whose request id nobody in the input published
+  (typically the edges of the input: files from before the window, or an instance not collected);
+* ``calls_without_outcome``: calls with neither a response, a timeout, an unroutable nor a fatal nack
+  (casts: no confirm) -- usually an instance stopped before its calls ended.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as sf
+from pyspark.sql import types as st
+
+from gear.pipeline.load import Loaded, count_where
+from gear.tracing.api import EventName
+
+__all__ = ("QUALITY_SCHEMA", "data_quality")
+
+QUALITY_SCHEMA = st.StructType(
+    [
+        st.StructField(name, st.LongType(), nullable=False)
+        for name in (
+            "lines",
+            "corrupt_lines",
+            "invalid_events",
+            "events",
+            "unknown_events",
+            "orphan_events",
+            "orphan_caller_events",
+            "orphan_deliveries",
+            "calls",
+            "calls_without_outcome",
+            "instances",
+        )
+    ]
+)
+
+
+def data_quality(
+    spark: SparkSession,
+    loaded: Loaded,
+    calls: DataFrame,
+    caller_orphans: DataFrame,
+    delivery_orphans: DataFrame,
+) -> DataFrame:
+    """A one-row DataFrame of data-quality counters (see the module docstring)."""
+    known = [str(name) for name in EventName]
+    event_counts = loaded.events.agg(
+        sf.count(sf.lit(1)).alias("events"),
+        count_where(~sf.col("name").isin(known)).alias("unknown"),
+        sf.countDistinct("instance").alias("instances"),
+    ).first()
+    call_counts = calls.agg(
+        sf.count(sf.lit(1)).alias("calls"), count_where(sf.col("outcome") == "none").alias("none")
+    ).first()
+    orphan_caller = caller_orphans.agg(sf.coalesce(sf.sum("n_events"), sf.lit(0)).alias("n")).first()
+    orphan_delivery = delivery_orphans.count()
+    assert event_counts is not None
+    assert call_counts is not None
+    assert orphan_caller is not None
+    row = (
+        loaded.lines,
+        loaded.corrupt,
+        loaded.invalid,
+        int(event_counts["events"]),
+        int(event_counts["unknown"]),
+        int(orphan_caller["n"]) + orphan_delivery,
+        int(orphan_caller["n"]),
+        orphan_delivery,
+        int(call_counts["calls"]),
+        int(call_counts["none"]),
+        int(event_counts["instances"]),
+    )
+    return spark.createDataFrame([row], QUALITY_SCHEMA)
