@@ -99,7 +99,7 @@ class RawAmqp:
         await self.expect(commands.Channel.OpenOk)
 
     async def read_frame(self, within: float = WAIT) -> tuple[int, Frame | Any]:
-        """The next frame (channel, pamqp object); raises ServerClosedError on EOF, TimeoutError after ``within``."""
+        """The next frame as (channel, pamqp object); ServerClosedError on EOF, TimeoutError on silence."""
         try:
             head = await asyncio.wait_for(self.reader.readexactly(7), within)
             _type, channel, size = struct.unpack(">BHI", head)
