@@ -39,8 +39,7 @@ def broker(
 
     def ready(server: Any) -> None:
         typer.echo(
-            f"gear broker: listening on {server.url} (AMQP 0-9-1; messages in memory only). "
-            "Ctrl-C to stop.",
+            f"gear broker: listening on {server.url} (AMQP 0-9-1; messages in memory only). Ctrl-C to stop.",
         )
 
     try:

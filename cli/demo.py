@@ -8,7 +8,6 @@ there (``docker compose up``) neither see its messages nor take its requests.
 from __future__ import annotations
 
 import asyncio
-import urllib.parse
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
@@ -16,25 +15,17 @@ from typing import Annotated, Any
 import typer
 
 from cli.options import JsonOpt
-from cli.output import ExitCode, Renderer, fail, map_errors
+from cli.output import ExitCode, Renderer, fail, map_errors, masked_url
 from examples.scenario import Outcome, run_scenario
 from examples.system import Names, running_system
 
 __all__ = ("demo", "register")
 
 
-def _masked(url: str) -> str:
-    parts = urllib.parse.urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
-
-
 @asynccontextmanager
 async def _broker(urls: Sequence[str], say: Any) -> AsyncIterator[tuple[list[str], Names]]:
     if urls:
-        say(f"broker: {', '.join(_masked(u) for u in urls)} (demo uses its own TYPEs and exchange)")
+        say(f"broker: {', '.join(masked_url(u) for u in urls)} (demo uses its own TYPEs and exchange)")
         yield list(urls), Names.isolated("demo")
         return
     from gear.broker import Broker
@@ -68,16 +59,18 @@ def demo(
 
     async def main() -> Outcome:
         say("Gear demo: the seed's WEB/REPO/CTRL system")
-        async with _broker(url or [], say) as (urls, names):
-            async with running_system(
+        async with (
+            _broker(url or [], say) as (urls, names),
+            running_system(
                 urls,
                 repo_hosts=[f"repo{i}" for i in range(1, repos + 1)],
                 ctrl_hosts=[f"ctrl{i}" for i in range(1, ctrls + 1)],
                 names=names,
-            ) as system:
-                say("instances: " + " ".join(str(s.address) for s in system.services))
-                say("")
-                return await run_scenario(system, say)
+            ) as system,
+        ):
+            say("instances: " + " ".join(str(s.address) for s in system.services))
+            say("")
+            return await run_scenario(system, say)
 
     with map_errors(out):
         outcome = asyncio.run(main())

@@ -34,11 +34,12 @@ UrlOpt = Annotated[
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout, for scripts.")]
 TimeoutOpt = Annotated[
-    float, typer.Option("--timeout", "-t", min=0.001, help="Seconds to wait for replies (the call's deadline).")
+    float,
+    typer.Option("--timeout", "-t", min=0.001, help="Seconds to wait for replies (the call's deadline)."),
 ]
 DataOpt = Annotated[
     str | None,
-    typer.Option("--data", "-d", help='Payload as JSON, e.g. \'{"verbose": true}\'.', show_default=False),
+    typer.Option("--data", "-d", help="Payload as JSON, e.g. '{\"verbose\": true}'.", show_default=False),
 ]
 DataFileOpt = Annotated[
     Path | None,
@@ -73,7 +74,9 @@ def load_payload(data: str | None, data_file: Path | None) -> Any:
         try:
             text = typer.get_text_stream("stdin").read() if str(data_file) == "-" else data_file.read_text()
         except OSError as exc:
-            raise typer.BadParameter(f"cannot read {data_file}: {exc.strerror}", param_hint="--data-file") from None
+            raise typer.BadParameter(
+                f"cannot read {data_file}: {exc.strerror}", param_hint="--data-file"
+            ) from None
         hint = "--data-file"
     elif data is not None:
         text, hint = data, "--data"
@@ -82,5 +85,6 @@ def load_payload(data: str | None, data_file: Path | None) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise typer.BadParameter(f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
-                                 param_hint=hint) from None
+        raise typer.BadParameter(
+            f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", param_hint=hint
+        ) from None

@@ -9,6 +9,7 @@ bug in Gear itself shows a traceback.
 from __future__ import annotations
 
 import json
+import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from enum import IntEnum
@@ -38,6 +39,7 @@ __all__ = (
     "fail",
     "jsonable",
     "map_errors",
+    "masked_url",
 )
 
 
@@ -195,3 +197,12 @@ def map_errors(renderer: Renderer | None = None) -> Iterator[None]:
             renderer.document({"ok": False, "error": error})
         typer.echo(f"gear: {_one_line(exc)}", err=True)
         raise typer.Exit(int(code)) from None
+
+
+def masked_url(url: str) -> str:
+    """``url`` with its password replaced by ``***``, for printing."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))

@@ -39,7 +39,11 @@ def run_call(
 ) -> None:
     """Call ``method`` on one instance and print the result."""
     if address.is_fanout:
-        fail(f"{address} reaches several instances: use `gear gather` (or --call with send)", ExitCode.USAGE, out)
+        fail(
+            f"{address} reaches several instances: use `gear gather` (or --call with send)",
+            ExitCode.USAGE,
+            out,
+        )
 
     async def main() -> tuple[Any, float]:
         async with connect(url, timeout) as svc:
@@ -54,7 +58,9 @@ def run_call(
     out.line(out.value(result))
 
 
-def run_cast(address: Address, method: str, payload: Any, url: Sequence[str], timeout: float, out: Renderer) -> None:
+def run_cast(
+    address: Address, method: str, payload: Any, url: Sequence[str], timeout: float, out: Renderer
+) -> None:
     """Send ``method`` without waiting for a reply; returns once the broker confirmed it."""
 
     async def main() -> None:
@@ -67,13 +73,18 @@ def run_cast(address: Address, method: str, payload: Any, url: Sequence[str], ti
     out.line(f"sent {method} to {address} (confirmed by the broker; no reply expected)")
 
 
-async def _census(svc: Any, address: Address, timeout: float) -> list[str] | None:
+async def _census(
+    svc: Any,
+    address: Address,
+    timeout: float,  # noqa: ASYNC109 - the gather deadline
+) -> list[str] | None:
     """Who is alive behind a fan-out ``address``, by ``gear.ping``; ``None`` if nobody could be asked."""
     try:
         replies = await svc.rpc.gather(str(address), PING_METHOD, {}, timeout=timeout)
     except Exception:
         return None
-    return sorted({str(r.sender) for r in replies if r.error is None and not _is_cli(str(r.sender))})
+    # Any reply proves the instance is alive, even an error from one that lacks the built-in ping.
+    return sorted({str(r.sender) for r in replies if not _is_cli(str(r.sender))})
 
 
 def _is_cli(sender: str) -> bool:
@@ -132,8 +143,12 @@ def run_gather(
             "expected": expected,
         }
     )
-    table = [
-        [row["sender"], "ok" if row["ok"] else "error", out.value(row["result"]) if row["ok"] else _error_text(row)]
+    table: list[list[str]] = [
+        [
+            str(row["sender"]),
+            "ok" if row["ok"] else "error",
+            out.value(row["result"]) if row["ok"] else _error_text(row),
+        ]
         for row in rows
     ]
     table += [[sender, "no reply", f"alive, but no answer within {timeout:g}s"] for sender in missing]
@@ -233,14 +248,21 @@ def nodes(
     with map_errors(out):
         replies = asyncio.run(main())
     found = sorted((r for r in replies if not _is_cli(str(r.sender))), key=lambda r: str(r.sender))
-    out.document(
-        {"ok": True, "nodes": [{"instance": str(r.sender), "info": r.result} for r in found]}
-    )
+    info = {str(r.sender): _ping_info(r) for r in found}
+    out.document({"ok": True, "nodes": [{"instance": k, "info": v} for k, v in info.items()]})
     if not found:
         out.line(f"no instance answered {PING_METHOD} on {address} within {timeout:g}s")
         return
-    out.table(["instance", "info"], [[str(r.sender), out.value(r.result)] for r in found])
+    out.table(["instance", "info"], [[k, out.value(v)] for k, v in info.items()])
     out.line(f"{len(found)} instance(s) alive")
+
+
+def _ping_info(reply: Any) -> Any:
+    """What an instance said about itself; an error reply still proves it is alive."""
+    if reply.error is None:
+        return reply.result
+    error = _error_dict(reply.error)
+    return {"error": f"{error['type']}: {error['message']}"}
 
 
 def register(app: typer.Typer) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import inspect
+import logging
 import os
 import sys
 from typing import Annotated, Any
@@ -14,7 +15,7 @@ import typer
 import gear
 from cli.options import UrlOpt
 from cli.output import ExitCode, fail, map_errors
-from cli.signals import run_until_signal
+from cli.output import masked_url as _masked
 
 __all__ = ("load_service", "register", "serve")
 
@@ -68,6 +69,7 @@ def serve(
     host: Annotated[
         str | None, typer.Option("--host", envvar="GEAR_HOST", help="Instance HOST (env GEAR_HOST).")
     ] = None,
+    log_level: Annotated[str, typer.Option(help="Logging level: DEBUG, INFO, WARNING or ERROR.")] = "INFO",
 ) -> None:
     """Run a service until Ctrl-C or SIGTERM, then stop gracefully (handlers in flight finish).
 
@@ -82,19 +84,24 @@ def serve(
     except ValueError as exc:
         fail(str(exc), ExitCode.USAGE)
 
-    async def main() -> None:
+    async def main() -> gear.Service:
         svc = await _build(found)
-        await svc.start()
-        try:
-            typer.echo(f"gear serve: {svc.address} is up; Ctrl-C or SIGTERM to stop", err=True)
-            await svc.run_forever()
-        finally:
-            await svc.stop()
+        typer.echo(
+            f"gear serve: starting {svc.address} on {_hosts(svc)}; Ctrl-C or SIGTERM stops it", err=True
+        )
+        # run_forever connects, serves, and on SIGINT/SIGTERM stops consuming, lets handlers in flight
+        # finish (GEAR_DRAIN_TIMEOUT) and closes the connection.
+        await svc.run_forever()
+        return svc
 
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     with map_errors():
-        stopped_by = asyncio.run(run_until_signal(main()))
-    if stopped_by is not None:
-        typer.echo(f"gear serve: stopped ({stopped_by.name})", err=True)
+        svc = asyncio.run(main())
+    typer.echo(f"gear serve: {svc.address} stopped", err=True)
+
+
+def _hosts(svc: gear.Service) -> str:
+    return ", ".join(_masked(u) for u in svc.settings.url)
 
 
 def register(app: typer.Typer) -> None:

@@ -24,13 +24,21 @@ def topology(
     instance_queue_ttl: Annotated[
         float, typer.Option(help="Seconds the TYPE.HOST queue outlives its instance (x-expires).")
     ] = 600.0,
+    client: Annotated[
+        bool, typer.Option("--client", help="A calling-only instance (like the CLI): no shared queue.")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Show the exchange, queues and bindings that instance TYPE.HOST declares (no broker needed)."""
     out = Renderer(as_json)
     try:
         topo = Topology.for_service(
-            type_, host or default_host(), exchange=exchange, quorum=quorum, instance_queue_ttl=instance_queue_ttl
+            type_,
+            host or default_host(),
+            exchange=exchange,
+            quorum=quorum,
+            instance_queue_ttl=instance_queue_ttl,
+            serve=not client,
         )
     except ValueError as exc:
         fail(str(exc), ExitCode.USAGE, out)
@@ -51,7 +59,7 @@ def topology(
 
 
 def _meaning(key: str, topo: Topology) -> str:
-    if key == topo.type_queue.name:
+    if topo.type_queue is not None and key == topo.type_queue.name:
         return f"stateless: {key} (one instance)"
     if key == topo.host_queue.name:
         return f"point-to-point: {key}"

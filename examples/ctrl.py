@@ -24,6 +24,7 @@ import gear
 from examples import repo
 from examples.hashring import HashRing
 from examples.models import InstanceStatus, ItemFound, ItemQuery, Refresh, ReloadConfig, StatusQuery
+from gear.tracing.api import Tracer
 
 __all__ = ("DEFAULT_TYPE", "CtrlState", "create_service", "repo_hosts_from_env")
 
@@ -54,10 +55,13 @@ def create_service(
     type_: str | None = None,
     repo_type: str = repo.DEFAULT_TYPE,
     settings: gear.Settings | None = None,
+    tracer: Tracer | None = None,
 ) -> gear.Service:
     """Build one CTRL instance; ``repo_hosts`` defaults to ``REPO_HOSTS`` from the environment."""
     settings = settings or gear.Settings()
-    svc = gear.Service(type_ or settings.type or DEFAULT_TYPE, host=host, url=url, settings=settings)
+    svc = gear.Service(
+        type_ or settings.type or DEFAULT_TYPE, host=host, url=url, settings=settings, tracer=tracer
+    )
     state = CtrlState(ring=HashRing(repo_hosts if repo_hosts is not None else repo_hosts_from_env()))
 
     @svc.handler("lookup")

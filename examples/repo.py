@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import gear
-from examples.models import InstanceStatus, Item, ItemFound, ItemQuery, Refresh, Stored, StatusQuery
+from examples.models import InstanceStatus, Item, ItemFound, ItemQuery, Refresh, StatusQuery, Stored
+from gear.tracing.api import Tracer
 
 __all__ = ("DEFAULT_TYPE", "RepoState", "create_service")
 
@@ -37,10 +38,13 @@ def create_service(
     *,
     type_: str | None = None,
     settings: gear.Settings | None = None,
+    tracer: Tracer | None = None,
 ) -> gear.Service:
     """Build one REPO instance; unset arguments come from ``GEAR_HOST``, ``GEAR_URL``, ``GEAR_TYPE``."""
     settings = settings or gear.Settings()
-    svc = gear.Service(type_ or settings.type or DEFAULT_TYPE, host=host, url=url, settings=settings)
+    svc = gear.Service(
+        type_ or settings.type or DEFAULT_TYPE, host=host, url=url, settings=settings, tracer=tracer
+    )
     state = RepoState(host=svc.host)
 
     @svc.handler("put")

@@ -19,8 +19,15 @@ from examples.system import System
 
 __all__ = ("KEYS", "Outcome", "run_scenario")
 
-KEYS = {"alice": "likes tea", "bob": "likes coffee", "carol": "likes water", "dave": "likes juice"}
-"""The keys WEB stores and looks up."""
+KEYS = {
+    "alice": "tea",
+    "bob": "coffee",
+    "carol": "water",
+    "dave": "juice",
+    "grace": "milk",
+    "ivan": "cocoa",
+}
+"""The keys WEB stores and looks up; with the default ring they land two on each of repo1..repo3."""
 
 Say = Callable[[str], None]
 
@@ -45,10 +52,21 @@ def _mark(passed: bool) -> str:
     return "ok" if passed else "UNEXPECTED"
 
 
-async def _statuses(system: System, address: str, expected: int, until: Callable[[InstanceStatus], bool]) -> list[
-    InstanceStatus
-]:
-    """Gather ``status`` from ``address`` until every reply satisfies ``until`` (a cast may still be in flight)."""
+def _delivered(system: System, method: str, say: Say) -> dict[str, int]:
+    """Say which instances received ``method`` (from their trace sinks) and return the counts."""
+    counts = {address: n for address, n in system.received(method).items() if n}
+    if set(counts) == set(system.logs) and len(set(counts.values())) == 1:
+        reached = f"all {len(counts)} instances, x{next(iter(counts.values()))} each"
+    else:
+        reached = ", ".join(f"{address} x{n}" for address, n in counts.items()) or "nobody"
+    say(f"   {method!r} was delivered to: {reached}")
+    return counts
+
+
+async def _statuses(
+    system: System, address: str, expected: int, until: Callable[[InstanceStatus], bool]
+) -> list[InstanceStatus]:
+    """Gather ``status`` until every reply satisfies ``until``: the cast before it may still be in flight."""
     statuses: list[InstanceStatus] = []
     for _ in range(20):
         replies = await system.web.census(address, timeout=2.0, expected=expected)
@@ -64,47 +82,63 @@ async def _statuses(system: System, address: str, expected: int, until: Callable
 
 async def _point_to_point(system: System, say: Say, outcome: Outcome) -> None:
     say("1. point-to-point  REPO.<host>: WEB stores each key on the REPO instance its hash ring picks")
+    width = max(len(system.web.repo_for(key)) for key in KEYS)
     for key, value in KEYS.items():
         address = system.web.repo_for(key)
         stored: Stored = await system.web.put(key, value)
-        say(f"   put {key:<6} -> {address:<14} stored on {stored.host}, version {stored.version}")
+        say(f"   put {key:<6} -> {address:<{width}}  stored on {stored.host}, version {stored.version}")
         outcome.check(f"p2p {key}", address.endswith(f".{stored.host}"))
-    replies = await system.web.census(f"{system.names.repo}.*", expected=len(system.repos))
-    held = {InstanceStatus.model_validate(r.result).host: InstanceStatus.model_validate(r.result).items for r in replies}
-    say("   keys held: " + ", ".join(f"{h}={n}" for h, n in sorted(held.items())))
-    outcome.check("p2p: every key stored once", sum(held.values()) == len(KEYS))
+    counts = _delivered(system, "put", say)
+    outcome.check(
+        "p2p: each put reached one REPO",
+        sum(counts.values()) == len(KEYS) and all(a.startswith(f"{system.names.repo}.") for a in counts),
+    )
 
 
 async def _stateless(system: System, say: Say, outcome: Outcome) -> None:
-    say("2. stateless       CTRL: WEB asks any CTRL; that CTRL asks the owning REPO itself (nested call)")
+    say("2. stateless       CTRL: WEB asks any CTRL, round-robin; that CTRL asks the owning REPO itself")
+    say("                   (a nested call: it inherits what is left of WEB's deadline)")
     served: dict[str, int] = {}
     timeout = 5.0
     for key, value in KEYS.items():
         found: ItemFound = await system.web.lookup(key, timeout=timeout)
         ctrl_host = found.ctrl_host or "?"
         served[ctrl_host] = served.get(ctrl_host, 0) + 1
+        budget = "?" if found.budget_ms is None else f"{found.budget_ms:.0f}"
+        route = f"{system.names.ctrl}.{ctrl_host} -> {system.names.repo}.{found.repo_host}"
         say(
-            f"   lookup {key:<6} -> {system.names.ctrl}.{ctrl_host} -> {system.names.repo}.{found.repo_host}: "
-            f"{found.value!r} (CTRL had {found.budget_ms} ms of WEB's {timeout * 1000:.0f} ms left)"
+            f"   lookup {key:<6} -> {route}: "
+            f"{found.value!r:<8} (budget left: {budget} of {timeout * 1000:.0f} ms)"
         )
-        outcome.check(f"nested {key}", found.value == value and found.budget_ms is not None)
-        outcome.check(f"nested budget {key}", found.budget_ms is not None and 0 < found.budget_ms <= timeout * 1000)
-    say("   round-robin: " + ", ".join(f"{system.names.ctrl}.{h} served {n}" for h, n in sorted(served.items())))
-    outcome.check("stateless: more than one CTRL served", len(served) > 1 or len(system.ctrls) == 1)
+        # The budget CTRL saw is positive and never more than what WEB gave: the deadline was inherited.
+        inherited = found.budget_ms is not None and 0 < found.budget_ms <= timeout * 1000
+        outcome.check(f"nested {key}", found.value == value and inherited)
+    counts = _delivered(system, "lookup", say)
+    outcome.check(
+        "stateless: each lookup reached one CTRL",
+        sum(counts.values()) == len(KEYS) and all(a.startswith(f"{system.names.ctrl}.") for a in counts),
+    )
+    outcome.check("stateless: round-robin over the CTRLs", len(served) == min(len(system.ctrls), len(KEYS)))
 
 
 async def _multicast(system: System, say: Say, outcome: Outcome) -> None:
     version = 2
     say(f"3. multicast       CTRL.*: WEB pushes configuration version {version} to every CTRL instance")
     await system.web.reload(version)
-    say(f"   cast reload(version={version}) to {system.names.ctrl}.*; then gather {system.names.ctrl}.* status:")
+    ctrls = f"{system.names.ctrl}.*"
+    say(f"   cast reload(version={version}) to {ctrls}; then gather {ctrls} status:")
     statuses = await _statuses(
         system, f"{system.names.ctrl}.*", len(system.ctrls), lambda s: s.config_version == version
     )
     for s in statuses:
-        say(f"   {s.type}.{s.host:<6} config version {s.config_version}  {_mark(s.config_version == version)}")
-    outcome.check("multicast: every CTRL reloaded", len(statuses) == len(system.ctrls)
-                  and all(s.config_version == version for s in statuses))
+        say(f"   {s.type}.{s.host}  config version {s.config_version}  {_mark(s.config_version == version)}")
+    outcome.check(
+        "multicast: every CTRL reloaded",
+        len(statuses) == len(system.ctrls) and all(s.config_version == version for s in statuses),
+    )
+    counts = _delivered(system, "reload", say)
+    every_ctrl = sorted(f"{system.names.ctrl}.{svc.host}" for svc in system.ctrls)
+    outcome.check("multicast: each CTRL once, nobody else", counts == dict.fromkeys(every_ctrl, 1))
 
 
 async def _broadcast(system: System, say: Say, outcome: Outcome) -> None:
@@ -113,10 +147,16 @@ async def _broadcast(system: System, say: Say, outcome: Outcome) -> None:
     total = len(system.services)
     statuses = await _statuses(system, "*.*", total, lambda s: s.refreshes >= 1)
     say(f"   cast refresh to *.*; then gather *.* status ({len(statuses)} of {total} answered):")
+    width = max((len(f"{s.type}.{s.host}") for s in statuses), default=0)
     for s in statuses:
-        say(f"   {s.type}.{s.host:<6} refreshed {s.refreshes} time(s)  {_mark(s.refreshes == 1)}")
-    outcome.check("broadcast: every instance exactly once",
-                  len(statuses) == total and all(s.refreshes == 1 for s in statuses))
+        name = f"{s.type}.{s.host}"
+        say(f"   {name:<{width}}  refreshed {s.refreshes} time(s)  {_mark(s.refreshes == 1)}")
+    outcome.check(
+        "broadcast: every instance exactly once",
+        len(statuses) == total and all(s.refreshes == 1 for s in statuses),
+    )
+    counts = _delivered(system, "refresh", say)
+    outcome.check("broadcast: delivered once to each", counts == dict.fromkeys(system.logs, 1))
 
 
 async def _errors(system: System, say: Say, outcome: Outcome) -> None:
@@ -128,13 +168,13 @@ async def _errors(system: System, say: Say, outcome: Outcome) -> None:
         (repo_host, "put", {"key": "alice"}, gear.BadPayloadError, 5.0),
         (f"{system.names.repo}.nohost", "get", {"key": "alice"}, gear.UnroutableError, 0.5),
     ]
+    width = max(len(a[0]) for a in attempts)
     for address, method, payload, expected, timeout in attempts:
         try:
             await rpc.call(address, method, payload, timeout=timeout)
         except gear.GearError as exc:
-            got = type(exc)
-            first = str(exc).splitlines()[0] if str(exc) else ""
-            say(f"   call {address} {method:<6} -> {got.__name__}: {first[:70]}")
+            text = exc.message if isinstance(exc, gear.RemoteError) else str(exc)
+            say(f"   call {address:<{width}} {method:<6} -> {type(exc).__name__}: {text[:80]}")
             outcome.check(f"error {expected.__name__}", isinstance(exc, expected))
         else:
             say(f"   call {address} {method} -> no error  UNEXPECTED")

@@ -12,10 +12,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import gear
 from examples import ctrl, repo, web
+from examples.deliveries import DeliveryLog
 
 __all__ = ("DEFAULT_CTRL_HOSTS", "DEFAULT_REPO_HOSTS", "Names", "System", "running_system")
 
@@ -55,11 +56,17 @@ class System:
     repos: tuple[gear.Service, ...]
     ctrls: tuple[gear.Service, ...]
     names: Names
+    logs: dict[str, DeliveryLog] = field(default_factory=dict)
+    """Per instance (``TYPE.HOST``): what it received."""
 
     @property
     def services(self) -> tuple[gear.Service, ...]:
         """Every instance, WEB last."""
         return (*self.repos, *self.ctrls, self.web.service)
+
+    def received(self, method: str) -> dict[str, int]:
+        """How many ``method`` requests each instance received, by ``TYPE.HOST``."""
+        return {address: log.count(method) for address, log in sorted(self.logs.items())}
 
 
 @asynccontextmanager
@@ -70,7 +77,7 @@ async def running_system(
     ctrl_hosts: Sequence[str] = DEFAULT_CTRL_HOSTS,
     web_host: str = "web1",
     names: Names | None = None,
-    timeout: float = 5.0,
+    timeout: float = 5.0,  # noqa: ASYNC109 - the services' default deadline
 ) -> AsyncIterator[System]:
     """Start every instance (concurrently), yield them, and stop them all on exit.
 
@@ -80,10 +87,24 @@ async def running_system(
     names = names or Names()
     urls = [url] if isinstance(url, str) else list(url)
     settings = gear.Settings(url=tuple(urls), exchange=names.exchange, timeout=timeout, connect_wait=timeout)
-    repos = tuple(repo.create_service(h, urls, type_=names.repo, settings=settings) for h in repo_hosts)
+    logs: dict[str, DeliveryLog] = {}
+
+    def log_for(type_: str, host: str) -> DeliveryLog:
+        return logs.setdefault(f"{type_}.{host}", DeliveryLog())
+
+    repos = tuple(
+        repo.create_service(h, urls, type_=names.repo, settings=settings, tracer=log_for(names.repo, h))
+        for h in repo_hosts
+    )
     ctrls = tuple(
         ctrl.create_service(
-            h, urls, repo_hosts=repo_hosts, type_=names.ctrl, repo_type=names.repo, settings=settings
+            h,
+            urls,
+            repo_hosts=repo_hosts,
+            type_=names.ctrl,
+            repo_type=names.repo,
+            settings=settings,
+            tracer=log_for(names.ctrl, h),
         )
         for h in ctrl_hosts
     )
@@ -95,8 +116,9 @@ async def running_system(
         repo_type=names.repo,
         ctrl_type=names.ctrl,
         settings=settings,
+        tracer=log_for(names.web, web_host),
     )
-    system = System(web=front, repos=repos, ctrls=ctrls, names=names)
+    system = System(web=front, repos=repos, ctrls=ctrls, names=names, logs=logs)
     async with AsyncExitStack() as stack:
         # Start them all at once; the stack stops whichever started, in reverse order, on any exit.
         services = system.services

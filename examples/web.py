@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,7 +31,8 @@ from typing import Any
 import gear
 from examples import ctrl, repo
 from examples.hashring import HashRing
-from examples.models import InstanceStatus, ItemFound, Refresh, ReloadConfig, Stored, StatusQuery
+from examples.models import InstanceStatus, ItemFound, Refresh, ReloadConfig, StatusQuery, Stored
+from gear.tracing.api import Tracer
 
 __all__ = ("DEFAULT_TYPE", "Web", "create_web", "main")
 
@@ -52,12 +54,14 @@ class Web:
         """The point-to-point address of the REPO instance that holds ``key``."""
         return f"{self.repo_type}.{self.ring.host_for(key)}"
 
-    async def put(self, key: str, value: str, timeout: float = 5.0) -> Stored:
+    async def put(self, key: str, value: str, timeout: float = 5.0) -> Stored:  # noqa: ASYNC109
         """Store ``value`` on the REPO instance that owns ``key`` (point-to-point)."""
-        reply = await self.service.rpc.call(self.repo_for(key), "put", {"key": key, "value": value}, timeout=timeout)
+        reply = await self.service.rpc.call(
+            self.repo_for(key), "put", {"key": key, "value": value}, timeout=timeout
+        )
         return Stored.model_validate(reply)
 
-    async def lookup(self, key: str, timeout: float = 5.0) -> ItemFound:
+    async def lookup(self, key: str, timeout: float = 5.0) -> ItemFound:  # noqa: ASYNC109
         """Ask any CTRL instance (round-robin); it asks the owning REPO within our deadline."""
         reply = await self.service.rpc.call(self.ctrl_type, "lookup", {"key": key}, timeout=timeout)
         return ItemFound.model_validate(reply)
@@ -72,7 +76,12 @@ class Web:
         """Tell every instance of every type to refresh (broadcast, fire-and-forget)."""
         await self.service.rpc.cast("*.*", "refresh", Refresh(reason=reason).model_dump())
 
-    async def census(self, address: str = "*.*", timeout: float = 2.0, expected: int | None = None) -> list[Any]:
+    async def census(
+        self,
+        address: str = "*.*",
+        timeout: float = 2.0,  # noqa: ASYNC109 - a gather's deadline is the API
+        expected: int | None = None,
+    ) -> list[Any]:
         """Every instance's ``status`` behind a fan-out address (scatter-gather)."""
         return list(await self.service.rpc.gather(address, "status", {}, timeout=timeout, expected=expected))
 
@@ -86,10 +95,13 @@ def create_web(
     repo_type: str = repo.DEFAULT_TYPE,
     ctrl_type: str = ctrl.DEFAULT_TYPE,
     settings: gear.Settings | None = None,
+    tracer: Tracer | None = None,
 ) -> Web:
     """Build a WEB instance (not started); ``repo_hosts`` defaults to ``REPO_HOSTS``."""
     settings = settings or gear.Settings()
-    svc = gear.Service(type_ or settings.type or DEFAULT_TYPE, host=host, url=url, settings=settings)
+    svc = gear.Service(
+        type_ or settings.type or DEFAULT_TYPE, host=host, url=url, settings=settings, tracer=tracer
+    )
     hosts = repo_hosts if repo_hosts is not None else ctrl.repo_hosts_from_env()
     web = Web(service=svc, ring=HashRing(hosts), repo_type=repo_type, ctrl_type=ctrl_type)
 
@@ -143,7 +155,7 @@ async def _handle(web: Web, reader: asyncio.StreamReader, writer: asyncio.Stream
     try:
         request_line = (await reader.readline()).decode("latin-1").split()
         headers: dict[str, str] = {}
-        while (line := (await reader.readline()).decode("latin-1").strip()):
+        while line := (await reader.readline()).decode("latin-1").strip():
             name, _, value = line.partition(":")
             headers[name.strip().lower()] = value.strip()
         body = (await reader.readexactly(int(headers.get("content-length", "0")))).decode()
@@ -160,14 +172,15 @@ async def _handle(web: Web, reader: asyncio.StreamReader, writer: asyncio.Stream
         payload = json.dumps(result).encode()
         writer.write(
             f"HTTP/1.1 {code} {'OK' if code < 400 else 'Error'}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n".encode() + payload
+            f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n".encode()
+            + payload
         )
         await writer.drain()
     finally:
         writer.close()
 
 
-async def serve_http(web: Web, port: int, bind: str = "0.0.0.0") -> None:  # noqa: S104 - a container port
+async def serve_http(web: Web, port: int, bind: str = "0.0.0.0") -> None:
     """Run the WEB instance and its HTTP front end until cancelled."""
     async with web.service:
         server = await asyncio.start_server(lambda r, w: _handle(web, r, w), bind, port)
@@ -180,12 +193,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     """``python -m examples.web --port 8080``: GEAR_URL, GEAR_HOST and REPO_HOSTS from the environment."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--port", type=int, default=8080)
-    parser.add_argument("--bind", default="0.0.0.0")  # noqa: S104
+    parser.add_argument("--bind", default="0.0.0.0")
     args = parser.parse_args(argv)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve_http(create_web(), args.port, args.bind))
-    except KeyboardInterrupt:
-        pass
 
 
 if __name__ == "__main__":

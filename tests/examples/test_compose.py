@@ -64,7 +64,9 @@ def test_services_wait_for_a_healthy_broker_and_point_at_it(compose: dict[str, A
 
 def test_ring_names_the_repo_instances_that_exist(compose: dict[str, Any]) -> None:
     services = _gear_services(compose)
-    repo_hosts = {s["environment"]["GEAR_HOST"] for s in services.values() if s["environment"]["GEAR_TYPE"] == "REPO"}
+    repo_hosts = {
+        s["environment"]["GEAR_HOST"] for s in services.values() if s["environment"]["GEAR_TYPE"] == "REPO"
+    }
     for spec in services.values():
         ring = spec["environment"].get("REPO_HOSTS")
         if ring is not None:
@@ -121,7 +123,8 @@ def test_dockerfile_copies_what_exists_and_installs_the_cli() -> None:
 
 def test_dockerignore_keeps_what_the_image_needs() -> None:
     ignored = {
-        line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
+        line.strip()
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
         if line.strip() and not line.startswith("#")
     }
     assert not ignored & {"gear", "cli", "examples", "pyproject.toml", "README.md"}
