@@ -26,7 +26,6 @@ Client = Service.client
 """``gear.Client(url=...)``: a calling-only instance (see :meth:`Service.client`)."""
 
 __all__ = (
-    "RPC",
     "Address",
     "BadPayloadError",
     "CallTimeoutError",
@@ -38,6 +37,7 @@ __all__ = (
     "GearError",
     "MethodNotFoundError",
     "NotConfirmedError",
+    "RPC",
     "RemoteError",
     "Reply",
     "RequestContext",

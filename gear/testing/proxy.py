@@ -1,0 +1,207 @@
+"""An asyncio TCP proxy that can cut, stall or refuse connections, and a server that never speaks.
+
+``TCPProxy`` sits between a client and a broker::
+
+    async with TCPProxy("127.0.0.1", 5672) as proxy:
+        svc = gear.Service("WEB", url=proxy.url("amqp://guest:guest@127.0.0.1:5672/"))
+        ...
+        await proxy.disconnect_all()     # every proxied connection drops (the client reconnects)
+        proxy.pause(); proxy.resume()    # stall all traffic, then let it flow again
+        proxy.mode = ProxyMode.REFUSE    # new connections are closed at once (broker "down")
+        proxy.mode = ProxyMode.SILENT    # new connections are accepted and never answered
+
+``SilentServer`` accepts TCP and never sends a byte, like a broker at its connection limit that never
+sends ``connection.start``; a client must fail its handshake with a clear error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from enum import StrEnum
+from types import TracebackType
+
+from yarl import URL
+
+__all__ = ("ProxyMode", "SilentServer", "TCPProxy")
+
+
+class ProxyMode(StrEnum):
+    """What the proxy does with a *new* connection."""
+
+    FORWARD = "forward"
+    REFUSE = "refuse"
+    SILENT = "silent"
+
+
+def _rewrite(url: str, port: int, host: str) -> str:
+    return str(URL(url).with_host(host).with_port(port))
+
+
+class _Pipe:
+    def __init__(self, client: asyncio.StreamWriter, server: asyncio.StreamWriter | None) -> None:
+        self.client = client
+        self.server = server
+        self.tasks: list[asyncio.Task[None]] = []
+
+    def close(self) -> None:
+        for writer in (self.client, self.server):
+            if writer is not None:
+                writer.close()
+        for task in self.tasks:
+            task.cancel()
+
+
+class TCPProxy:
+    """Forward TCP connections from ``(host, port)`` to ``(target_host, target_port)``, with faults.
+
+    Args:
+        target_host: where connections go.
+        target_port: the target port.
+        host: listen address.
+        port: listen port (0: any free port).
+    """
+
+    def __init__(self, target_host: str, target_port: int, *, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.target_host = target_host
+        self.target_port = target_port
+        self.host = host
+        self.port = port
+        self.mode = ProxyMode.FORWARD
+        self.connections_made = 0
+        self._server: asyncio.Server | None = None
+        self._pipes: set[_Pipe] = set()
+        self._flowing = asyncio.Event()
+        self._flowing.set()
+
+    @classmethod
+    def for_url(cls, url: str) -> TCPProxy:
+        """A proxy in front of the broker of an AMQP URL."""
+        parsed = URL(url)
+        return cls(parsed.host or "127.0.0.1", parsed.port or 5672)
+
+    def url(self, url: str) -> str:
+        """``url`` rewritten to go through this proxy (credentials, vhost and query kept)."""
+        return _rewrite(url, self.port, self.host)
+
+    async def start(self) -> None:
+        """Start listening."""
+        self._server = await asyncio.start_server(self._accept, self.host, self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def close(self) -> None:
+        """Stop listening and drop every connection."""
+        if self._server is not None:
+            self._server.close()
+        await self.disconnect_all()
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 2)
+            self._server = None
+
+    async def __aenter__(self) -> TCPProxy:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def disconnect_all(self) -> None:
+        """Close every proxied connection in both directions (new ones are still accepted)."""
+        pipes, self._pipes = self._pipes, set()
+        for pipe in pipes:
+            pipe.close()
+        await asyncio.sleep(0)
+
+    def pause(self) -> None:
+        """Stop forwarding bytes in both directions (connections stay open, data waits)."""
+        self._flowing.clear()
+
+    def resume(self) -> None:
+        """Forward again what :meth:`pause` held back."""
+        self._flowing.set()
+
+    @property
+    def active(self) -> int:
+        """Connections currently proxied."""
+        return len(self._pipes)
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections_made += 1
+        if self.mode is ProxyMode.REFUSE:
+            writer.close()
+            return
+        if self.mode is ProxyMode.SILENT:
+            pipe = _Pipe(writer, None)
+            self._pipes.add(pipe)
+            task = asyncio.current_task()
+            assert task is not None
+            pipe.tasks.append(task)
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                while await reader.read(65536):
+                    pass
+            self._pipes.discard(pipe)
+            writer.close()
+            return
+        try:
+            up_reader, up_writer = await asyncio.open_connection(self.target_host, self.target_port)
+        except OSError:
+            writer.close()
+            return
+        pipe = _Pipe(writer, up_writer)
+        self._pipes.add(pipe)
+        pipe.tasks = [
+            asyncio.create_task(self._pump(reader, up_writer, pipe)),
+            asyncio.create_task(self._pump(up_reader, writer, pipe)),
+        ]
+
+    async def _pump(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, pipe: _Pipe) -> None:
+        try:
+            while True:
+                data = await src.read(65536)
+                if not data:
+                    break
+                if not self._flowing.is_set():
+                    await self._flowing.wait()
+                dst.write(data)
+                await dst.drain()
+        except (OSError, asyncio.CancelledError):
+            pass
+        finally:
+            self._pipes.discard(pipe)
+            pipe.client.close()
+            if pipe.server is not None:
+                pipe.server.close()
+
+
+class SilentServer:
+    """Accepts TCP connections and never sends anything (a broker stuck before ``connection.start``)."""
+
+    def __init__(self, *, host: str = "127.0.0.1", port: int = 0) -> None:
+        self._proxy = TCPProxy("127.0.0.1", 1, host=host, port=port)
+        self._proxy.mode = ProxyMode.SILENT
+
+    @property
+    def port(self) -> int:
+        """The listening port."""
+        return self._proxy.port
+
+    @property
+    def connections_made(self) -> int:
+        """How many TCP connections were accepted."""
+        return self._proxy.connections_made
+
+    def url(self, url: str = "amqp://guest:guest@127.0.0.1/") -> str:
+        """An AMQP URL pointing at this server."""
+        return self._proxy.url(url)
+
+    async def __aenter__(self) -> SilentServer:
+        await self._proxy.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self._proxy.close()

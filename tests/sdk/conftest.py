@@ -1,0 +1,61 @@
+"""Helpers for the SDK integration tests: start several instances on the broker under test."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+import gear
+from tests.backends import BrokerHandle
+from tests.conftest import unique
+
+
+class Fleet:
+    """Creates services on one broker and stops them all at the end of the test."""
+
+    def __init__(self, broker: BrokerHandle) -> None:
+        self.broker = broker
+        self.services: list[gear.Service] = []
+
+    def service(self, type_: str, host: str, **kw: Any) -> gear.Service:
+        kw.setdefault("url", self.broker.url)
+        kw.setdefault("timeout", 5.0)
+        kw.setdefault("connect_wait", 10.0)
+        kw.setdefault("handshake_timeout", 5.0)
+        kw.setdefault("drain_timeout", 3.0)
+        kw.setdefault("instance_queue_ttl", 120.0)
+        svc = gear.Service(type_, host, **kw)
+        self.services.append(svc)
+        return svc
+
+    def client(self, **kw: Any) -> gear.Service:
+        return self.service(unique("CLI"), "c1", serve=False, **kw)
+
+    async def start(self, *services: gear.Service) -> None:
+        await asyncio.gather(*(s.start() for s in services or self.services))
+
+    async def stop(self) -> None:
+        await asyncio.gather(*(s.stop() for s in self.services), return_exceptions=True)
+
+
+@pytest.fixture
+async def fleet(broker: BrokerHandle) -> AsyncIterator[Fleet]:
+    """Services on the broker under test, stopped after the test."""
+    f = Fleet(broker)
+    try:
+        yield f
+    finally:
+        await f.stop()
+
+
+async def eventually(check: Callable[[], bool], limit: float = 10.0, what: str = "condition") -> None:
+    """Poll ``check`` until it holds (fails the test after ``limit`` seconds)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + limit
+    while not check():
+        if loop.time() > end:
+            raise AssertionError(f"{what} did not happen within {limit}s")
+        await asyncio.sleep(0.02)
