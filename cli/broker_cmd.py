@@ -7,7 +7,8 @@ from typing import Annotated, Any
 
 import typer
 
-from cli.output import ExitCode, fail
+from cli.options import LogLevelOpt, log_level
+from cli.output import ExitCode, configure_logging, fail
 from cli.signals import run_until_signal
 
 __all__ = ("broker", "register")
@@ -24,6 +25,7 @@ def broker(
             show_default=False,
         ),
     ] = None,
+    level: LogLevelOpt = "WARNING",
 ) -> None:
     """Run Gear's reference broker (AMQP 0-9-1) until Ctrl-C or SIGTERM.
 
@@ -32,6 +34,7 @@ def broker(
     """
     from gear.broker import BrokerConfig, serve
 
+    configure_logging(log_level(level))
     options: dict[str, Any] = {"host": host, "port": port}
     if memory_high_watermark is not None:
         options["memory_high_watermark"] = memory_high_watermark

@@ -7,28 +7,41 @@ the command ends. It is bound to no multicast or broadcast key, so it never answ
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
 import gear
 
-__all__ = ("CLI_TYPE", "connect")
+__all__ = ("CLI_TYPE", "Target", "connect")
 
 CLI_TYPE = "CLI"
 """The TYPE of the CLI's own instance."""
 
 
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where and how long: the broker URLs, the exchange, and the command's deadline in seconds."""
+
+    urls: tuple[str, ...]
+    exchange: str
+    timeout: float
+
+
 @asynccontextmanager
-async def connect(
-    urls: Sequence[str],
-    timeout: float,  # noqa: ASYNC109 - it also bounds the connect attempt
-) -> AsyncIterator[gear.Service]:
-    """Connect a calling-only instance; ``timeout`` also bounds how long connecting may take.
+async def connect(target: Target) -> AsyncIterator[gear.Service]:
+    """Connect a calling-only instance; the command's timeout also bounds the connect attempt.
 
     Raises:
-        gear.ConnectError: if no broker answers within ``timeout``.
-        gear.ConfigurationError: for a malformed URL.
+        gear.ConnectError: if no broker answers within the timeout.
+        gear.ConfigurationError: for a malformed URL or exchange.
     """
-    svc = gear.Service.client(CLI_TYPE, url=list(urls), timeout=timeout, connect_wait=timeout)
+    svc = gear.Service.client(
+        CLI_TYPE,
+        url=list(target.urls),
+        exchange=target.exchange,
+        timeout=target.timeout,
+        connect_wait=target.timeout,
+    )
     async with svc:
         yield svc

@@ -6,10 +6,13 @@ SDK (``gear``), the reference broker (``gear.broker``) and the examples (``examp
 
 from __future__ import annotations
 
+import logging
+from typing import Annotated
+
 import typer
 
 from cli import broker_cmd, demo, rpc_commands, send, serve, topology, traces
-from cli.output import EXIT_CODES_HELP
+from cli.output import EXIT_CODES_HELP, configure_logging
 
 __all__ = ("app", "main")
 
@@ -28,6 +31,18 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
     rich_markup_mode=None,
 )
+
+
+
+@app.callback()
+def _options(
+    verbose: Annotated[
+        int, typer.Option("--verbose", "-v", count=True, help="Show log messages (-v warnings, -vv debug).")
+    ] = 0,
+) -> None:
+    levels = {0: logging.CRITICAL, 1: logging.WARNING, 2: logging.INFO}
+    configure_logging(levels.get(verbose, logging.DEBUG))
+
 
 app.add_typer(send.app, name="send")
 rpc_commands.register(app)

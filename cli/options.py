@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from cli.client import Target
+
 __all__ = (
     "DEFAULT_URL",
     "DataFileOpt",
     "DataOpt",
+    "ExchangeOpt",
     "JsonOpt",
+    "LogLevelOpt",
     "TimeoutOpt",
     "UrlOpt",
     "load_payload",
+    "log_level",
+    "target",
     "urls",
 )
 
@@ -30,6 +37,12 @@ UrlOpt = Annotated[
         help="Broker URL; repeat it (or separate with commas) for a cluster, tried in turn. Env: GEAR_URL. "
         f"Default: {DEFAULT_URL}",
         show_default=False,
+    ),
+]
+ExchangeOpt = Annotated[
+    str,
+    typer.Option(
+        "--exchange", envvar="GEAR_EXCHANGE", help="The topic exchange Gear uses (env GEAR_EXCHANGE)."
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout, for scripts.")]
@@ -60,6 +73,26 @@ def urls(given: list[str] | None) -> list[str]:
     """
     found = [u.strip() for item in (given or []) for u in item.split(",") if u.strip()]
     return found or [DEFAULT_URL]
+
+
+def log_level(name: str) -> int:
+    """The ``logging`` level called ``name``.
+
+    Raises:
+        typer.BadParameter: for an unknown level name.
+    """
+    level = logging.getLevelName(name.upper())
+    if not isinstance(level, int):
+        raise typer.BadParameter("use DEBUG, INFO, WARNING, ERROR or CRITICAL", param_hint="--log-level")
+    return level
+
+
+LogLevelOpt = Annotated[str, typer.Option("--log-level", help="DEBUG, INFO, WARNING, ERROR or CRITICAL.")]
+
+
+def target(url: list[str] | None, exchange: str, timeout: float) -> Target:
+    """The connection settings of one command."""
+    return Target(tuple(urls(url)), exchange, timeout)
 
 
 def load_payload(data: str | None, data_file: Path | None) -> Any:

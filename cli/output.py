@@ -9,6 +9,7 @@ bug in Gear itself shows a traceback.
 from __future__ import annotations
 
 import json
+import logging
 import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -34,6 +35,7 @@ from gear.errors import (
 __all__ = (
     "EXIT_CODES_HELP",
     "ExitCode",
+    "configure_logging",
     "Renderer",
     "exit_code_for",
     "fail",
@@ -108,11 +110,27 @@ def exit_code_for(exc: BaseException) -> ExitCode:
 
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, BadPayloadError):
+        return f"remote error: {text} ({_validation_summary(exc.details)})"
     if isinstance(exc, RemoteError):
         return f"remote error: {text}"
     if isinstance(exc, GearError):
         return text
     return f"{type(exc).__name__}: {text}"
+
+
+def _validation_summary(details: Mapping[str, Any], limit: int = 3) -> str:
+    """``value: Field required; key: ...`` from pydantic errors carried in a BadPayload reply."""
+    errors = details.get("errors")
+    if not isinstance(errors, list) or not errors:
+        return "no details"
+    parts = []
+    for error in errors[:limit]:
+        if isinstance(error, Mapping):
+            where = ".".join(str(p) for p in error.get("loc", ())) or "payload"
+            parts.append(f"{where}: {error.get('msg', '?')}")
+    more = f"; and {len(errors) - limit} more" if len(errors) > limit else ""
+    return "; ".join(parts) + more
 
 
 def jsonable(value: Any) -> Any:
@@ -206,3 +224,18 @@ def masked_url(url: str) -> str:
         return url
     netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
     return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+def configure_logging(level: int) -> None:
+    """Send Gear's and the client library's log records to stderr at ``level`` and above.
+
+    Commands that end with one line of their own (call, cast, ...) pass ``logging.CRITICAL``, so that
+    retry warnings during a failed connect do not bury the message; ``-v`` lowers it.
+    """
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(handler)
+    root.setLevel(level)

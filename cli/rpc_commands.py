@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
 from typing import Annotated, Any
 
 import typer
 
-from cli.client import CLI_TYPE, connect
-from cli.options import DataFileOpt, DataOpt, JsonOpt, TimeoutOpt, UrlOpt, load_payload, urls
+from cli.client import CLI_TYPE, Target, connect
+from cli.options import DataFileOpt, DataOpt, ExchangeOpt, JsonOpt, TimeoutOpt, UrlOpt, load_payload, target
 from cli.output import ExitCode, Renderer, fail, map_errors
 from gear.address import Address
 
@@ -34,9 +33,7 @@ def parse_address(text: str, out: Renderer) -> Address:
         fail(str(exc), ExitCode.USAGE, out)
 
 
-def run_call(
-    address: Address, method: str, payload: Any, url: Sequence[str], timeout: float, out: Renderer
-) -> None:
+def run_call(address: Address, method: str, payload: Any, to: Target, out: Renderer) -> None:
     """Call ``method`` on one instance and print the result."""
     if address.is_fanout:
         fail(
@@ -46,9 +43,9 @@ def run_call(
         )
 
     async def main() -> tuple[Any, float]:
-        async with connect(url, timeout) as svc:
+        async with connect(to) as svc:
             started = time.monotonic()
-            result = await svc.rpc.call(str(address), method, payload, timeout=timeout)
+            result = await svc.rpc.call(str(address), method, payload, timeout=to.timeout)
             return result, time.monotonic() - started
 
     with map_errors(out):
@@ -58,14 +55,15 @@ def run_call(
     out.line(out.value(result))
 
 
-def run_cast(
-    address: Address, method: str, payload: Any, url: Sequence[str], timeout: float, out: Renderer
-) -> None:
-    """Send ``method`` without waiting for a reply; returns once the broker confirmed it."""
+def run_cast(address: Address, method: str, payload: Any, to: Target, out: Renderer) -> None:
+    """Send ``method`` without waiting for a reply; returns once the broker confirmed it.
+
+    A cast nobody is bound for is republished until the timeout, then fails with exit code 5.
+    """
 
     async def main() -> None:
-        async with connect(url, timeout) as svc:
-            await svc.rpc.cast(str(address), method, payload)
+        async with connect(to) as svc:
+            await svc.rpc.cast(str(address), method, payload, retry_budget=to.timeout)
 
     with map_errors(out):
         asyncio.run(main())
@@ -95,8 +93,7 @@ def run_gather(
     address: Address,
     method: str,
     payload: Any,
-    url: Sequence[str],
-    timeout: float,
+    to: Target,
     expected: int | None,
     out: Renderer,
 ) -> None:
@@ -110,11 +107,11 @@ def run_gather(
         fail(f"{address} reaches one instance: use `gear call`", ExitCode.USAGE, out)
 
     async def main() -> tuple[list[Any], list[str] | None]:
-        async with connect(url, timeout) as svc:
-            gathered = svc.rpc.gather(str(address), method, payload, timeout=timeout, expected=expected)
+        async with connect(to) as svc:
+            gathered = svc.rpc.gather(str(address), method, payload, timeout=to.timeout, expected=expected)
             if method == PING_METHOD:
                 return list(await gathered), None
-            replies, alive = await asyncio.gather(gathered, _census(svc, address, timeout))
+            replies, alive = await asyncio.gather(gathered, _census(svc, address, to.timeout))
             return list(replies), alive
 
     with map_errors(out):
@@ -151,16 +148,16 @@ def run_gather(
         ]
         for row in rows
     ]
-    table += [[sender, "no reply", f"alive, but no answer within {timeout:g}s"] for sender in missing]
+    table += [[sender, "no reply", f"alive, but no answer within {to.timeout:g}s"] for sender in missing]
     if table:
         out.table(["instance", "status", "result"], table)
     else:
-        out.line(f"nobody answered {method} on {address} within {timeout:g}s")
+        out.line(f"nobody answered {method} on {address} within {to.timeout:g}s")
     out.line(f"{len(replies)} replied, {len(errors)} with an error, {len(missing)} did not answer in time")
 
     if not replies or missing or (expected is not None and len(replies) < expected):
         what = f"{len(replies)} of {expected}" if expected is not None else f"{len(replies)} replies"
-        typer.echo(f"gear: {method} on {address}: {what} within {timeout:g}s", err=True)
+        typer.echo(f"gear: {method} on {address}: {what} within {to.timeout:g}s", err=True)
         raise typer.Exit(int(ExitCode.TIMEOUT))
     if errors:
         typer.echo(f"gear: {len(errors)} instance(s) answered {method} with an error", err=True)
@@ -189,11 +186,13 @@ def call(
     data_file: DataFileOpt = None,
     timeout: TimeoutOpt = 5.0,
     url: UrlOpt = None,
+    exchange: ExchangeOpt = "gear",
     as_json: JsonOpt = False,
 ) -> None:
     """Call METHOD on one instance (REPO.host2) or any one instance (CTRL) and print its reply."""
     out = Renderer(as_json)
-    run_call(parse_address(address, out), method, load_payload(data, data_file), urls(url), timeout, out)
+    payload = load_payload(data, data_file)
+    run_call(parse_address(address, out), method, payload, target(url, exchange, timeout), out)
 
 
 def cast(
@@ -203,11 +202,13 @@ def cast(
     data_file: DataFileOpt = None,
     timeout: TimeoutOpt = 5.0,
     url: UrlOpt = None,
+    exchange: ExchangeOpt = "gear",
     as_json: JsonOpt = False,
 ) -> None:
     """Send METHOD to any address without waiting for a reply (fire-and-forget, broker-confirmed)."""
     out = Renderer(as_json)
-    run_cast(parse_address(address, out), method, load_payload(data, data_file), urls(url), timeout, out)
+    payload = load_payload(data, data_file)
+    run_cast(parse_address(address, out), method, payload, target(url, exchange, timeout), out)
 
 
 def gather(
@@ -220,12 +221,18 @@ def gather(
         int | None, typer.Option(min=1, help="Stop as soon as this many replied.", show_default=False)
     ] = None,
     url: UrlOpt = None,
+    exchange: ExchangeOpt = "gear",
     as_json: JsonOpt = False,
 ) -> None:
     """Call METHOD on every instance of CTRL.* or *.* and show who answered what, and who did not."""
     out = Renderer(as_json)
     run_gather(
-        parse_address(address, out), method, load_payload(data, data_file), urls(url), timeout, expected, out
+        parse_address(address, out),
+        method,
+        load_payload(data, data_file),
+        target(url, exchange, timeout),
+        expected,
+        out,
     )
 
 
@@ -235,15 +242,17 @@ def nodes(
     ] = None,
     timeout: TimeoutOpt = 1.0,
     url: UrlOpt = None,
+    exchange: ExchangeOpt = "gear",
     as_json: JsonOpt = False,
 ) -> None:
     """List the live instances: a broadcast (or TYPE.*) gear.ping, and who answered it in time."""
     out = Renderer(as_json)
     address = parse_address(f"{type_}.*" if type_ else "*.*", out)
+    to = target(url, exchange, timeout)
 
     async def main() -> list[Any]:
-        async with connect(urls(url), timeout) as svc:
-            return list(await svc.rpc.gather(str(address), PING_METHOD, {}, timeout=timeout))
+        async with connect(to) as svc:
+            return list(await svc.rpc.gather(str(address), PING_METHOD, {}, timeout=to.timeout))
 
     with map_errors(out):
         replies = asyncio.run(main())
@@ -251,7 +260,7 @@ def nodes(
     info = {str(r.sender): _ping_info(r) for r in found}
     out.document({"ok": True, "nodes": [{"instance": k, "info": v} for k, v in info.items()]})
     if not found:
-        out.line(f"no instance answered {PING_METHOD} on {address} within {timeout:g}s")
+        out.line(f"no instance answered {PING_METHOD} on {address} within {to.timeout:g}s")
         return
     out.table(["instance", "info"], [[k, out.value(v)] for k, v in info.items()])
     out.line(f"{len(found)} instance(s) alive")

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from cli.options import DataFileOpt, DataOpt, JsonOpt, TimeoutOpt, UrlOpt, load_payload, urls
+from cli.options import DataFileOpt, DataOpt, ExchangeOpt, JsonOpt, TimeoutOpt, UrlOpt, load_payload, target
 from cli.output import Renderer
 from cli.rpc_commands import parse_address, run_call, run_cast, run_gather
 
@@ -35,17 +35,19 @@ def _send(
     wait: bool,
     timeout: float,
     url: list[str] | None,
+    exchange: str,
     as_json: bool,
 ) -> None:
     out = Renderer(as_json)
     address = parse_address(address_text, out)
     payload = load_payload(data, data_file)
+    to = target(url, exchange, timeout)
     if not wait:
-        run_cast(address, method, payload, urls(url), timeout, out)
+        run_cast(address, method, payload, to, out)
     elif address.is_fanout:
-        run_gather(address, method, payload, urls(url), timeout, None, out)
+        run_gather(address, method, payload, to, None, out)
     else:
-        run_call(address, method, payload, urls(url), timeout, out)
+        run_call(address, method, payload, to, out)
 
 
 @app.command()
@@ -58,10 +60,11 @@ def p2p(
     call: CallOpt = False,
     timeout: TimeoutOpt = 5.0,
     url: UrlOpt = None,
+    exchange: ExchangeOpt = "gear",
     as_json: JsonOpt = False,
 ) -> None:
     """Point-to-point: exactly the instance TYPE.HOST (stateful services)."""
-    _send(f"{type_}.{host}", method, data, data_file, call, timeout, url, as_json)
+    _send(f"{type_}.{host}", method, data, data_file, call, timeout, url, exchange, as_json)
 
 
 @app.command()
@@ -73,10 +76,11 @@ def stateless(
     call: CallOpt = False,
     timeout: TimeoutOpt = 5.0,
     url: UrlOpt = None,
+    exchange: ExchangeOpt = "gear",
     as_json: JsonOpt = False,
 ) -> None:
     """Stateless: any one instance of TYPE, round-robin."""
-    _send(type_, method, data, data_file, call, timeout, url, as_json)
+    _send(type_, method, data, data_file, call, timeout, url, exchange, as_json)
 
 
 @app.command()
@@ -88,10 +92,11 @@ def multicast(
     call: CallOpt = False,
     timeout: TimeoutOpt = 2.0,
     url: UrlOpt = None,
+    exchange: ExchangeOpt = "gear",
     as_json: JsonOpt = False,
 ) -> None:
     """Multicast: every instance of TYPE (TYPE.*), once each."""
-    _send(f"{type_}.*", method, data, data_file, call, timeout, url, as_json)
+    _send(f"{type_}.*", method, data, data_file, call, timeout, url, exchange, as_json)
 
 
 @app.command()
@@ -102,7 +107,8 @@ def broadcast(
     call: CallOpt = False,
     timeout: TimeoutOpt = 2.0,
     url: UrlOpt = None,
+    exchange: ExchangeOpt = "gear",
     as_json: JsonOpt = False,
 ) -> None:
     """Broadcast: every instance of every type (*.*), once each."""
-    _send("*.*", method, data, data_file, call, timeout, url, as_json)
+    _send("*.*", method, data, data_file, call, timeout, url, exchange, as_json)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import importlib
 import inspect
-import logging
 import os
 import sys
 from typing import Annotated, Any
@@ -13,8 +12,8 @@ from typing import Annotated, Any
 import typer
 
 import gear
-from cli.options import UrlOpt
-from cli.output import ExitCode, fail, map_errors
+from cli.options import LogLevelOpt, UrlOpt, log_level
+from cli.output import ExitCode, configure_logging, fail, map_errors
 from cli.output import masked_url as _masked
 
 __all__ = ("load_service", "register", "serve")
@@ -69,7 +68,7 @@ def serve(
     host: Annotated[
         str | None, typer.Option("--host", envvar="GEAR_HOST", help="Instance HOST (env GEAR_HOST).")
     ] = None,
-    log_level: Annotated[str, typer.Option(help="Logging level: DEBUG, INFO, WARNING or ERROR.")] = "INFO",
+    level: LogLevelOpt = "INFO",
 ) -> None:
     """Run a service until Ctrl-C or SIGTERM, then stop gracefully (handlers in flight finish).
 
@@ -94,7 +93,7 @@ def serve(
         await svc.run_forever()
         return svc
 
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(log_level(level))
     with map_errors():
         svc = asyncio.run(main())
     typer.echo(f"gear serve: {svc.address} stopped", err=True)
