@@ -32,7 +32,7 @@ from gear.errors import (
 from gear.publisher import Outgoing, Publisher, RepublishPolicy
 from gear.tracing.api import Attr, EventName, NullTracer, Tracer
 
-__all__ = ("RPC", "Reply", "ReplyCallback", "decode_reply")
+__all__ = ("NESTED_MARGIN", "RPC", "Reply", "ReplyCallback", "decode_reply")
 
 log = logging.getLogger("gear.rpc")
 
@@ -40,6 +40,9 @@ ReplyCallback = Callable[[Any], Awaitable[None] | None]
 """``callback(result_or_exception)``: called once with the result, or a ``GearError`` instance."""
 
 _NO_RETRY = RepublishPolicy(retry=False)
+
+NESTED_MARGIN = 0.1
+"""Seconds (at most 10 % of what is left) a nested call leaves to the handler that makes it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,8 +150,11 @@ class RPC:
         ctx = current_request()
         headers: dict[str, Any] = {METHOD: method}
         if ctx is not None:
-            if ctx.deadline is not None and ctx.deadline < deadline:
-                deadline = ctx.deadline
+            if ctx.deadline is not None:
+                # Keep a little of the served request's budget for its own reply: a nested call
+                # that times out must leave the handler time to answer before its caller gives up.
+                inherited = ctx.deadline - min(NESTED_MARGIN, 0.1 * max(0.0, ctx.deadline - now))
+                deadline = min(deadline, inherited)
             trace_id = ctx.trace_id or new_trace_id()
             headers[PARENT] = ctx.request_id
             parent: str | None = ctx.request_id
