@@ -49,8 +49,16 @@ class RawAmqp:
         return cls(reader, writer)
 
     @classmethod
-    async def open(cls, url: str, *, heartbeat_s: int = 0) -> RawAmqp:
-        """Connect and run the whole handshake up to connection.open-ok."""
+    async def open(
+        cls,
+        url: str,
+        *,
+        heartbeat_s: int = 0,
+        channel_max: int | None = None,
+        frame_max: int | None = None,
+        wait_open_ok: bool = True,
+    ) -> RawAmqp:
+        """Connect and run the handshake; tune-ok echoes the server's limits unless overridden."""
         raw = await cls.connect(url)
         parts = urllib.parse.urlsplit(url)
         raw.send_bytes(PROTOCOL_HEADER)
@@ -70,12 +78,15 @@ class RawAmqp:
         raw.send(
             0,
             commands.Connection.TuneOk(
-                channel_max=raw.tune.channel_max, frame_max=raw.tune.frame_max, heartbeat=heartbeat_s
+                channel_max=raw.tune.channel_max if channel_max is None else channel_max,
+                frame_max=raw.tune.frame_max if frame_max is None else frame_max,
+                heartbeat=heartbeat_s,
             ),
         )
         vhost = urllib.parse.unquote(parts.path[1:]) if len(parts.path) > 1 else "/"
         raw.send(0, commands.Connection.Open(virtual_host=vhost))
-        await raw.expect(commands.Connection.OpenOk)
+        if wait_open_ok:
+            await raw.expect(commands.Connection.OpenOk)
         return raw
 
     def send_bytes(self, data: bytes) -> None:
@@ -134,6 +145,17 @@ class RawAmqp:
                 self.send(0, commands.Connection.CloseOk())
                 await self.wait_eof(rule)
                 return obj
+
+    async def expect_refused(self, code: int, rule: str) -> None:
+        """The server ends the connection: connection.close ``code`` if it sends one, else a socket close."""
+        try:
+            _channel, obj = await self.read_frame(WAIT)
+        except ServerClosedError:
+            return
+        except TimeoutError:
+            raise AssertionError(f"{rule}: the server neither refused nor closed within {WAIT}s") from None
+        assert isinstance(obj, commands.Connection.Close), f"{rule}: expected a refusal, got {obj!r}"
+        assert obj.reply_code == code, f"{rule}: expected connection.close {code}, got {obj!r}"
 
     async def wait_eof(self, rule: str) -> bytes:
         """Everything the server sends until it closes the socket (bounded by WAIT)."""
