@@ -175,4 +175,3 @@ class RawAmqp:
         self.writer.close()
         with contextlib.suppress(Exception):
             await self.writer.wait_closed()
-

@@ -131,3 +131,55 @@ async def test_delete_queue_reports_message_count(amqp: Amqp) -> None:
         await channel.default_exchange.publish(msg(f"m{i}"), queue.name)
     ok = await queue.delete(if_unused=False, if_empty=False, timeout=WAIT)
     assert ok.message_count == 2
+
+
+async def test_empty_queue_name_means_last_declared_queue(amqp: Amqp) -> None:
+    """On a channel, an empty queue name in basic.get refers to the queue declared last on that channel."""
+    channel = await amqp.channel()
+    queue = await channel.declare_queue("", exclusive=True)
+    await channel.default_exchange.publish(msg("last"), queue.name)
+    underlay = await channel.get_underlay_channel()
+    got = await underlay.basic_get("", no_ack=True, timeout=WAIT)
+    assert isinstance(got.delivery, aiormq.spec.Basic.GetOk), "basic.get('') must use the last declared queue"
+    assert got.body == b"last"
+
+
+async def test_empty_queue_name_without_declared_queue_is_404(amqp: Amqp) -> None:
+    """basic.get('') on a channel that declared no queue: 404 'no previously declared queue'."""
+    channel = await amqp.channel()
+    underlay = await channel.get_underlay_channel()
+    text = await expect_close(
+        underlay.basic_get("", timeout=WAIT), 404, "basic.get('') with no declared queue"
+    )
+    assert "no previously declared queue" in text
+
+
+async def test_purge_reports_and_removes_ready_messages(amqp: Amqp) -> None:
+    """queue.purge-ok carries the number of ready messages removed; the queue is then empty."""
+    channel = await amqp.channel()
+    queue = await channel.declare_queue("", exclusive=True)
+    for i in range(3):
+        await channel.default_exchange.publish(msg(str(i)), queue.name)
+    ok = await queue.purge()
+    assert ok is not None
+    assert ok.message_count == 3
+    assert await get_or_none(queue) is None
+
+
+async def test_default_exchange_delivers_to_another_connections_exclusive_queue(amqp: Amqp) -> None:
+    """Publishing to another connection's exclusive queue through the default exchange is allowed."""
+    owner = await amqp.channel()
+    queue = await owner.declare_queue("", exclusive=True)
+    publisher = await amqp.channel()
+    await publisher.default_exchange.publish(msg("to-exclusive"), queue.name)
+    assert body(await get_or_none(queue)) == b"to-exclusive"
+
+
+async def test_server_generates_consumer_tag_when_empty(amqp: Amqp) -> None:
+    """basic.consume with an empty consumer tag gets a server-generated amq.ctag-... tag."""
+    channel = await amqp.channel()
+    queue = await channel.declare_queue("", exclusive=True)
+    underlay = await channel.get_underlay_channel()
+    ok = await underlay.rpc(aiormq.spec.Basic.Consume(queue=queue.name, consumer_tag=""), timeout=WAIT)
+    assert isinstance(ok, aiormq.spec.Basic.ConsumeOk)
+    assert str(ok.consumer_tag).startswith("amq.ctag-"), f"server-generated tag, got {ok.consumer_tag!r}"

@@ -327,3 +327,35 @@ async def test_queue_delete_if_empty_on_non_empty_queue_is_406(amqp: Amqp) -> No
         406,
         "queue.delete(if_empty) of a non-empty queue",
     )
+
+
+async def test_redeclaring_server_named_queue_is_403(amqp: Amqp) -> None:
+    """A non-passive redeclare of an amq.gen-* queue, even by its owner: 403 (breaks robust reconnects)."""
+    connection = await amqp.connect()
+    queue = await (await amqp.channel(connection)).declare_queue("", exclusive=True)
+    channel = await amqp.channel(connection)
+    await expect_close(channel.declare_queue(queue.name, exclusive=True), 403, "redeclare of amq.gen-* queue")
+    await _channel_closed_connection_alive(amqp, connection, "403 is a channel error")
+
+
+async def test_inequivalent_redeclare_of_builtin_exchange_is_406(amqp: Amqp) -> None:
+    """Redeclaring amq.direct as another type: 406."""
+    await _soft(
+        amqp,
+        lambda ch: ch.declare_exchange("amq.direct", "fanout", durable=True),
+        406,
+        "amq.direct as fanout",
+    )
+
+
+async def test_publish_immediate_is_540(amqp: Amqp) -> None:
+    """basic.publish with immediate=true: 540 NOT_IMPLEMENTED, a connection error."""
+    connection = await amqp.connect()
+    channel = await amqp.channel(connection)
+    queue = await channel.declare_queue("", exclusive=True)
+    await expect_close(
+        channel.default_exchange.publish(msg("now"), queue.name, immediate=True),
+        540,
+        "publish immediate=true",
+    )
+    await _connection_closed(connection, "540 NOT_IMPLEMENTED")
