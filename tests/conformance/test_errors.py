@@ -359,3 +359,14 @@ async def test_publish_immediate_is_540(amqp: Amqp) -> None:
         "publish immediate=true",
     )
     await _connection_closed(connection, "540 NOT_IMPLEMENTED")
+
+
+async def test_user_id_other_than_authenticated_user_is_406(amqp: Amqp) -> None:
+    """A user_id property that is not the connection's user: 406 PRECONDITION_FAILED."""
+
+    async def publish(channel: AbstractChannel) -> None:
+        queue = await channel.declare_queue("", exclusive=True)
+        await channel.default_exchange.publish(msg("m", user_id="mallory"), queue.name)
+
+    text = await _soft(amqp, publish, 406, "publish with a forged user_id")
+    assert "user_id" in text

@@ -104,3 +104,77 @@ async def test_publish_without_confirms_is_delivered(amqp: Amqp) -> None:
     got = await get_or_none(queue)
     assert got is not None, "a publish on a non-confirm channel must still be routed"
     assert got.body == b"plain"
+
+
+async def test_confirm_sequence_counts_unroutable_publishes(amqp: Amqp) -> None:
+    """Publisher sequence numbers count every publish, routed or not: mixed publishes all resolve."""
+    channel = await amqp.channel(returns_raise=True)
+    exchange = await amqp.exchange(channel, "direct")
+    queue = await channel.declare_queue("", exclusive=True)
+    await queue.bind(exchange, "yes")
+    assert isinstance(await exchange.publish(msg("1"), "no", mandatory=False), aiormq.spec.Basic.Ack)
+    assert isinstance(await exchange.publish(msg("2"), "yes"), aiormq.spec.Basic.Ack)
+    with pytest.raises(aio_pika.exceptions.PublishError):
+        await exchange.publish(msg("3"), "no", mandatory=True)
+    assert isinstance(await exchange.publish(msg("4"), "yes"), aiormq.spec.Basic.Ack), (
+        "a publish after an unroutable one must get its own ack (sequence numbers count every publish)"
+    )
+    assert await drain_bodies(queue) == [b"2", b"4"]
+
+
+async def test_delivered_properties_round_trip(amqp: Amqp) -> None:
+    """Every basic property and the usual field-table value types arrive as published."""
+    channel = await amqp.channel()
+    queue = await channel.declare_queue("", exclusive=True)
+    headers = {
+        "str": "text",
+        "int": 42,
+        "negative": -7,
+        "big": 2**40,
+        "true": True,
+        "float": 1.5,
+        "list": [1, "two", False],
+        "table": {"nested": "yes", "n": 3},
+        "none": None,
+    }
+    sent = msg(
+        b"body",
+        content_type="application/json",
+        content_encoding="utf-8",
+        headers=headers,
+        delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+        priority=5,
+        correlation_id="corr",
+        reply_to="reply-queue",
+        message_id="mid",
+        type="gear.test",
+        user_id="guest",
+        app_id="conformance",
+    )
+    await channel.default_exchange.publish(sent, queue.name)
+    got = await get_or_none(queue)
+    assert got is not None
+    assert (
+        got.content_type,
+        got.content_encoding,
+        got.delivery_mode,
+        got.priority,
+        got.correlation_id,
+        got.reply_to,
+        got.message_id,
+        got.type,
+        got.user_id,
+        got.app_id,
+    ) == (
+        "application/json",
+        "utf-8",
+        aio_pika.DeliveryMode.PERSISTENT,
+        5,
+        "corr",
+        "reply-queue",
+        "mid",
+        "gear.test",
+        "guest",
+        "conformance",
+    ), "basic properties must be delivered unchanged"
+    assert got.headers == headers, "headers (a field table) must be delivered with the same values and types"
