@@ -33,7 +33,6 @@ app = typer.Typer(
 )
 
 
-
 @app.callback()
 def _options(
     verbose: Annotated[

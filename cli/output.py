@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -226,16 +227,27 @@ def masked_url(url: str) -> str:
     return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is at the time of the record (test runners swap it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
+
+
 def configure_logging(level: int) -> None:
-    """Send Gear's and the client library's log records to stderr at ``level`` and above.
+    """Send log records to stderr at ``level`` and above, unless the host process set up logging itself.
 
     Commands that end with one line of their own (call, cast, ...) pass ``logging.CRITICAL``, so that
     retry warnings during a failed connect do not bury the message; ``-v`` lowers it.
     """
     root = logging.getLogger()
-    for handler in list(root.handlers):
+    ours = [h for h in root.handlers if isinstance(h, _StderrHandler)]
+    if root.handlers and not ours:
+        return  # embedded (e.g. under pytest): logging belongs to the host
+    for handler in ours:
         root.removeHandler(handler)
-    handler = logging.StreamHandler()
+    handler = _StderrHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root.addHandler(handler)
     root.setLevel(level)

@@ -111,8 +111,14 @@ def run_gather(
             gathered = svc.rpc.gather(str(address), method, payload, timeout=to.timeout, expected=expected)
             if method == PING_METHOD:
                 return list(await gathered), None
-            replies, alive = await asyncio.gather(gathered, _census(svc, address, to.timeout))
-            return list(replies), alive
+            census = asyncio.ensure_future(_census(svc, address, to.timeout))
+            try:
+                replies = list(await gathered)
+                if expected is not None and len(replies) >= expected:
+                    return replies, None  # everyone the caller expected answered: no need to wait
+                return replies, await census
+            finally:
+                census.cancel()
 
     with map_errors(out):
         replies, alive = asyncio.run(main())

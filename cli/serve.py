@@ -47,6 +47,8 @@ def load_service(target: str) -> Any:
 async def _build(found: Any) -> gear.Service:
     if isinstance(found, gear.Service):
         return found
+    if inspect.isclass(found):
+        raise ValueError(f"{found.__name__} is a class, not a gear.Service or a function that builds one")
     if callable(found):
         built = found()
         if inspect.isawaitable(built):

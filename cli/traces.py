@@ -13,7 +13,7 @@ from cli.output import ExitCode, Renderer, fail, map_errors
 
 __all__ = ("analyze", "app")
 
-INSTALL_HINT = "pyspark is not installed: pip install 'gear[spark]' (Spark also needs Java 17+)"
+INSTALL_HINT = "PySpark is not installed: pip install 'gear[spark]' (Spark also needs Java 17+)"
 
 app = typer.Typer(help="Analyse Gear trace files (JSON lines) with Spark.", no_args_is_help=True)
 
@@ -58,11 +58,12 @@ def analyze(
             summary: Any = pipeline.run_analyze(
                 path, out, master=master, since=start, until=end, progress=progress
             )
-        except pipeline.SparkMissingError:
-            fail(INSTALL_HINT, ExitCode.MISSING_DEPENDENCY, render)
+        except pipeline.SparkMissingError as exc:
+            fail(str(exc) or INSTALL_HINT, ExitCode.MISSING_DEPENDENCY, render)
     render.document(summary)
-    if not as_json:
-        render.line(f"wrote {out}")
-        if isinstance(summary, dict):
-            for key, value in summary.items():
-                render.line(f"  {key}: {render.value(value)}")
+    tables = summary.get("tables", {}) if isinstance(summary, dict) else {}
+    render.table(
+        ["table", "rows"],
+        [[name, str(info.get("rows", "?"))] for name, info in tables.items() if isinstance(info, dict)],
+    )
+    render.line(f"report: {out / 'report.html'}  (tables and summary.json in {out})")

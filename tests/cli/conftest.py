@@ -1,24 +1,33 @@
-"""A reference broker and the example system, running on a loop in a background thread.
+"""A broker and the example system, running on an event loop in a background thread.
 
 CLI commands call ``asyncio.run`` themselves, so the tests that invoke them are plain functions on the
-main thread, and everything they talk to lives on a separate thread with its own event loop.
+main thread, and everything they talk to lives on a separate thread with its own loop.
+
+The broker is Gear's reference broker, in-process on a free port. Set ``GEAR_TEST_CLI_URL`` to run the
+same tests against a RabbitMQ instead; they then use TYPE names and an exchange of their own.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import threading
-from collections.abc import Coroutine, Iterator
-from contextlib import AsyncExitStack
+import uuid
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pytest
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
-from examples.system import System, running_system
+from cli.main import app
+from examples.system import Names, System, running_system
 
 T = TypeVar("T")
+
+ENV_URL = "GEAR_TEST_CLI_URL"
 
 
 class BackgroundLoop:
@@ -26,7 +35,7 @@ class BackgroundLoop:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="test-broker-loop", daemon=True)
+        self._thread = threading.Thread(target=self.loop.run_forever, name="cli-test-loop", daemon=True)
         self._thread.start()
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
@@ -43,36 +52,95 @@ class Running:
     """What the CLI tests talk to."""
 
     url: str
+    names: Names
     system: System
     background: BackgroundLoop
+    broker: Any = None
+
+    def repo(self, host: str = "repo1") -> str:
+        return f"{self.names.repo}.{host}"
+
+
+@asynccontextmanager
+async def _broker_url() -> AsyncIterator[tuple[str, Names, Any]]:
+    external = os.environ.get(ENV_URL)
+    if external:
+        yield external, Names.isolated(f"cli{uuid.uuid4().hex[:6]}"), None
+        return
+    from gear.broker import Broker
+
+    async with Broker(port=0) as broker:
+        yield broker.url, Names(), broker
 
 
 @pytest.fixture(scope="package")
 def running() -> Iterator[Running]:
-    """One reference broker and one example system (3 REPO, 2 CTRL, 1 WEB) for all CLI tests."""
-    from gear.broker import Broker
-
+    """One broker and one example system (3 REPO, 2 CTRL, 1 WEB) shared by the CLI tests."""
     background = BackgroundLoop()
     stack = AsyncExitStack()
 
-    async def start() -> tuple[str, System]:
-        broker = await stack.enter_async_context(Broker(port=0))
-        system = await stack.enter_async_context(running_system(broker.url))
-        return broker.url, system
+    async def start() -> Running:
+        url, names, broker = await stack.enter_async_context(_broker_url())
+        system = await stack.enter_async_context(running_system(url, names=names))
+        return Running(url=url, names=names, system=system, background=background, broker=broker)
 
-    url, system = background.run(start())
     try:
-        yield Running(url=url, system=system, background=background)
+        yield background.run(start())
     finally:
         background.run(stack.aclose())
         background.close()
 
 
-@pytest.fixture
-def url(running: Running) -> str:
-    return running.url
+Invoke = Callable[..., Result]
 
 
 @pytest.fixture
-def cli() -> CliRunner:
-    return CliRunner()
+def gear_cli(running: Running) -> Invoke:
+    """``gear_cli("call", "REPO.repo1", "status")``: run the CLI against the test broker."""
+    runner = CliRunner()
+    env = {"GEAR_URL": running.url, "GEAR_EXCHANGE": running.names.exchange}
+
+    def invoke(*args: str, input: str | None = None) -> Result:
+        return runner.invoke(app, list(args), env=env, input=input)
+
+    return invoke
+
+
+def json_out(result: Result) -> Any:
+    """The JSON document a ``--json`` command printed on stdout."""
+    return json.loads(result.stdout)
+
+
+@dataclass
+class Slow:
+    """An extra service whose ``status`` answers too late and whose ``boom`` raises."""
+
+    type: str
+    host: str = "s1"
+
+    @property
+    def address(self) -> str:
+        return f"{self.type}.{self.host}"
+
+
+@pytest.fixture(scope="package")
+def slow(running: Running) -> Iterator[Slow]:
+    import gear
+
+    spec = Slow(type="SLOW" if running.broker is not None else f"SLOW_{uuid.uuid4().hex[:6]}")
+    svc = gear.Service(spec.type, spec.host, url=running.url, exchange=running.names.exchange)
+
+    @svc.handler("status")
+    async def status(payload: Any = None) -> str:
+        await asyncio.sleep(3)
+        return "late"
+
+    @svc.handler("boom")
+    def boom(payload: Any = None) -> None:
+        raise KeyError("no such thing")
+
+    running.background.run(svc.start())
+    try:
+        yield spec
+    finally:
+        running.background.run(svc.stop())

@@ -1,0 +1,275 @@
+"""``gear --help``, ``topology``, ``broker``, ``serve`` and ``traces``."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from cli.main import app
+from cli.output import ExitCode
+from tests.cli.conftest import Invoke, Running, json_out
+
+GEAR = [sys.executable, "-c", "from cli.main import app; app()"]
+"""The CLI in a child process (the installed ``gear`` script may belong to another interpreter)."""
+
+
+def run_cli(*args: str) -> Any:
+    return CliRunner().invoke(app, list(args))
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """In-process ``gear serve`` exports GEAR_URL/TYPE/HOST; put the environment back afterwards."""
+    for name in ("GEAR_URL", "GEAR_TYPE", "GEAR_HOST", "GEAR_CONNECT_WAIT"):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+# -- help and exit codes -------------------------------------------------------------------------
+
+
+def test_help_documents_every_exit_code() -> None:
+    result = run_cli("--help")
+    assert result.exit_code == 0
+    for code in ExitCode:
+        assert re.search(rf"^\s*{int(code)}\s+\S", result.stdout, re.M), (
+            f"exit code {int(code)} not in --help"
+        )
+    assert "GEAR_URL" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["send"],
+        ["send", "p2p"],
+        ["send", "stateless"],
+        ["send", "multicast"],
+        ["send", "broadcast"],
+        ["call"],
+        ["cast"],
+        ["gather"],
+        ["nodes"],
+        ["serve"],
+        ["broker"],
+        ["topology"],
+        ["demo"],
+        ["traces", "analyze"],
+    ],
+    ids=" ".join,
+)
+def test_every_command_has_help(command: list[str]) -> None:
+    result = run_cli(*command, "--help")
+    assert result.exit_code == 0, result.output
+    assert "Usage:" in result.stdout
+
+
+def test_broker_help_says_messages_live_in_memory() -> None:
+    text = " ".join(run_cli("broker", "--help").stdout.split())
+    assert "in memory" in text
+    assert "--memory-high-watermark" in text
+
+
+def test_unknown_command_is_a_usage_error() -> None:
+    assert run_cli("frobnicate").exit_code == ExitCode.USAGE
+
+
+# -- topology ----------------------------------------------------------------------------------
+
+
+def test_topology_lists_exchange_queues_and_bindings() -> None:
+    result = run_cli("topology", "REPO", "host2")
+    assert result.exit_code == 0, result.output
+    assert "exchange  gear (topic" in result.stdout
+    for key, meaning in [
+        ("REPO", "stateless"),
+        ("REPO.host2", "point-to-point"),
+        ("REPO.@all", "multicast: REPO.*"),
+        ("@all.@all", "broadcast: *.*"),
+    ]:
+        assert re.search(rf"^{re.escape(key)}\s+REPO\S*\s+{re.escape(meaning)}", result.stdout, re.M), key
+
+
+def test_topology_json_matches_the_sdk() -> None:
+    from gear import Topology
+
+    result = run_cli("topology", "CTRL", "h1", "--json", "--exchange", "ops", "--quorum")
+    assert result.exit_code == 0
+    assert json_out(result) == Topology.for_service("CTRL", "h1", exchange="ops", quorum=True).as_dict()
+
+
+def test_topology_of_a_client_has_no_shared_queue() -> None:
+    doc = json_out(run_cli("topology", "CLI", "h1", "--client", "--json"))
+    assert [q["name"] for q in doc["queues"]] == ["CLI.h1"]
+    assert [b["routing_key"] for b in doc["bindings"]] == ["CLI.h1"]
+
+
+def test_topology_rejects_a_bad_host() -> None:
+    result = run_cli("topology", "REPO", "a.b")
+    assert result.exit_code == ExitCode.USAGE
+    assert "invalid HOST" in result.stderr
+
+
+# -- broker (a child process: it runs until a signal) ------------------------------------------
+
+
+def _start(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [*GEAR, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def _stop(proc: subprocess.Popen[str], sig: signal.Signals) -> tuple[int, str, str]:
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=20)
+    return proc.returncode, out, err
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_broker_serves_until_a_signal(sig: signal.Signals) -> None:
+    proc = _start(["broker", "--port", "0", "--memory-high-watermark", "50000000"])
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        match = re.search(r"listening on (amqp://\S+)", line)
+        assert match, line
+        assert "in memory" in line
+        # It is a real AMQP server: the CLI can talk through it (nobody serves, so the cast is returned).
+        result = CliRunner().invoke(app, ["cast", "NOBODY.h1", "x", "--url", match.group(1), "-t", "0.3"])
+        assert result.exit_code == ExitCode.UNROUTABLE, result.output
+    finally:
+        code, out, err = _stop(proc, sig)
+    assert code == 0, err
+    assert "stopped" in out
+
+
+def test_broker_port_in_use_is_one_line() -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [*GEAR, "broker", "--port", str(port)], capture_output=True, text=True, timeout=20
+        )
+    assert done.returncode == ExitCode.CONNECT, done.stderr
+    assert done.stderr.startswith("gear: cannot listen on")
+    assert "Traceback" not in done.stderr
+
+
+# -- serve ---------------------------------------------------------------------------------------
+
+
+def _wait_until_answering(gear_cli: Invoke, address: str) -> None:
+    for _ in range(100):
+        if gear_cli("call", address, "status", "-t", "0.5").exit_code == 0:
+            return
+        time.sleep(0.1)
+    pytest.fail(f"{address} never answered")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_serve_runs_a_module_service_and_stops_gracefully(
+    gear_cli: Invoke, running: Running, sig: signal.Signals
+) -> None:
+    host = f"served{sig.value}"
+    type_ = f"{running.names.repo}X"
+    env = {"GEAR_EXCHANGE": running.names.exchange}
+    proc = _start(
+        ["serve", "examples.repo:create_service", "--url", running.url, "--type", type_, "--host", host], env
+    )
+    try:
+        _wait_until_answering(gear_cli, f"{type_}.{host}")
+        result = gear_cli("call", f"{type_}.{host}", "put", "-d", '{"key": "k", "value": "v"}', "--json")
+        assert json_out(result)["result"] == {"host": host, "key": "k", "version": 1}
+    finally:
+        code, _out, err = _stop(proc, sig)
+    assert code == 0, err
+    assert f"starting {type_}.{host}" in err
+    assert f"{type_}.{host} stopped" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("examples.repo", "expected module:attr"),
+        ("examples.nope:create_service", "cannot import"),
+        ("examples.repo:nope", "has no attribute"),
+        ("examples.models:Item", "not a gear.Service"),
+    ],
+)
+def test_serve_bad_target_is_a_usage_error(clean_env: pytest.MonkeyPatch, target: str, message: str) -> None:
+    result = run_cli("serve", target, "--url", "amqp://guest:guest@127.0.0.1:1/")
+    assert result.exit_code == ExitCode.USAGE, result.output
+    assert message in result.stderr
+
+
+def test_serve_without_a_broker_exits_with_connect_error(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv("GEAR_CONNECT_WAIT", "0.3")
+    result = run_cli("serve", "examples.repo:create_service", "--url", "amqp://guest:guest@127.0.0.1:1/")
+    assert result.exit_code == ExitCode.CONNECT, result.output
+    assert "Traceback" not in result.output
+
+
+# -- traces --------------------------------------------------------------------------------------
+
+
+def test_traces_without_pyspark_prints_the_install_hint(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from gear import pipeline
+
+    def missing(*args: object, **kwargs: object) -> dict[str, Any]:
+        raise pipeline.SparkMissingError()
+
+    monkeypatch.setattr(pipeline, "run_analyze", missing)
+    (tmp_path / "t.jsonl").write_text("")
+    result = run_cli("traces", "analyze", str(tmp_path), "--out", str(tmp_path / "out"))
+    assert result.exit_code == ExitCode.MISSING_DEPENDENCY
+    assert result.stderr.count("\n") == 1
+    assert "pip install 'gear[spark]'" in result.stderr
+
+
+def test_traces_passes_options_through(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from gear import pipeline
+
+    seen: dict[str, Any] = {}
+
+    def fake(path: Any, out: Any, **kwargs: Any) -> dict[str, Any]:
+        seen.update(path=path, out=out, **kwargs)
+        return {"tables": {"dependency_links": {"rows": 3, "sample": []}}}
+
+    monkeypatch.setattr(pipeline, "run_analyze", fake)
+    result = run_cli(
+        "traces",
+        "analyze",
+        str(tmp_path),
+        "--out",
+        str(tmp_path / "o"),
+        "--master",
+        "local[1]",
+        "--since",
+        "2026-11-22T05:00:00+00:00",
+    )
+    assert result.exit_code == 0, result.output
+    assert seen["master"] == "local[1]"
+    assert seen["since"].isoformat() == "2026-11-22T05:00:00+00:00"
+    assert seen["until"] is None
+    assert "dependency_links" in result.stdout
+    bad = run_cli("traces", "analyze", str(tmp_path), "--out", str(tmp_path), "--until", "yesterday")
+    assert bad.exit_code == ExitCode.USAGE
