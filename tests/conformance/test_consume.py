@@ -8,7 +8,7 @@ import aio_pika
 import aiormq
 from aio_pika.abc import AbstractChannel, AbstractQueue
 
-from tests.conformance._support import WAIT, Amqp, Inbox, body, drain_bodies, get_or_none, msg
+from tests.conformance._support import QUIET, WAIT, Amqp, Inbox, body, drain_bodies, get_or_none, msg
 
 
 async def _queue_with(amqp: Amqp, channel: AbstractChannel, *bodies: str) -> AbstractQueue:
@@ -243,3 +243,17 @@ async def test_delivery_tags_increase_across_get_and_consume(amqp: Amqp) -> None
     delivered = await inbox.next("the second message is consumed")
     assert (got.delivery_tag, delivered.delivery_tag) == (1, 2), "delivery tags start at 1 and keep counting"
     assert isinstance(delivered, aio_pika.IncomingMessage)
+
+
+async def test_global_prefetch_is_shared_by_the_channels_consumers(amqp: Amqp) -> None:
+    """basic.qos(global=True) is one limit shared by all consumers on the channel (RabbitMQ up to 4.2;
+    4.3 treats it as per-consumer by default)."""
+    channel = await amqp.channel()
+    await channel.set_qos(prefetch_count=2, global_=True)
+    queue = await _queue_with(amqp, channel, *[str(i) for i in range(6)])
+    first, second = Inbox(), Inbox()
+    await queue.consume(first)
+    await queue.consume(second)
+    await asyncio.sleep(QUIET)
+    delivered = len(first.received) + len(second.received)
+    assert delivered == 2, f"a global prefetch of 2 allows 2 unacked deliveries per channel, saw {delivered}"

@@ -27,18 +27,23 @@ async def memory_alarm(broker: BrokerHandle) -> AsyncIterator[None]:
 
 
 async def test_publisher_receives_connection_blocked_then_unblocked(broker: BrokerHandle) -> None:
-    """During a memory alarm a publishing connection gets connection.blocked (reason mentions memory);
-    clearing the alarm sends connection.unblocked."""
+    """During a memory alarm a publishing connection gets connection.blocked (reason mentions memory) while
+    a connection that does not publish keeps being served; clearing the alarm sends connection.unblocked."""
     raw = await RawAmqp.open(broker.url)
+    bystander = await RawAmqp.open(broker.url)
     try:
         await raw.open_channel(1)
+        await bystander.open_channel(1)
         async with memory_alarm(broker):
             blocked = await _publish_until_blocked(raw)
+            bystander.send(1, commands.Basic.Qos(prefetch_count=5))
+            await bystander.expect(commands.Basic.QosOk)  # only publishers are blocked
             reason = str(blocked.reason)
             assert "memory" in reason, f"connection.blocked reason should name memory, got {reason!r}"
         await raw.expect(commands.Connection.Unblocked, within=WAIT)
     finally:
         await raw.close()
+        await bystander.close()
 
 
 async def _publish_until_blocked(raw: RawAmqp) -> commands.Connection.Blocked:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import aio_pika
+import aiormq
+import pytest
 from aio_pika.abc import AbstractChannel, AbstractQueue
 
 from tests.conformance._support import QUIET, WAIT, Amqp, Inbox, drain_bodies, expect_close, msg
@@ -154,3 +157,32 @@ async def _next(queue: AbstractQueue, rule: str) -> Any:
             return got
         await asyncio.sleep(0.05)
     raise AssertionError(f"{rule}: nothing arrived within {WAIT}s")
+
+
+async def test_overflow_reject_publish_nacks_the_publisher(amqp: Amqp) -> None:
+    """x-overflow=reject-publish: a publish to a full queue is nacked (aio-pika raises DeliveryError)."""
+    channel = await amqp.channel()
+    queue = await channel.declare_queue(
+        "", exclusive=True, arguments={"x-max-length": 1, "x-overflow": "reject-publish"}
+    )
+    await channel.default_exchange.publish(msg("fits"), queue.name)
+    with pytest.raises(aio_pika.exceptions.DeliveryError) as raised:
+        await channel.default_exchange.publish(msg("overflows"), queue.name)
+    assert isinstance(raised.value.frame, aiormq.spec.Basic.Nack), (
+        "a rejected publish is confirmed by basic.nack"
+    )
+    assert await drain_bodies(queue) == [b"fits"]
+
+
+async def test_max_length_drop_head_dead_letters_with_reason_maxlen(amqp: Amqp) -> None:
+    """A message dropped from the head by x-max-length is dead-lettered with x-death reason 'maxlen'."""
+    channel = await amqp.channel()
+    work, dead = await _dead_letter_setup(amqp, channel, **{"x-max-length": 1})
+    await channel.default_exchange.publish(msg("old"), work.name)
+    await channel.default_exchange.publish(msg("new"), work.name)
+    lettered = await _next(dead, "the message dropped by x-max-length must be dead-lettered")
+    assert lettered.body == b"old"
+    deaths = lettered.headers.get("x-death")
+    assert isinstance(deaths, list)
+    assert isinstance(deaths[0], dict)
+    assert deaths[0].get("reason") == "maxlen", "x-death.reason is 'maxlen' for x-max-length drops"

@@ -151,3 +151,19 @@ async def test_client_connection_close_gets_close_ok(broker: BrokerHandle) -> No
     raw.send(0, commands.Connection.Close(reply_code=200, reply_text="bye", class_id=0, method_id=0))
     await raw.expect(commands.Connection.CloseOk)
     await raw.close()
+
+
+async def test_stray_client_cancel_ok(broker: BrokerHandle) -> None:
+    """A client basic.cancel-ok the server did not ask for. RabbitMQ up to 4.2 (3.10 here): 503
+    COMMAND_INVALID, a connection error. RabbitMQ 4.3+ and the reference broker: ignored."""
+    raw = await RawAmqp.open(broker.url)
+    try:
+        await raw.open_channel(1)
+        raw.send(1, commands.Basic.CancelOk(consumer_tag="never-existed"))
+        if broker.is_reference:
+            raw.send(1, commands.Basic.Qos(prefetch_count=1))
+            await raw.expect(commands.Basic.QosOk)
+        else:
+            await raw.expect_connection_close(503, "stray basic.cancel-ok on RabbitMQ 3.x")
+    finally:
+        await raw.close()
