@@ -16,8 +16,10 @@ it (bounded by their own deadline) instead of failing at once or hanging.
   time, never a replay of history), then the consumers restart and ``ready`` is set again. Calls in
   flight never noticed: their replies wait in the durable ``TYPE.HOST`` queue.
 * **Cancelled consumer.** If the broker cancels a consumer (its queue was deleted behind our back), the
-  connector re-declares the topology and re-consumes on the same link; if that fails it drops the link
-  and the reconnect path takes over.
+  connector drops the whole link and lets the reconnect path rebuild it: re-declaring on the live link
+  races with whatever deleted the queue and can leave a delivery in limbo on a half-cancelled consumer,
+  while a fresh connection requeues everything unacked and re-declares from data. One recovery path,
+  tested by every reconnect test.
 * **Blocked.** ``connection.blocked`` clears the ``unblocked`` event and calls the hook; publishers wait
   on it, bounded by their deadline. A new link starts unblocked.
 """
@@ -204,14 +206,12 @@ class Connector:
             self._reconnect_task = asyncio.create_task(self._reconnect())
 
     def on_consumer_cancelled(self, link: Link, queue: str) -> None:
-        """The broker cancelled a consumer: re-declare and re-consume on the same link."""
+        """The broker cancelled a consumer: drop the link so the reconnect path rebuilds everything."""
         if link is not self.link or self._closing:
             return
-        log.warning("broker cancelled the consumer of %r; re-declaring", queue)
+        log.warning("broker cancelled the consumer of %r (queue deleted?); rebuilding the link", queue)
         self.ready.clear()
-        task = asyncio.create_task(self._recover_consumer(link))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        link.abort()
 
     # -- internals ---------------------------------------------------------------------------------
 
@@ -235,17 +235,6 @@ class Connector:
             self.link = None
             raise ConnectionLostError("connection closed during setup")
         self.ready.set()
-
-    async def _recover_consumer(self, link: Link) -> None:
-        try:
-            await link.stop_consuming()
-            await self._on_ready(link)
-        except (ConnectionLostError, ConfigurationError) as exc:
-            log.warning("re-declaring after a cancelled consumer failed: %s", exc)
-            link.abort()
-            return
-        if link is self.link and link.is_open:
-            self.ready.set()
 
     async def _reconnect(self) -> None:
         loop = asyncio.get_running_loop()

@@ -121,7 +121,9 @@ class RPC:
         self._pending: dict[str, _Pending] = {}
         self._addresses: dict[str, Address] = {}
         self.late_replies = 0
+        self.undeliverable_hook: Callable[[], Callable[..., object] | None] = lambda: self.on_undeliverable
         self.on_undeliverable: Callable[..., object] | None = None
+        """``fn(address, method, payload)`` for casts returned for their whole budget."""
 
     # -- helpers -----------------------------------------------------------------------------------
 
@@ -321,7 +323,7 @@ class RPC:
         try:
             return await self._publisher.publish(msg, until)
         except UnroutableError:
-            hook = self.on_undeliverable
+            hook = self.undeliverable_hook()
             if hook is None:
                 raise
             out = hook(address, method, payload)

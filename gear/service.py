@@ -180,7 +180,7 @@ class Service:
             on_reply_unmatched=self._dispatcher.on_unmatched_reply,
             tracer=self._tracer,
         )
-        self.rpc.on_undeliverable = self._undeliverable_hook
+        self.rpc.undeliverable_hook = lambda: self.on_undeliverable.func
         self._dispatcher.rpc = self.rpc
         self._topology: Topology | None = None
         self._started = False
@@ -372,12 +372,6 @@ class Service:
     def _unblocked_hook(self) -> object:
         func = self.on_unblocked.func
         return None if func is None else func()
-
-    def _undeliverable_hook(self, address: str, method: str, payload: Any) -> object:
-        func = self.on_undeliverable.func
-        if func is None:
-            raise ConfigurationError("no on_undeliverable hook")  # pragma: no cover
-        return func(address, method, payload)
 
     def _get_executor(self) -> ThreadPoolExecutor:
         if self._executor is None:

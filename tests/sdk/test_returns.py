@@ -1,0 +1,105 @@
+"""Mandatory publishes, returns and republish, and the seed's lost-queue incident replayed."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import aiormq
+import pytest
+
+import gear
+from tests.conftest import unique
+from tests.sdk.conftest import Fleet, eventually
+
+
+async def test_unroutable_call_fails_within_its_deadline(fleet: Fleet) -> None:
+    web = fleet.client()
+    await fleet.start()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with pytest.raises(gear.UnroutableError) as info:
+        await web.rpc.call(f"{unique('REPO')}.gone", "status", timeout=1.0)
+    assert loop.time() - started <= 1.0
+    assert info.value.attempts > 1  # it was republished before giving up
+    assert web.stats["returns"] == info.value.attempts
+
+
+async def test_returned_call_is_republished_until_the_instance_appears(fleet: Fleet) -> None:
+    repo = unique("REPO")
+    late = fleet.service(repo, "h5")
+
+    @late.handler("status")
+    async def status(_: Any = None) -> str:
+        return "here"
+
+    web = fleet.client()
+    await web.start()
+    call = asyncio.create_task(web.rpc.call(f"{repo}.h5", "status", timeout=8))
+    await eventually(lambda: web.stats["returns"] >= 1)
+    await late.start()
+    assert await call == "here"
+    assert web.stats["republishes"] >= 1
+
+
+async def test_unroutable_cast_goes_to_on_undeliverable(fleet: Fleet) -> None:
+    web = fleet.client(cast_retry_budget=0.5)
+    lost: list[tuple[str, str, Any]] = []
+
+    @web.on_undeliverable
+    def undeliverable(address: str, method: str, payload: Any) -> None:
+        lost.append((address, method, payload))
+
+    await fleet.start()
+    target = f"{unique('CTRL')}.*"
+    assert await web.rpc.cast(target, "reload", {"version": 7}) is False
+    assert lost == [(target, "reload", {"version": 7})]
+
+    web.on_undeliverable = None
+    with pytest.raises(gear.UnroutableError):
+        await web.rpc.cast(target, "reload", {"version": 8}, retry_budget=0.3)
+
+
+async def _delete_queues(url: str, *names: str) -> None:
+    conn = await aiormq.connect(url)
+    try:
+        ch = await conn.channel()
+        for name in names:
+            await ch.queue_delete(queue=name)
+    finally:
+        await conn.close()
+
+
+async def test_deleted_queue_incident(fleet: Fleet) -> None:
+    """Queue metadata vanishes behind the instances' backs (seed 000's incident): nothing confirmed
+    may be lost, and calls succeed once the instance re-declares its topology."""
+    repo = unique("REPO")
+    got: list[int] = []
+    servers = [fleet.service(repo, h) for h in ("h1", "h2")]
+    for svc in servers:
+
+        @svc.handler("store")
+        async def store(n: int) -> None:
+            got.append(n)
+
+        @svc.handler("whoami")
+        async def whoami(_: Any = None, _s: gear.Service = svc) -> str:
+            return _s.identity
+
+    web = fleet.client()
+    await fleet.start()
+    assert await web.rpc.call(f"{repo}.h1", "whoami") == f"{repo}.h1"
+
+    await _delete_queues(fleet.broker.url, f"{repo}.h1", repo)
+    confirmed: list[int] = []
+    for n in range(40):
+        target = f"{repo}.h1" if n % 2 else repo
+        if await web.rpc.cast(target, "store", n):
+            confirmed.append(n)
+    assert await web.rpc.call(f"{repo}.h1", "whoami", timeout=5) == f"{repo}.h1"
+    assert {await web.rpc.call(repo, "whoami", timeout=5) for _ in range(4)} == {
+        f"{repo}.h1", f"{repo}.h2"
+    }
+    assert confirmed == list(range(40))
+    await eventually(lambda: sorted(got) == confirmed, what="every confirmed cast delivered")
+    await eventually(lambda: all(s.connected for s in servers))
