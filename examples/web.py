@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +35,7 @@ from examples.hashring import HashRing
 from examples.models import InstanceStatus, ItemFound, Refresh, ReloadConfig, StatusQuery, Stored
 from gear.tracing.api import Tracer
 
-__all__ = ("DEFAULT_TYPE", "Web", "create_web", "main")
+__all__ = ("DEFAULT_TYPE", "Web", "create_web", "main", "serve_http", "start_http")
 
 DEFAULT_TYPE = "WEB"
 
@@ -180,13 +181,24 @@ async def _handle(web: Web, reader: asyncio.StreamReader, writer: asyncio.Stream
         writer.close()
 
 
+async def start_http(web: Web, port: int, bind: str = "127.0.0.1") -> asyncio.Server:
+    """Start the HTTP front end of an already started WEB instance (``port=0`` picks a free one)."""
+    return await asyncio.start_server(lambda r, w: _handle(web, r, w), bind, port)
+
+
 async def serve_http(web: Web, port: int, bind: str = "0.0.0.0") -> None:
-    """Run the WEB instance and its HTTP front end until cancelled."""
+    """Run the WEB instance and its HTTP front end until SIGTERM/SIGINT or cancellation."""
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    if task is not None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, task.cancel)  # `docker stop` sends SIGTERM: stop cleanly
     async with web.service:
-        server = await asyncio.start_server(lambda r, w: _handle(web, r, w), bind, port)
+        server = await start_http(web, port, bind)
         async with server:
             print(f"WEB {web.service.address} serving HTTP on {bind}:{port}", flush=True)
-            await server.serve_forever()
+            with contextlib.suppress(asyncio.CancelledError):
+                await server.serve_forever()
 
 
 def main(argv: Sequence[str] | None = None) -> None:
