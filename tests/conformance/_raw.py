@@ -17,7 +17,7 @@ from tests.conformance._support import WAIT
 
 PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
 FRAME_END = b"\xce"
-CLIENT_CAPABILITIES = {
+CLIENT_CAPABILITIES: dict[str, Any] = {
     "authentication_failure_close": True,
     "basic.nack": True,
     "connection.blocked": True,
@@ -68,7 +68,7 @@ class RawAmqp:
         raw.send(
             0,
             commands.Connection.StartOk(
-                client_properties={"product": "gear-conformance", "capabilities": CLIENT_CAPABILITIES},
+                client_properties=_client_properties(),
                 mechanism="PLAIN",
                 response=f"\0{user}\0{password}",
                 locale="en_US",
@@ -175,3 +175,7 @@ class RawAmqp:
         self.writer.close()
         with contextlib.suppress(Exception):
             await self.writer.wait_closed()
+
+
+def _client_properties() -> dict[str, Any]:
+    return {"product": "gear-conformance", "capabilities": CLIENT_CAPABILITIES}

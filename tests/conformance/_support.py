@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import aio_pika
 import aiormq
@@ -76,6 +76,11 @@ async def expect_close(call: Awaitable[Any], code: int, rule: str) -> str:
     assert got_code == code, f"{rule}: expected reply code {code} {name}, got {got_code} ({error!r})"
     assert text.startswith(f"{name} - "), f"{rule}: reply text should start '{name} - ', got {text!r}"
     return text
+
+
+async def underlay(channel: AbstractChannel) -> aiormq.Channel:
+    """The aiormq channel under an aio-pika channel, for frames aio-pika has no method for."""
+    return cast(aiormq.Channel, await channel.get_underlay_channel())
 
 
 def body(message: AbstractIncomingMessage | None) -> bytes | None:
@@ -161,7 +166,7 @@ class Amqp:
         """An ``aio_pika.connect_robust`` connection."""
         connection = await aio_pika.connect_robust(url or self.broker.url, timeout=WAIT, **kwargs)
         self.connections.append(connection)
-        return connection
+        return cast(AbstractRobustConnection, connection)
 
     async def channel(
         self,

@@ -8,7 +8,17 @@ import aio_pika
 import aiormq
 from aio_pika.abc import AbstractChannel, AbstractQueue
 
-from tests.conformance._support import QUIET, WAIT, Amqp, Inbox, body, drain_bodies, get_or_none, msg
+from tests.conformance._support import (
+    QUIET,
+    WAIT,
+    Amqp,
+    Inbox,
+    body,
+    drain_bodies,
+    get_or_none,
+    msg,
+    underlay,
+)
 
 
 async def _queue_with(amqp: Amqp, channel: AbstractChannel, *bodies: str) -> AbstractQueue:
@@ -161,16 +171,16 @@ async def test_queue_deletion_cancels_its_consumers(amqp: Amqp) -> None:
     connection = await amqp.connect()
     channel = await amqp.channel(connection)
     queue = await amqp.queue(channel)
-    underlay = await channel.get_underlay_channel()
+    raw_channel = await underlay(channel)
     cancelled: asyncio.Future[str] = asyncio.get_running_loop().create_future()
 
     def on_cancel(frame: aiormq.spec.Basic.Cancel) -> None:
         if not cancelled.done():
-            cancelled.set_result(frame.consumer_tag)
+            cancelled.set_result(frame.consumer_tag or "")
 
-    underlay.on_consumer_cancel_callbacks.add(on_cancel)
+    raw_channel.on_consumer_cancel_callbacks.add(on_cancel)
     tag = await queue.consume(Inbox())
-    assert tag in underlay.consumers
+    assert tag in raw_channel.consumers
     other = await amqp.channel(connection)
     await other.queue_delete(queue.name)
     try:
@@ -178,7 +188,7 @@ async def test_queue_deletion_cancels_its_consumers(amqp: Amqp) -> None:
     except TimeoutError:
         raise AssertionError("queue.delete must send basic.cancel to the queue's consumers") from None
     assert got == tag, "the server basic.cancel names the consumer's tag"
-    assert tag not in underlay.consumers
+    assert tag not in raw_channel.consumers
     assert not channel.is_closed, "a server-side consumer cancel must leave the channel open"
     await channel.declare_exchange("amq.direct", passive=True)
 
@@ -198,8 +208,8 @@ async def test_cancelled_consumer_gets_nothing_more(amqp: Amqp) -> None:
 async def test_cancel_unknown_consumer_tag_is_ok(amqp: Amqp) -> None:
     """basic.cancel for an unknown tag answers cancel-ok and keeps the channel open."""
     channel = await amqp.channel()
-    underlay = await channel.get_underlay_channel()
-    ok = await underlay.basic_cancel("no-such-consumer", timeout=WAIT)
+    raw_channel = await underlay(channel)
+    ok = await raw_channel.basic_cancel("no-such-consumer", timeout=WAIT)
     assert isinstance(ok, aiormq.spec.Basic.CancelOk)
     assert not channel.is_closed
 

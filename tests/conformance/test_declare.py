@@ -8,7 +8,7 @@ import re
 import aiormq
 import pytest
 
-from tests.conformance._support import WAIT, Amqp, body, expect_close, get_or_none, msg
+from tests.conformance._support import WAIT, Amqp, body, expect_close, get_or_none, msg, underlay
 
 SERVER_NAMED = re.compile(r"amq\.gen-[A-Za-z0-9_-]{22}")
 
@@ -138,8 +138,8 @@ async def test_empty_queue_name_means_last_declared_queue(amqp: Amqp) -> None:
     channel = await amqp.channel()
     queue = await channel.declare_queue("", exclusive=True)
     await channel.default_exchange.publish(msg("last"), queue.name)
-    underlay = await channel.get_underlay_channel()
-    got = await underlay.basic_get("", no_ack=True, timeout=WAIT)
+    raw_channel = await underlay(channel)
+    got = await raw_channel.basic_get("", no_ack=True, timeout=WAIT)
     assert isinstance(got.delivery, aiormq.spec.Basic.GetOk), "basic.get('') must use the last declared queue"
     assert got.body == b"last"
 
@@ -147,9 +147,9 @@ async def test_empty_queue_name_means_last_declared_queue(amqp: Amqp) -> None:
 async def test_empty_queue_name_without_declared_queue_is_404(amqp: Amqp) -> None:
     """basic.get('') on a channel that declared no queue: 404 'no previously declared queue'."""
     channel = await amqp.channel()
-    underlay = await channel.get_underlay_channel()
+    raw_channel = await underlay(channel)
     text = await expect_close(
-        underlay.basic_get("", timeout=WAIT), 404, "basic.get('') with no declared queue"
+        raw_channel.basic_get("", timeout=WAIT), 404, "basic.get('') with no declared queue"
     )
     assert "no previously declared queue" in text
 
@@ -179,7 +179,7 @@ async def test_server_generates_consumer_tag_when_empty(amqp: Amqp) -> None:
     """basic.consume with an empty consumer tag gets a server-generated amq.ctag-... tag."""
     channel = await amqp.channel()
     queue = await channel.declare_queue("", exclusive=True)
-    underlay = await channel.get_underlay_channel()
-    ok = await underlay.rpc(aiormq.spec.Basic.Consume(queue=queue.name, consumer_tag=""), timeout=WAIT)
+    raw_channel = await underlay(channel)
+    ok = await raw_channel.rpc(aiormq.spec.Basic.Consume(queue=queue.name, consumer_tag=""), timeout=WAIT)
     assert isinstance(ok, aiormq.spec.Basic.ConsumeOk)
     assert str(ok.consumer_tag).startswith("amq.ctag-"), f"server-generated tag, got {ok.consumer_tag!r}"

@@ -10,7 +10,7 @@ import aiormq
 import pytest
 from aio_pika.abc import AbstractChannel, AbstractConnection
 
-from tests.conformance._support import WAIT, Amqp, expect_close, msg
+from tests.conformance._support import WAIT, Amqp, expect_close, msg, underlay
 
 
 async def _channel_closed_connection_alive(amqp: Amqp, connection: AbstractConnection, rule: str) -> None:
@@ -210,16 +210,16 @@ async def test_default_exchange_operations_are_403(amqp: Amqp, operation: str) -
     """Declare, delete or bind on the default exchange '': 403 'operation not permitted ...'."""
 
     async def declare(channel: AbstractChannel) -> None:
-        underlay = await channel.get_underlay_channel()
-        await underlay.exchange_declare("", exchange_type="direct")
+        raw_channel = await underlay(channel)
+        await raw_channel.exchange_declare("", exchange_type="direct")
 
     async def delete(channel: AbstractChannel) -> None:
         await channel.exchange_delete("")
 
     async def bind(channel: AbstractChannel) -> None:
         queue = await channel.declare_queue("", exclusive=True)
-        underlay = await channel.get_underlay_channel()
-        await underlay.queue_bind(queue.name, "", routing_key="k")
+        raw_channel = await underlay(channel)
+        await raw_channel.queue_bind(queue.name, "", routing_key="k")
 
     calls = {"declare": declare, "delete": delete, "bind": bind}
     text = await _soft(amqp, calls[operation], 403, f"{operation} on the default exchange")
@@ -230,8 +230,8 @@ async def test_ack_of_unknown_delivery_tag_is_406(amqp: Amqp) -> None:
     """basic.ack of a tag never delivered: 406 'unknown delivery tag N' closes the channel."""
 
     async def bad_ack(channel: AbstractChannel) -> None:
-        underlay = await channel.get_underlay_channel()
-        await underlay.basic_ack(delivery_tag=42)
+        raw_channel = await underlay(channel)
+        await raw_channel.basic_ack(delivery_tag=42)
         await channel.set_qos(prefetch_count=1)  # a round trip: the broker's channel.close answers it
 
     text = await _soft(amqp, bad_ack, 406, "ack of an unknown delivery tag")
@@ -245,10 +245,10 @@ async def test_double_ack_is_406(amqp: Amqp) -> None:
         queue = await channel.declare_queue("", exclusive=True)
         await channel.default_exchange.publish(msg("m"), queue.name)
         got = await queue.get(no_ack=False, timeout=WAIT)
-        underlay = await channel.get_underlay_channel()
+        raw_channel = await underlay(channel)
         assert got.delivery_tag is not None
-        await underlay.basic_ack(delivery_tag=got.delivery_tag)
-        await underlay.basic_ack(delivery_tag=got.delivery_tag)
+        await raw_channel.basic_ack(delivery_tag=got.delivery_tag)
+        await raw_channel.basic_ack(delivery_tag=got.delivery_tag)
         await channel.set_qos(prefetch_count=1)
 
     text = await _soft(amqp, double_ack, 406, "second ack of one delivery")
@@ -259,8 +259,8 @@ async def test_reject_of_unknown_delivery_tag_is_406(amqp: Amqp) -> None:
     """basic.reject of an unknown tag: 406."""
 
     async def bad_reject(channel: AbstractChannel) -> None:
-        underlay = await channel.get_underlay_channel()
-        await underlay.basic_reject(delivery_tag=7, requeue=True)
+        raw_channel = await underlay(channel)
+        await raw_channel.basic_reject(delivery_tag=7, requeue=True)
         await channel.set_qos(prefetch_count=1)
 
     await _soft(amqp, bad_reject, 406, "reject of an unknown delivery tag")
@@ -272,8 +272,8 @@ async def test_consumer_tag_reuse_is_530_connection_error(amqp: Amqp) -> None:
     channel = await amqp.channel(connection)
     queue = await channel.declare_queue("", exclusive=True)
     await queue.consume(_noop, consumer_tag="dup")
-    underlay = await channel.get_underlay_channel()  # aiormq refuses a known tag client-side: send it raw
-    again = underlay.rpc(aiormq.spec.Basic.Consume(queue=queue.name, consumer_tag="dup"), timeout=WAIT)
+    raw_channel = await underlay(channel)  # aiormq refuses a known tag client-side: send it raw
+    again = raw_channel.rpc(aiormq.spec.Basic.Consume(queue=queue.name, consumer_tag="dup"), timeout=WAIT)
     text = await expect_close(again, 530, "consumer tag reuse")
     assert text == "NOT_ALLOWED - attempt to reuse consumer tag 'dup'"
     await _connection_closed(connection, "530 NOT_ALLOWED")

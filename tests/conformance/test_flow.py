@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from typing import Any
 
 from pamqp import commands
 
@@ -72,7 +73,7 @@ async def test_alarm_holds_publishes_but_consumers_keep_receiving(amqp: Amqp) ->
     consumer_queue = await consumer.declare_queue(queue.name, passive=True)
     inbox = Inbox()
 
-    held: list[asyncio.Future[object]] = []
+    held: list[asyncio.Future[Any]] = []
     async with memory_alarm(amqp.broker):
         # The publish that trips the block may still be processed; the ones after it must be held.
         first = asyncio.ensure_future(publisher.default_exchange.publish(msg("during0"), queue.name))

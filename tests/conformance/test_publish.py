@@ -18,6 +18,7 @@ async def test_unroutable_mandatory_publish_raises_publish_error(amqp: Amqp) -> 
     with pytest.raises(aio_pika.exceptions.PublishError) as raised:
         await exchange.publish(msg("lost"), "nowhere", mandatory=True)
     returned = raised.value.message
+    assert returned is not None, "PublishError must carry the returned message"
     assert isinstance(returned.delivery, aiormq.spec.Basic.Return)
     assert returned.delivery.reply_code == 312, "basic.return for an unroutable message carries 312"
     assert returned.delivery.reply_text == "NO_ROUTE", "basic.return reply text is 'NO_ROUTE'"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aio_pika.abc import AbstractChannel, AbstractQueue
 
-from tests.conformance._support import WAIT, Amqp, Inbox, drain_bodies, expect_close, msg
+from tests.conformance._support import WAIT, Amqp, Inbox, drain_bodies, expect_close, msg, underlay
 
 
 async def _loaded(channel: AbstractChannel, count: int) -> AbstractQueue:
@@ -46,8 +46,8 @@ async def test_ack_tag_zero_multiple_settles_everything(amqp: Amqp) -> None:
     queue = await _loaded(channel, 3)
     for _ in range(3):
         await queue.get(no_ack=False, timeout=WAIT)
-    underlay = await channel.get_underlay_channel()
-    await underlay.basic_ack(delivery_tag=0, multiple=True)
+    raw_channel = await underlay(channel)
+    await raw_channel.basic_ack(delivery_tag=0, multiple=True)
     await channel.close()
     other = await amqp.channel(connection)
     left = (await other.declare_queue(queue.name, passive=True)).declaration_result.message_count
@@ -61,8 +61,8 @@ async def test_basic_recover_requeue_redelivers_unacked(amqp: Amqp) -> None:
     inbox = Inbox()
     await queue.consume(inbox)
     await inbox.take(2, "initial deliveries")
-    underlay = await channel.get_underlay_channel()
-    await underlay.basic_recover(requeue=True, timeout=WAIT)
+    raw_channel = await underlay(channel)
+    await raw_channel.basic_recover(requeue=True, timeout=WAIT)
     again = await inbox.take(2, "basic.recover(requeue) redelivers the unacked messages")
     assert [m.body for m in again] == [b"0", b"1"]
     assert all(m.redelivered for m in again), "recovered deliveries carry redelivered=True"
@@ -73,8 +73,8 @@ async def test_basic_recover_requeue_redelivers_unacked(amqp: Amqp) -> None:
 async def test_basic_recover_without_requeue_is_540(amqp: Amqp) -> None:
     """basic.recover(requeue=False) is not implemented by RabbitMQ: 540 NOT_IMPLEMENTED (connection)."""
     channel = await amqp.channel()
-    underlay = await channel.get_underlay_channel()
-    await expect_close(underlay.basic_recover(requeue=False, timeout=WAIT), 540, "recover(requeue=false)")
+    raw_channel = await underlay(channel)
+    await expect_close(raw_channel.basic_recover(requeue=False, timeout=WAIT), 540, "recover(requeue=false)")
 
 
 async def test_qos_applies_to_consumers_created_afterwards(amqp: Amqp) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.conformance._support import WAIT, Amqp, drain_bodies, expect_close, msg
+from tests.conformance._support import WAIT, Amqp, drain_bodies, expect_close, msg, underlay
 
 
 async def test_tx_publish_is_invisible_until_commit(amqp: Amqp) -> None:
@@ -41,21 +41,21 @@ async def test_tx_rollback_discards_publishes_and_acks(amqp: Amqp) -> None:
 async def test_tx_commit_without_select_is_406(amqp: Amqp) -> None:
     """tx.commit on a channel that never did tx.select: 406 'channel is not transactional'."""
     channel = await amqp.channel(confirms=False)
-    underlay = await channel.get_underlay_channel()
-    text = await expect_close(underlay.tx_commit(timeout=WAIT), 406, "tx.commit without tx.select")
+    raw_channel = await underlay(channel)
+    text = await expect_close(raw_channel.tx_commit(timeout=WAIT), 406, "tx.commit without tx.select")
     assert "not transactional" in text
 
 
 async def test_tx_select_on_confirm_channel_is_406(amqp: Amqp) -> None:
     """tx.select on a channel in confirm mode: 406."""
     channel = await amqp.channel(confirms=True)
-    underlay = await channel.get_underlay_channel()
-    await expect_close(underlay.tx_select(timeout=WAIT), 406, "tx.select on a confirm channel")
+    raw_channel = await underlay(channel)
+    await expect_close(raw_channel.tx_select(timeout=WAIT), 406, "tx.select on a confirm channel")
 
 
 async def test_confirm_select_on_tx_channel_is_406(amqp: Amqp) -> None:
     """confirm.select on a transactional channel: 406."""
     channel = await amqp.channel(confirms=False)
-    underlay = await channel.get_underlay_channel()
-    await underlay.tx_select(timeout=WAIT)
-    await expect_close(underlay.confirm_delivery(), 406, "confirm.select on a tx channel")
+    raw_channel = await underlay(channel)
+    await raw_channel.tx_select(timeout=WAIT)
+    await expect_close(raw_channel.confirm_delivery(), 406, "confirm.select on a tx channel")
