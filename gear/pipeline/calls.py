@@ -134,7 +134,6 @@ def dependency_links(calls: DataFrame, events: DataFrame) -> DataFrame:
         .withColumn("child", sf.col("callee"))
         .withColumn("callCount", sf.col("calls"))
         .withColumn("errorCount", sf.col("errors"))
-        .orderBy("caller", "callee")
     )
 
 
@@ -161,7 +160,6 @@ def latency(calls: DataFrame) -> DataFrame:
             "max_ms",
             "mean_ms",
         )
-        .orderBy("callee", "route", "method")
     )
 
 
@@ -184,4 +182,4 @@ def route_rates(calls: DataFrame) -> DataFrame:
     )
     for name in ("returns", "timeouts", "remote_errors", "unroutable"):
         rates = rates.withColumn(f"{name}_rate", sf.col(name) / sf.col("calls"))
-    return rates.orderBy("callee", "route")
+    return rates

@@ -66,7 +66,7 @@ def blocked_periods(events: DataFrame, since_ns: int | None = None, until_ns: in
         )
         .withColumn("duration_ms", (sf.col("end_t") - sf.col("start_t")).cast("double") / 1e6)
     )
-    return _in_window(periods, "start_t", since_ns, until_ns).orderBy("instance", "start_t")
+    return _in_window(periods, "start_t", since_ns, until_ns)
 
 
 def reconnects(events: DataFrame, since_ns: int | None = None, until_ns: int | None = None) -> DataFrame:
@@ -89,4 +89,4 @@ def reconnects(events: DataFrame, since_ns: int | None = None, until_ns: int | N
             ),
         )
     )
-    return _in_window(rows, "reconnect_t", since_ns, until_ns).orderBy("instance", "reconnect_t")
+    return _in_window(rows, "reconnect_t", since_ns, until_ns)

@@ -63,7 +63,6 @@ def duplicate_deliveries(events: DataFrame) -> DataFrame:
             "caught",
             "first_t",
         )
-        .orderBy("service", "instance", "request_id")
     )
 
 
@@ -101,7 +100,6 @@ def redeliveries(events: DataFrame) -> DataFrame:
             "rejects",
             "requeued",
         )
-        .orderBy("service", "instance")
     )
 
 

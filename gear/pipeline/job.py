@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
 from gear.pipeline.calls import build_calls, dependency_links, latency, route_rates
@@ -45,6 +46,18 @@ TABLES = (
 )
 """The Parquet tables written under ``--out``, one directory each."""
 
+SORT_KEYS: dict[str, tuple[str, ...]] = {
+    "dependency_links": ("caller", "callee"),
+    "latency": ("callee", "route", "method"),
+    "route_rates": ("callee", "route"),
+    "duplicate_deliveries": ("service", "instance", "request_id"),
+    "redeliveries": ("service", "instance"),
+    "blocked_periods": ("instance", "start_t"),
+    "reconnects": ("instance", "reconnect_t"),
+    "data_quality": (),
+}
+"""Row order of each table."""
+
 _SUMMARY_ROWS = 200
 
 
@@ -54,11 +67,6 @@ def _ns(moment: datetime | None) -> int | None:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return int(moment.timestamp() * 1_000_000) * 1000
-
-
-def _rows(df: DataFrame, limit: int | None = None) -> list[dict[str, Any]]:
-    source = df.limit(limit) if limit else df
-    return [row.asDict(recursive=True) for row in source.collect()]
 
 
 def analyze(
@@ -106,9 +114,7 @@ def analyze(
     }
     for name, df in tables.items():
         say(f"writing {name}")
-        df.coalesce(1).write.mode("overwrite").parquet(_join(target, name))
-        written = spark.read.parquet(_join(target, name))
-        summary["tables"][name] = {"rows": written.count(), "sample": _rows(written, _SUMMARY_ROWS)}
+        summary["tables"][name] = _write(df, _join(target, name), SORT_KEYS[name])
     quality = summary["tables"]["data_quality"]["sample"]
     summary["data_quality"] = quality[0] if quality else {}
     summary["zipkin_links"] = [
@@ -125,6 +131,19 @@ def analyze(
         write_report(Path(target, "report.html"), summary)
     say("done")
     return summary
+
+
+def _write(df: DataFrame, path: str, order: tuple[str, ...]) -> dict[str, Any]:
+    """Write one table (a single sorted Parquet file: outputs are aggregates) and sample it."""
+    table = df.coalesce(1)
+    if order:
+        table = table.sortWithinPartitions(*order)
+    table = table.persist(StorageLevel.MEMORY_AND_DISK)
+    table.write.mode("overwrite").parquet(path)
+    rows = [row.asDict(recursive=True) for row in table.limit(_SUMMARY_ROWS).collect()]
+    count = len(rows) if len(rows) < _SUMMARY_ROWS else table.count()
+    table.unpersist()
+    return {"rows": count, "sample": rows}
 
 
 def _join(base: str, name: str) -> str:
