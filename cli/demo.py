@@ -25,8 +25,13 @@ __all__ = ("demo", "register")
 @asynccontextmanager
 async def _broker(urls: Sequence[str], say: Any) -> AsyncIterator[tuple[list[str], Names]]:
     if urls:
-        say(f"broker: {', '.join(masked_url(u) for u in urls)} (demo uses its own TYPEs and exchange)")
-        yield list(urls), Names.isolated("demo")
+        names = Names.isolated("demo")
+        say(f"broker: {', '.join(masked_url(u) for u in urls)}")
+        say(
+            f"        (exchange {names.exchange!r} and TYPEs {names.repo}/{names.ctrl}/{names.web}, so services"
+        )
+        say("        already running there neither see the demo's messages nor take its requests)")
+        yield list(urls), names
         return
     from gear.broker import Broker
 

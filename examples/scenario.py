@@ -120,6 +120,21 @@ async def _stateless(system: System, say: Say, outcome: Outcome) -> None:
     )
     outcome.check("stateless: round-robin over the CTRLs", len(served) == min(len(system.ctrls), len(KEYS)))
 
+    # The seed's other way to wait: return at once and let the reply drive a callback.
+    replies: asyncio.Queue[Any] = asyncio.Queue()
+    await system.web.service.rpc.call(
+        system.names.ctrl, "lookup", {"key": "alice"}, callback=replies.put_nowait
+    )
+    say("   call CTRL lookup alice with callback=: returned once the broker confirmed the request")
+    got = await asyncio.wait_for(replies.get(), timeout)
+    if isinstance(got, BaseException):
+        say(f"   callback received an error: {type(got).__name__}: {got}  UNEXPECTED")
+        outcome.check("callback", False)
+    else:
+        found = ItemFound.model_validate(got)
+        say(f"   callback received {found.value!r} from {system.names.ctrl}.{found.ctrl_host}")
+        outcome.check("callback", found.value == KEYS["alice"])
+
 
 async def _multicast(system: System, say: Say, outcome: Outcome) -> None:
     version = 2
