@@ -27,10 +27,9 @@ async def _broker(urls: Sequence[str], say: Any) -> AsyncIterator[tuple[list[str
     if urls:
         names = Names.isolated("demo")
         say(f"broker: {', '.join(masked_url(u) for u in urls)}")
-        say(
-            f"        (exchange {names.exchange!r} and TYPEs {names.repo}/{names.ctrl}/{names.web}, so services"
-        )
-        say("        already running there neither see the demo's messages nor take its requests)")
+        types = f"{names.repo}/{names.ctrl}/{names.web}"
+        say(f"        (exchange {names.exchange!r} and TYPEs {types}, so services already running")
+        say("        there neither see the demo's messages nor take its requests)")
         yield list(urls), names
         return
     from gear.broker import Broker
