@@ -56,12 +56,14 @@ async def test_nested_calls_inherit_the_remaining_budget(fleet: Fleet) -> None:
     assert seen["ctrl_deadline"] - 0.15 < seen["repo_deadline"] < seen["ctrl_deadline"]
     ctrl_req: gear.RequestContext = seen["ctrl_request"]
     repo_req: gear.RequestContext = seen["repo_request"]
-    assert ctrl_req.sender == web.identity and repo_req.sender == f"{ctrl}.h1"
+    assert ctrl_req.sender == web.identity
+    assert repo_req.sender == f"{ctrl}.h1"
     assert repo_req.trace_id == ctrl_req.trace_id  # one trace for the call tree
 
     # the nested call's own 60 s timeout is capped by the 1.5 s budget of the outer request
     answer = await web.rpc.call(f"{ctrl}.h1", "impatient", timeout=1.5)
-    assert answer.startswith("timeout after") and float(answer.split()[-1]) < 1.5
+    assert answer.startswith("timeout after")
+    assert float(answer.split()[-1]) < 1.5
 
 
 async def test_expired_requests_are_dropped_by_the_server(fleet: Fleet) -> None:

@@ -55,7 +55,8 @@ async def test_four_forms_and_isolation(fleet: Fleet) -> None:
     assert len(senders) == len(set(senders))
 
     await asyncio.sleep(0.2)  # give any stray delivery a chance to show up before checking isolation
-    assert seen[f"{c1}:p2p"] == 0 and seen[f"{c1}:p2p-cast"] == 0
+    assert seen[f"{c1}:p2p"] == 0
+    assert seen[f"{c1}:p2p-cast"] == 0
     assert seen[f"{w1}:multi"] == 0
     assert all(n == 1 for n in seen.values()), seen
 
@@ -70,7 +71,8 @@ async def test_topology_matches_the_declared_data(fleet: Fleet) -> None:
 
     await fleet.start()
     topo = svc.topology
-    assert topo.type_queue is not None and topo.type_queue.name == t
+    assert topo.type_queue is not None
+    assert topo.type_queue.name == t
     assert topo.host_queue.name == f"{t}.h7"
     assert topo.host_queue.arguments["x-expires"] == 120_000
     assert {b.routing_key for b in topo.bindings} == {t, f"{t}.h7", f"{t}.@all", "@all.@all"}

@@ -24,7 +24,7 @@ class StatusReport(BaseModel):
     items: list[int]
 
 
-class Refused(Exception):
+class RefusedError(Exception):
     def __init__(self, message: str, reason: str) -> None:
         super().__init__(message)
         self.details = {"reason": reason}
@@ -43,7 +43,7 @@ def _repo(fleet: Fleet, type_: str, host: str) -> gear.Service:
 
     @svc.handler("refuse")
     async def refuse(why: str) -> None:
-        raise Refused("no way", why)
+        raise RefusedError("no way", why)
 
     @svc.handler("slow")
     async def slow(seconds: float) -> str:
@@ -76,7 +76,8 @@ async def test_call_awaitable_callback_and_models(fleet: Fleet) -> None:
 
     await web.rpc.call(f"{repo}.h2", "refuse", "because", callback=async_cb)
     err = await asyncio.wait_for(got.get(), 5)
-    assert isinstance(err, gear.RemoteError) and err.type == "Refused"
+    assert isinstance(err, gear.RemoteError)
+    assert err.type == "RefusedError"
 
     await web.rpc.call(f"{repo}.h2", "slow", 2.0, callback=got.put_nowait, timeout=0.3)
     assert isinstance(await asyncio.wait_for(got.get(), 5), gear.CallTimeoutError)
@@ -101,7 +102,7 @@ async def test_typed_remote_errors(fleet: Fleet) -> None:
 
     with pytest.raises(gear.RemoteError) as info:
         await web.rpc.call(target, "refuse", "policy")
-    assert info.value.type == "Refused"
+    assert info.value.type == "RefusedError"
     assert info.value.message == "no way"
     assert info.value.details == {"reason": "policy"}
     assert type(info.value) is gear.RemoteError
@@ -152,8 +153,10 @@ async def test_gather_collects_until_expected_or_timeout(fleet: Fleet) -> None:
     replies = await web.rpc.gather(f"{ctrl}.*", "status", timeout=3, expected=3)
     assert sorted(r.sender for r in replies) == [f"{ctrl}.h1", f"{ctrl}.h2", f"{ctrl}.h3"]
     by_sender = {r.sender: r for r in replies}
-    assert by_sender[f"{ctrl}.h1"].result == "h1" and by_sender[f"{ctrl}.h1"].ok
-    assert by_sender[f"{ctrl}.h3"].error is not None and by_sender[f"{ctrl}.h3"].error.type == "RuntimeError"
+    assert by_sender[f"{ctrl}.h1"].result == "h1"
+    assert by_sender[f"{ctrl}.h1"].ok
+    assert by_sender[f"{ctrl}.h3"].error is not None
+    assert by_sender[f"{ctrl}.h3"].error.type == "RuntimeError"
 
     partial = await web.rpc.gather(f"{ctrl}.*", "status", timeout=0.5, expected=10)
     assert len(partial) == 3

@@ -1,0 +1,194 @@
+"""Reconnect, failover, handshake timeout, blocked connections and graceful shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from typing import Any
+
+import pytest
+
+import gear
+from gear.testing import ProxyMode, SilentServer, TCPProxy
+from tests.backends import BrokerHandle
+from tests.conftest import unique
+from tests.sdk.conftest import Fleet, eventually
+
+
+def _echo_server(fleet: Fleet, type_: str, host: str, delay: float = 0.0, **kw: Any) -> gear.Service:
+    svc = fleet.service(type_, host, **kw)
+
+    @svc.handler("echo")
+    async def echo(n: int) -> int:
+        if delay:
+            await asyncio.sleep(delay)
+        return n
+
+    return svc
+
+
+async def _cut(broker: BrokerHandle, proxy: TCPProxy, via: str) -> None:
+    if via == "proxy":
+        await proxy.disconnect_all()
+    else:
+        await broker.close_all_connections()
+
+
+@pytest.mark.parametrize("via", ["proxy", "broker"])
+async def test_forced_close_during_a_stream_of_calls(fleet: Fleet, via: str) -> None:
+    if via == "broker" and not fleet.broker.is_reference and not os.environ.get("GEAR_TEST_CLOSE_ALL"):
+        pytest.skip("close_all_connections on a shared RabbitMQ disturbs its other users; "
+                    "set GEAR_TEST_CLOSE_ALL=1")
+    repo = unique("REPO")
+    async with TCPProxy.for_url(fleet.broker.url) as proxy:
+        url = proxy.url(fleet.broker.url)
+        server = _echo_server(fleet, repo, "h1", delay=0.005, url=url, reconnect_initial=0.05)
+        web = fleet.service(unique("WEB"), "w1", url=url, serve=False, reconnect_initial=0.05)
+        await fleet.start()
+        results: list[int] = []
+        sem = asyncio.Semaphore(16)
+
+        async def one(i: int) -> None:
+            async with sem:
+                results.append(await web.rpc.call(f"{repo}.h1", "echo", i, timeout=15))
+
+        stream = asyncio.gather(*(one(i) for i in range(300)))
+        for mark in (60, 180):
+            await eventually(lambda m=mark: len(results) >= m, limit=20)
+            await _cut(fleet.broker, proxy, via)
+        await asyncio.wait_for(stream, 40)
+        assert sorted(results) == list(range(300))  # nothing lost, nothing hung
+        assert web.stats["reconnects"] >= 1
+        assert server.stats["reconnects"] >= 1
+        assert web.stats["calls_in_flight"] == 0
+
+
+async def test_publishes_wait_for_a_reconnect(fleet: Fleet) -> None:
+    repo = unique("REPO")
+    _echo_server(fleet, repo, "h1")
+    async with TCPProxy.for_url(fleet.broker.url) as proxy:
+        web = fleet.service(unique("WEB"), "w1", url=proxy.url(fleet.broker.url), serve=False,
+                            reconnect_initial=0.05, reconnect_max=0.2)
+        await fleet.start()
+        assert await web.rpc.call(f"{repo}.h1", "echo", 1) == 1
+        proxy.mode = ProxyMode.REFUSE
+        await proxy.disconnect_all()
+        await eventually(lambda: not web.connected)
+        call = asyncio.create_task(web.rpc.call(f"{repo}.h1", "echo", 2, timeout=10))
+        await asyncio.sleep(0.3)
+        assert not call.done()  # waiting, neither failed at once nor lost
+        proxy.mode = ProxyMode.FORWARD
+        assert await call == 2
+        proxy.mode = ProxyMode.REFUSE
+        await proxy.disconnect_all()
+        with pytest.raises(gear.CallTimeoutError):  # bounded by its own deadline
+            await web.rpc.call(f"{repo}.h1", "echo", 3, timeout=0.5)
+        proxy.mode = ProxyMode.FORWARD
+        await eventually(lambda: web.connected)
+
+
+async def test_handshake_timeout_with_a_silent_server(broker: BrokerHandle) -> None:
+    async with SilentServer() as silent:
+        svc = gear.Service(unique("WEB"), "w1", url=silent.url(), handshake_timeout=0.3, connect_wait=0.5)
+        with pytest.raises(gear.ConnectError, match="handshake") as info:
+            await svc.start()
+        assert "0.3s" in str(info.value)
+        assert silent.connections_made >= 1
+        assert not svc.connected
+
+        # with a list of URLs, the silent one is skipped and the next broker is used
+        web = gear.Service(unique("WEB"), "w2", url=[silent.url(), broker.url], handshake_timeout=0.3,
+                           serve=False)
+        async with web:
+            assert web.connected
+
+
+async def test_connect_error_names_the_reason() -> None:
+    svc = gear.Service(unique("WEB"), "w1", url="amqp://guest:guest@127.0.0.1:1/", connect_wait=0.3)
+    with pytest.raises(gear.ConnectError, match="no broker reachable"):
+        await svc.start()
+
+
+async def test_blocked_and_unblocked(fleet: Fleet) -> None:
+    repo = unique("REPO")
+    _echo_server(fleet, repo, "h1")
+    web = fleet.client()
+    events: list[Any] = []
+    web.on_blocked = lambda reason: events.append(("blocked", reason))
+
+    @web.on_unblocked
+    def unblocked() -> None:
+        events.append("unblocked")
+
+    await fleet.start()
+    assert await web.rpc.call(f"{repo}.h1", "echo", 1) == 1
+    assert not web.blocked
+    await fleet.broker.set_memory_alarm(True)
+    try:
+        # RabbitMQ sends connection.blocked to a connection when it publishes during the alarm
+        loop = asyncio.get_running_loop()
+        end = loop.time() + 20
+        while not web.blocked and loop.time() < end:
+            with contextlib.suppress(gear.CallTimeoutError):
+                await web.rpc.call(f"{repo}.h1", "echo", 2, timeout=0.5)
+        assert web.blocked, "no connection.blocked within 20s"
+        assert events
+        assert events[0][0] == "blocked"
+        with pytest.raises(gear.CallTimeoutError):  # waits while blocked, bounded by its deadline
+            await web.rpc.call(f"{repo}.h1", "echo", 2, timeout=0.5)
+        waiting = asyncio.create_task(web.rpc.call(f"{repo}.h1", "echo", 3, timeout=30))
+        await asyncio.sleep(0.2)
+        assert not waiting.done()
+    finally:
+        await fleet.broker.set_memory_alarm(False)
+    await eventually(lambda: not web.blocked, limit=20, what="connection.unblocked")
+    assert await asyncio.wait_for(waiting, 30) == 3
+    assert events[-1] == "unblocked"
+
+
+async def test_graceful_stop_drains_handlers_in_flight(fleet: Fleet) -> None:
+    repo = unique("REPO")
+    server = _echo_server(fleet, repo, "h1", delay=0.5)
+    web = fleet.client()
+    await fleet.start()
+    call = asyncio.create_task(web.rpc.call(f"{repo}.h1", "echo", 7))
+    await eventually(lambda: server.stats["handlers_in_flight"] == 1)
+    await server.stop()
+    assert await call == 7
+    assert not server.connected
+
+
+async def test_idempotency_window_drops_duplicates(fleet: Fleet) -> None:
+    from gear.envelope import METHOD, Kind
+    from gear.publisher import Outgoing
+
+    repo = unique("REPO")
+    server = fleet.service(repo, "h1")
+    runs: dict[str, int] = {"reload": 0, "plain": 0}
+
+    @server.handler("reload", idempotency_window=60)
+    async def reload(version: int) -> dict[str, int]:
+        runs["reload"] += 1
+        return {"version": version, "run": runs["reload"]}
+
+    @server.handler("plain")
+    async def plain(version: int) -> int:
+        runs["plain"] += 1
+        return version
+
+    web = fleet.client()
+    await fleet.start()
+    loop = asyncio.get_running_loop()
+    for method in ("reload", "plain"):
+        for _ in range(3):  # the same request id three times, as a redelivery or a retry would
+            msg = Outgoing(routing_key=f"{repo}.h1", address=f"{repo}.h1", body=b"7",
+                           request_id=f"{method[:4]}000000000001", kind=Kind.CAST.value,
+                           headers={METHOD: method})
+            await web._publisher.publish(msg, loop.time() + 5)
+    await eventually(lambda: runs["plain"] == 3)
+    await eventually(lambda: server.stats["duplicates"] == 2)
+    assert runs["reload"] == 1
+    # a call with its cached reply: a repeat gets the first run's answer
+    first = await web.rpc.call(f"{repo}.h1", "reload", 8)
+    assert first == {"version": 8, "run": 2}
