@@ -52,7 +52,13 @@ class Handler:
     seen: OrderedDict[str, tuple[float, tuple[bool, bytes] | None]] = field(default_factory=OrderedDict)
 
     @classmethod
-    def build(cls, name: str, func: Callable[..., Any], window: float | None) -> Handler:
+    def build(
+        cls,
+        name: str,
+        func: Callable[..., Any],
+        window: float | None,
+        localns: dict[str, Any] | None = None,
+    ) -> Handler:
         """Inspect ``func``: async or plain, and the type hint of its first parameter.
 
         Raises:
@@ -73,7 +79,7 @@ class Handler:
         payload: TypeAdapter[Any] | None = None
         if params:
             try:
-                hints = typing.get_type_hints(func)
+                hints = typing.get_type_hints(func, localns=localns)
             except Exception as exc:
                 raise ConfigurationError(f"cannot resolve type hints of handler {name!r}: {exc}") from exc
             hint = hints.get(params[0].name)
@@ -111,7 +117,13 @@ class Dispatcher:
 
     # -- registry ----------------------------------------------------------------------------------
 
-    def register(self, name: str, func: Callable[..., Any], window: float | None = None) -> None:
+    def register(
+        self,
+        name: str,
+        func: Callable[..., Any],
+        window: float | None = None,
+        localns: dict[str, Any] | None = None,
+    ) -> None:
         """Register ``func`` as the handler of ``name``.
 
         Raises:
@@ -120,7 +132,7 @@ class Dispatcher:
         _check_name(name)
         if name in self.handlers:
             raise ConfigurationError(f"a handler for {name!r} is already registered")
-        self.handlers[name] = Handler.build(name, func, window)
+        self.handlers[name] = Handler.build(name, func, window, localns)
 
     def register_reply(self, name: str, func: Callable[[Reply], Any]) -> None:
         """Register the handler for replies to ``name`` sent with ``reply_to=TYPE``.

@@ -22,6 +22,7 @@ import asyncio
 import logging
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -217,7 +218,9 @@ class Service:
         """
 
         def register(func: F) -> F:
-            self._dispatcher.register(name, func, idempotency_window)
+            # the defining scope's names, so hints on models declared inside a function resolve
+            localns = dict(sys._getframe(1).f_locals)
+            self._dispatcher.register(name, func, idempotency_window, localns)
             return func
 
         return register

@@ -1,0 +1,191 @@
+"""Pure parts of the SDK, without sockets: topology data, envelope, backoff, settings, deadlines."""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+import gear
+from gear.context import RequestContext, _current
+from gear.dispatch import Handler
+from gear.envelope import ATTEMPT, DEADLINE, METHOD, EnvelopeError, ErrorBody, Kind, parse_meta
+from gear.errors import BadPayloadError, MethodNotFoundError, RemoteError
+from gear.publisher import Outgoing, RepublishPolicy
+from gear.reconnect import Backoff
+from gear.rpc import RPC, decode_reply
+
+
+def test_topology_for_a_serving_instance() -> None:
+    topo = gear.Topology.for_service("REPO", "h2", exchange="ex", instance_queue_ttl=30)
+    assert topo.exchange.name == "ex"
+    assert topo.exchange.type == "topic"
+    assert topo.type_queue is not None
+    assert topo.type_queue.name == "REPO"
+    assert topo.type_queue.durable
+    assert topo.host_queue.name == "REPO.h2"
+    assert topo.host_queue.durable
+    assert not topo.host_queue.exclusive
+    assert topo.host_queue.arguments == {"x-expires": 30_000}
+    assert [(b.queue, b.routing_key) for b in topo.bindings] == [
+        ("REPO", "REPO"), ("REPO.h2", "REPO.h2"), ("REPO.h2", "REPO.@all"), ("REPO.h2", "@all.@all"),
+    ]
+    data = topo.as_dict()
+    assert data["queues"][1]["arguments"] == {"x-expires": 30_000}
+    assert all("*" not in b["routing_key"] and "#" not in b["routing_key"] for b in data["bindings"])
+
+
+def test_topology_options() -> None:
+    quorum = gear.Topology.for_service("REPO", "h2", quorum=True)
+    assert quorum.type_queue is not None
+    assert quorum.type_queue.arguments == {"x-queue-type": "quorum"}
+    client = gear.Topology.for_service("CLI", "c1", serve=False)
+    assert client.type_queue is None
+    assert [b.routing_key for b in client.bindings] == ["CLI.c1"]
+    with pytest.raises(ValueError, match="HOST"):
+        gear.Topology.for_service("REPO", "bad.host")
+    with pytest.raises(ValueError, match="bytes"):
+        gear.Topology.for_service("R", "h" * 260)
+
+
+def test_parse_meta() -> None:
+    meta = parse_meta("gear.call", "abc", "WEB.h1", "WEB.h1",
+                      {METHOD: b"status", DEADLINE: 123, ATTEMPT: 2, "x-gear-status": "error"})
+    assert meta.kind is Kind.CALL
+    assert meta.method == "status"
+    assert meta.deadline_ms == 123
+    assert meta.attempt == 2
+    assert not meta.ok
+    with pytest.raises(EnvelopeError):
+        parse_meta("other", "abc", None, None, {METHOD: "x"})
+    with pytest.raises(EnvelopeError):
+        parse_meta("gear.call", None, None, None, {METHOD: "x"})
+    with pytest.raises(EnvelopeError):
+        parse_meta("gear.call", "abc", None, None, {})
+
+
+def test_decode_reply_maps_error_types() -> None:
+    assert decode_reply(True, b'{"a": 1}') == {"a": 1}
+    assert decode_reply(True, b"") is None
+    body = ErrorBody(type="MethodNotFound", message="no").model_dump_json().encode()
+    with pytest.raises(MethodNotFoundError):
+        decode_reply(False, body)
+    with pytest.raises(BadPayloadError):
+        decode_reply(False, ErrorBody(type="BadPayload").model_dump_json().encode())
+    with pytest.raises(RemoteError) as info:
+        decode_reply(False, b'{"type": "KeyError", "message": "k", "details": {"x": 1}}')
+    assert (info.value.type, info.value.message, info.value.details) == ("KeyError", "k", {"x": 1})
+    with pytest.raises(RemoteError, match="MalformedErrorReply"):
+        decode_reply(False, b"not json")
+
+
+def test_backoff_grows_with_jitter_and_is_capped() -> None:
+    rng = random.Random(7)
+    b = Backoff(initial=0.1, maximum=2.0, jitter=0.5)
+    delays = [b.delay(n, rng) for n in range(10)]
+    for n, d in enumerate(delays):
+        cap = min(2.0, 0.1 * 2**n)
+        assert cap * 0.5 <= d <= cap
+    assert max(delays) <= 2.0
+    policy = RepublishPolicy(initial=0.05, maximum=0.4)
+    assert [policy.delay(n) for n in (1, 2, 3, 4, 5)] == [0.05, 0.1, 0.2, 0.4, 0.4]
+
+
+def test_settings_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GEAR_URL", "amqp://a/, amqp://b/")
+    monkeypatch.setenv("GEAR_TYPE", "WEB")
+    monkeypatch.setenv("GEAR_HOST", "w9")
+    monkeypatch.setenv("GEAR_TIMEOUT", "2.5")
+    monkeypatch.setenv("GEAR_PREFETCH", "8")
+    s = gear.Settings()
+    assert s.url == ("amqp://a/", "amqp://b/")
+    assert (s.type, s.host, s.timeout, s.prefetch) == ("WEB", "w9", 2.5, 8)
+    svc = gear.Service()
+    assert svc.identity == "WEB.w9"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"type": "WE.B"}, "TYPE"),
+        ({"type": "WEB", "host": "a.b"}, "HOST"),
+        ({"type": "WEB", "host": "@all"}, "HOST"),
+        ({"type": "WEB", "url": "http://x/"}, "amqp"),
+        ({"type": "WEB", "timeout": 0}, "timeout"),
+        ({"type": "*"}, "TYPE"),
+    ],
+)
+def test_bad_configuration_is_refused_early(kwargs: dict[str, Any], match: str) -> None:
+    with pytest.raises(gear.ConfigurationError, match=match):
+        gear.Service(**kwargs)
+
+
+def test_handler_signatures() -> None:
+    class Query(BaseModel):
+        n: int = 1
+
+    async def with_model(q: Query) -> int:
+        return q.n
+
+    def plain() -> None:
+        return None
+
+    def two(a: int, b: int) -> None:
+        return None
+
+    h = Handler.build("m", with_model, None, {"Query": Query})
+    assert h.is_async
+    assert h.payload is not None
+    assert h.payload.validate_json(b'{"n": 3}') == Query(n=3)
+    p = Handler.build("p", plain, 5)
+    assert not p.is_async
+    assert p.payload is None
+    assert p.window == 5
+    with pytest.raises(gear.ConfigurationError, match="one payload parameter"):
+        Handler.build("t", two, None)
+    svc = gear.Service("WEB", "w1")
+    svc.handler("x")(plain)
+
+    @svc.handler("local-model")  # a model declared in this function still resolves
+    async def local_model(q: Query) -> int:
+        return q.n
+
+    assert svc._dispatcher.handlers["local-model"].payload is not None
+    with pytest.raises(gear.ConfigurationError, match="already"):
+        svc.handler("x")(plain)
+
+
+class _NoPublisher:
+    async def publish(self, msg: Outgoing, until: float, **_: Any) -> bool:
+        raise AssertionError("not used")
+
+
+async def test_deadline_inheritance_inside_a_handler() -> None:
+    rpc = RPC(identity="CTRL.h1", own_type="CTRL", publisher=_NoPublisher(),  # type: ignore[arg-type]
+              default_timeout=30, cast_retry_budget=5, on_reply_unmatched=lambda m, b: False)
+    _addr, msg, remaining, _until = rpc._prepare("REPO.h2", "status", {}, None, Kind.CALL)
+    assert remaining == pytest.approx(30, abs=0.1)
+    assert msg.parent_id is None
+    outer = time.time() + 2
+    token = _current.set(RequestContext("r1", "page", "WEB.w1", outer, "t" * 32))
+    try:
+        _addr, msg, remaining, _until = rpc._prepare("REPO.h2", "status", {}, 60, Kind.CALL)
+        assert remaining < 2
+        assert remaining > 1.5
+        assert msg.headers[DEADLINE] <= int(outer * 1000)
+        assert msg.parent_id == "r1"
+        assert msg.trace_id == "t" * 32
+        assert gear.current_deadline() == outer
+        remaining_budget = gear.remaining_budget()
+        assert remaining_budget is not None
+        assert 1.5 < remaining_budget <= 2
+    finally:
+        _current.reset(token)
+    assert gear.current_request() is None
+    with pytest.raises(gear.ConfigurationError):
+        rpc._prepare("REPO.h2", "", {}, None, Kind.CALL)
+    with pytest.raises(gear.ConfigurationError):
+        rpc._prepare("REPO.h2", "m", {}, -1, Kind.CALL)
