@@ -19,8 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gear.pipeline.instance import MS, Instance
 from gear.pipeline.sim import Sim
 from gear.pipeline.truth import Call, Truth
+from gear.tracing.api import Attr, EventName
 
 __all__ = ("SCENARIOS", "Call", "Truth", "generate", "main")
 
@@ -52,8 +54,8 @@ class _Plan:
 
 
 def _roots_for(events: int) -> int:
-    # About 19 events per root on average with the default mix (measured on the generator itself).
-    return max(1, events // 19)
+    # About 14 events per root on average with the default mix (measured on the generator itself).
+    return max(1, events // 14)
 
 
 def generate(
@@ -106,11 +108,50 @@ def _infrastructure(sim: Sim) -> None:
     """Blocked periods and reconnects with known durations."""
     t = sim.base + 5_000_000_000
     ctrl1, repo2, web2 = sim.instance("CTRL.ctrl1"), sim.instance("REPO.repo2"), sim.instance("WEB.web2")
-    sim.blocked(ctrl1, t, t + 2_500_000_000, "unblocked")
-    sim.blocked(ctrl1, t + 9_000_000_000, t + 9_750_000_000, "unblocked")
-    sim.blocked(repo2, t + 1_000_000_000, t + 4_000_000_000, "connection_lost")
-    sim.reconnect(repo2, t + 4_000_000_000, 1_500)
-    sim.reconnect(web2, t + 20_000_000_000, 1_200)
+    _blocked(sim, ctrl1, t, t + 2_500_000_000, "unblocked")
+    _blocked(sim, ctrl1, t + 9_000_000_000, t + 9_750_000_000, "unblocked")
+    _blocked(sim, repo2, t + 1_000_000_000, t + 4_000_000_000, "connection_lost")
+    _reconnect(sim, repo2, t + 4_000_000_000, 1_500)
+    _reconnect(sim, web2, t + 20_000_000_000, 1_200)
+
+
+def _blocked(sim: Sim, inst: Instance, start: int, end: int, ended_by: str) -> None:
+    """A blocked period ended by ``unblocked`` or ``connection_lost``."""
+    inst.emit(
+        start,
+        EventName.BLOCKED,
+        None,
+        None,
+        None,
+        {Attr.BLOCKED_REASON: "low on memory", Attr.CONNECTION_ID: f"{inst.id}/1"},
+    )
+    end_name = EventName.UNBLOCKED if ended_by == "unblocked" else EventName.CONNECTION_LOST
+    inst.emit(end, end_name, None, None, None, {Attr.CONNECTION_ID: f"{inst.id}/1"})
+    sim.truth.blocked.append((inst.id, ended_by, (end - start) / MS))
+
+
+def _reconnect(sim: Sim, inst: Instance, lost_at: int, downtime_ms: int) -> None:
+    """A reconnect after ``downtime_ms`` (emits the loss unless a blocked period already did)."""
+    if not any(b[0] == inst.id and b[1] == "connection_lost" for b in sim.truth.blocked):
+        inst.emit(lost_at, EventName.CONNECTION_LOST, None, None, None, {Attr.ERROR_TYPE: "ConnectionReset"})
+    inst.emit(
+        lost_at + downtime_ms * MS,
+        EventName.RECONNECT,
+        None,
+        None,
+        None,
+        {Attr.RECONNECT_ATTEMPT: 2, Attr.DOWNTIME_MS: float(downtime_ms)},
+    )
+    sim.truth.reconnects.append((inst.id, float(downtime_ms)))
+
+
+def _orphans(sim: Sim) -> None:
+    """A response nobody asked for and a delivery of a request nobody published."""
+    web1, repo1 = sim.instance("WEB.web1"), sim.instance("REPO.repo1")
+    web1.emit(sim.base, EventName.REPLY_RECEIVED, "f" * 16, None, None, {Attr.RPC_KIND: "call"})
+    repo1.emit(sim.base, EventName.DELIVER, "e" * 16, None, None, {Attr.RPC_KIND: "call"})
+    sim.truth.deliveries[(repo1.id, "e" * 16)] += 1
+    sim.truth.orphan_events += 2
 
 
 def _bad_lines(sim: Sim, corrupt: int) -> None:
@@ -122,7 +163,7 @@ def _bad_lines(sim: Sim, corrupt: int) -> None:
     record: dict[str, Any] = {"time_unix_nano": sim.base, "resource": web1.resource}
     web1.raw(json.dumps(record))
     sim.truth.invalid_events += 1
-    sim.orphans()
+    _orphans(sim)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -37,6 +37,7 @@ _ATTRS = {
     "blocked_reason": Attr.BLOCKED_REASON,
     "connection_id": Attr.CONNECTION_ID,
     "downtime_ms": Attr.DOWNTIME_MS,
+    "routing_key": Attr.ROUTING_KEY,
 }
 
 
@@ -48,6 +49,24 @@ def attr(key: str) -> Column:
 def count_where(condition: Column) -> Column:
     """An aggregate: how many rows satisfy ``condition`` (0 when none do)."""
     return sf.coalesce(sf.sum(sf.when(condition, 1).otherwise(0)), sf.lit(0)).cast("long")
+
+
+def _peer_from_key() -> Column:
+    """The callee TYPE read off a Gear routing key, for publishers that omit ``service.peer.name``."""
+    key = sf.col("routing_key")
+    return sf.when(key == "@all.@all", sf.lit("*")).otherwise(sf.split(key, r"[.]").getItem(0))
+
+
+def _route_from_key() -> Column:
+    """The ``gear.route`` form of a Gear routing key (see ``gear.address``)."""
+    key = sf.col("routing_key")
+    return (
+        sf.when(key.isNull(), sf.lit(None))
+        .when(key == "@all.@all", "all")
+        .when(key.endswith(".@all"), "type_all")
+        .when(key.contains("."), "type_host")
+        .otherwise("type")
+    )
 
 
 @dataclass
@@ -125,6 +144,8 @@ def load_events(spark: SparkSession, paths: list[str]) -> Loaded:
         )
         .drop("corrupt")
         .withColumn("rid", sf.coalesce("span_id", "request_id", "conversation_id"))
+        .withColumn("peer", sf.coalesce("peer", _peer_from_key()))
+        .withColumn("route", sf.coalesce("route", _route_from_key()))
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
     valid.count()

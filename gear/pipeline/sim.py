@@ -6,19 +6,17 @@ real node would. Event shapes follow the contract in :mod:`gear.tracing.event`.
 
 from __future__ import annotations
 
-import json
 import random
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from gear.pipeline.instance import MS, Instance
 from gear.pipeline.truth import Call, Truth
 from gear.tracing.api import Attr, EventName
 
 __all__ = ("MS", "Call", "Instance", "Sim", "Truth")
 
-MS = 1_000_000
-"""One millisecond in nanoseconds."""
 
 TIMEOUT_MS = 1000
 _TOPOLOGY = {
@@ -27,60 +25,6 @@ _TOPOLOGY = {
     "REPO": ("repo1", "repo2", "repo3"),
     "AUDIT": ("audit1",),
 }
-
-
-class Instance:
-    """One simulated service instance and its trace file."""
-
-    def __init__(self, directory: Path, type_: str, host: str, skew_ns: int) -> None:
-        self.type = type_
-        self.host = host
-        self.id = f"{type_}.{host}"
-        self.skew_ns = skew_ns
-        self.resource = {"service.name": type_, "host.name": host, "service.instance.id": self.id}
-        self.path = directory / f"{type_}.{host}.{self.id}.00000.jsonl"
-        self._seq = 0
-        self._lines: list[str] = []
-        self.count = 0
-
-    def emit(
-        self,
-        t: int,
-        name: EventName,
-        span: str | None,
-        trace: str | None,
-        parent: str | None,
-        attrs: dict[str, Any],
-    ) -> None:
-        """Write one event at true time ``t`` (the instance's skew is added)."""
-        self._seq += 1
-        record: dict[str, Any] = {
-            "time_unix_nano": t + self.skew_ns,
-            "event.name": str(name),
-            "gear.event.seq": self._seq,
-        }
-        if trace:
-            record["trace_id"] = trace
-        if span:
-            record["span_id"] = span
-        if parent:
-            record["parent_span_id"] = parent
-        record["resource"] = self.resource
-        record["attributes"] = attrs
-        self.raw(json.dumps(record, separators=(",", ":")))
-
-    def raw(self, line: str) -> None:
-        """Write one line as is."""
-        self._lines.append(line + "\n")
-        self.count += 1
-        if len(self._lines) >= 20_000:
-            self.flush()
-
-    def flush(self) -> None:
-        """Append buffered lines to the file."""
-        with open(self.path, "a", encoding="utf-8") as handle:
-            handle.writelines(self._lines)
-        self._lines.clear()
 
 
 class Sim:
@@ -382,44 +326,6 @@ class Sim:
             latencies.append(latency)
         call.outcome = "ok"
         call.latency_ms = float(min(latencies))
-
-    def blocked(self, inst: Instance, start: int, end: int, ended_by: str) -> None:
-        """A blocked period ended by ``unblocked`` or ``connection_lost``."""
-        inst.emit(
-            start,
-            EventName.BLOCKED,
-            None,
-            None,
-            None,
-            {Attr.BLOCKED_REASON: "low on memory", Attr.CONNECTION_ID: f"{inst.id}/1"},
-        )
-        end_name = EventName.UNBLOCKED if ended_by == "unblocked" else EventName.CONNECTION_LOST
-        inst.emit(end, end_name, None, None, None, {Attr.CONNECTION_ID: f"{inst.id}/1"})
-        self.truth.blocked.append((inst.id, ended_by, (end - start) / MS))
-
-    def reconnect(self, inst: Instance, lost_at: int, downtime_ms: int) -> None:
-        """A reconnect after ``downtime_ms`` (emits the loss unless a blocked period already did)."""
-        if not any(b[0] == inst.id and b[1] == "connection_lost" for b in self.truth.blocked):
-            inst.emit(
-                lost_at, EventName.CONNECTION_LOST, None, None, None, {Attr.ERROR_TYPE: "ConnectionReset"}
-            )
-        inst.emit(
-            lost_at + downtime_ms * MS,
-            EventName.RECONNECT,
-            None,
-            None,
-            None,
-            {Attr.RECONNECT_ATTEMPT: 2, Attr.DOWNTIME_MS: float(downtime_ms)},
-        )
-        self.truth.reconnects.append((inst.id, float(downtime_ms)))
-
-    def orphans(self) -> None:
-        """A response nobody asked for and a delivery of a request nobody published."""
-        web1, repo1 = self.instance("WEB.web1"), self.instance("REPO.repo1")
-        web1.emit(self.base, EventName.REPLY_RECEIVED, "f" * 16, None, None, {Attr.RPC_KIND: "call"})
-        repo1.emit(self.base, EventName.DELIVER, "e" * 16, None, None, {Attr.RPC_KIND: "call"})
-        self.truth.deliveries[(repo1.id, "e" * 16)] += 1
-        self.truth.orphan_events += 2
 
     def close(self) -> None:
         """Flush every file and total the lines."""
