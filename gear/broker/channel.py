@@ -1,0 +1,418 @@
+"""Channels: method dispatch, content assembly, publishing, confirms, transactions and closing.
+
+Declarations live in :mod:`gear.broker.declare` and consuming in :mod:`gear.broker.consume`; this
+module owns the channel's state and the publish path, which is the hot one.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from pamqp import commands
+
+from gear.broker import consume, declare
+from gear.broker.codec import (
+    FastAck,
+    FastPublish,
+    ack_frame,
+    content_frames,
+    deliver_frame,
+    method_id_of,
+    nack_frame,
+    return_frame,
+)
+from gear.broker.credit import CreditLedger
+from gear.broker.errors import AMQPError, resource
+from gear.broker.message import Entry, Message
+from gear.broker.queue import Consumer, Queue
+
+if TYPE_CHECKING:
+    from gear.broker.connection import Connection
+    from gear.broker.vhost import VirtualHost
+
+__all__ = ("REPLY_TO", "Channel")
+
+REPLY_TO = "amq.rabbitmq.reply-to"
+_REPLY_PREFIX = REPLY_TO + "."
+_SIZE = struct.Struct(">HHQ")
+Handler = Callable[["Channel", Any], None]
+
+
+class Channel:
+    """One open channel of a connection."""
+
+    def __init__(self, connection: Connection, number: int) -> None:
+        self.conn = connection
+        self.number = number
+        self.vhost: VirtualHost = connection.core.vhosts[connection.vhost_name]
+        self.closing = False
+        self.released = False
+        # content assembly
+        self._publish: FastPublish | None = None
+        self._props = b""
+        self._size = 0
+        self._parts: list[bytes] = []
+        self._got = 0
+        # confirms and transactions
+        self.confirm_mode = False
+        self.tx_mode = False
+        self.tx_publishes: list[tuple[FastPublish, Message]] = []
+        self.tx_settles: list[tuple[str, int, bool, bool]] = []
+        self._seq = 0
+        self._unconfirmed: dict[int, int] = {}
+        self._acks: list[int] = []
+        self._nacks: list[int] = []
+        self.confirms_pending = False
+        # consuming
+        self.consumers: dict[str, Consumer] = {}
+        self.unacked: dict[int, tuple[Queue, Entry, Consumer | None]] = {}
+        self.next_tag = 0
+        self.prefetch = 0
+        self.global_prefetch = 0
+        self.last_queue = ""
+        self.reply_key: str | None = None
+        self.reply_tag: str | None = None
+        self.ledger = CreditLedger(connection.core.config.credit[0])
+
+    # -- dispatch ---------------------------------------------------------------------------------
+    def handle_method(self, method: Any) -> None:
+        """Run one method; errors get the method's class and method ids."""
+        if self.closing:
+            if isinstance(method, commands.Channel.CloseOk):
+                self.closing = False
+                self.conn.channel_closed(self)
+            elif isinstance(method, commands.Channel.Close):
+                self.conn.send_method(self.number, commands.Channel.CloseOk())
+            return
+        if self._publish is not None:
+            raise AMQPError(505, f"expected content header for class 60, got non content header frame instead")
+        if type(method) is FastPublish:
+            self._start_publish(method)
+            return
+        if type(method) is FastAck:
+            consume.settle(self, "ack", method.delivery_tag, method.multiple, False)
+            return
+        handler = _HANDLERS.get(type(method))
+        try:
+            if handler is None:
+                raise AMQPError(540 if method.name.startswith(("Access", "Basic.Recover")) else 503,
+                                f"unimplemented method {method.name}")
+            handler(self, method)
+        except AMQPError as error:
+            if not error.class_id:
+                error.class_id, error.method_id = method_id_of(method)
+            raise
+
+    # -- content assembly and publishing ----------------------------------------------------------
+    def _start_publish(self, method: FastPublish) -> None:
+        if method.immediate:
+            raise AMQPError(540, "immediate=true", class_id=60, method_id=40)
+        exchange = self.vhost.exchanges.get(method.exchange)
+        if exchange is None:
+            raise AMQPError(404, "no " + resource("exchange", method.exchange, self.vhost.name),
+                            class_id=60, method_id=40)
+        if exchange.internal:
+            raise AMQPError(403, "cannot publish to internal " + resource("exchange", method.exchange,
+                                                                          self.vhost.name),
+                            class_id=60, method_id=40)
+        self._publish = method
+
+    def handle_header(self, payload: bytes) -> None:
+        """A content header frame."""
+        if self.closing:
+            return
+        if self._publish is None or self._size or self._parts:
+            raise AMQPError(505, "unexpected content header frame")
+        if len(payload) < 14:
+            raise AMQPError(501, "content header frame too short")
+        class_id, _, size = _SIZE.unpack_from(payload)
+        if class_id != 60:
+            raise AMQPError(505, f"expected content header for class 60, got class {class_id}")
+        max_size = self.conn.core.config.max_message_size
+        if size > max_size:
+            self._publish = None
+            raise AMQPError(406, f"message size {size} is larger than configured max size {max_size}",
+                            class_id=60, method_id=40)
+        self._props = payload[12:]
+        self._size = size
+        self._got = 0
+        if size == 0:
+            self._finish(b"")
+
+    def handle_body(self, payload: bytes) -> None:
+        """A content body frame."""
+        if self.closing:
+            return
+        if self._publish is None or not self._size:
+            raise AMQPError(505, "unexpected content body frame")
+        self._got += len(payload)
+        if self._got > self._size:
+            raise AMQPError(501, "content body frame exceeds remaining content size")
+        self._parts.append(payload)
+        if self._got == self._size:
+            parts, self._parts = self._parts, []
+            self._finish(parts[0] if len(parts) == 1 else b"".join(parts))
+
+    def _finish(self, body: bytes) -> None:
+        method = self._publish
+        assert method is not None
+        self._publish = None
+        self._size = 0
+        message = Message(method.exchange, method.routing_key, self._props, body)
+        if message.has_property(0x0200):
+            message = self._reply_to(message)
+        self.conn.publish_seen()
+        if self.tx_mode:
+            self.tx_publishes.append((method, message))
+            return
+        self.publish(method, message)
+
+    def publish(self, method: FastPublish, message: Message) -> None:
+        """Route one complete message: return if unroutable and mandatory, enqueue, track the confirm."""
+        seq = 0
+        if self.confirm_mode:
+            self._seq += 1
+            seq = self._seq
+        vhost = self.vhost
+        exchange = vhost.exchanges.get(method.exchange)
+        queues: list[Queue] = []
+        if exchange is not None:
+            if method.exchange == "" and method.routing_key.startswith(_REPLY_PREFIX):
+                if self._direct_reply(message):
+                    self._confirm_now(seq)
+                    return
+            else:
+                queues = vhost.route(exchange, message)
+        if not queues:
+            if method.mandatory:
+                self.conn.send(
+                    return_frame(self.number, 312, "NO_ROUTE", method.exchange, method.routing_key)
+                    + b"".join(content_frames(self.number, message.properties, message.body, self.conn.frame_max))
+                )
+            self._confirm_now(seq)
+            return
+        if seq:
+            self._unconfirmed[seq] = len(queues)
+        ledger = self.ledger
+        blocked = False
+        for queue in queues:
+            queue.enqueue(message, self, seq)
+            if not ledger.spend(queue):
+                queue.blocked_senders.add(self)
+                blocked = True
+        if blocked:
+            self.conn.credit_changed()
+
+    def _reply_to(self, message: Message) -> Message:
+        props = message.decoded
+        if props.reply_to != REPLY_TO:
+            return message
+        if self.reply_key is None:
+            raise AMQPError(406, "fast reply consumer does not exist", class_id=60, method_id=40)
+        props.reply_to = _REPLY_PREFIX + self.reply_key
+        return message.with_properties(props, message.exchange, message.routing_key)
+
+    def _direct_reply(self, message: Message) -> bool:
+        key = message.routing_key[len(_REPLY_PREFIX):]
+        target = self.conn.core.reply_channels.get(key)
+        if target is None or target.reply_tag is None or target.released:
+            return False
+        consumer = target.consumers.get(target.reply_tag)
+        if consumer is None:
+            return False
+        target.deliver(consumer, None, Entry(message, 0, None))
+        return True
+
+    # -- confirms ---------------------------------------------------------------------------------
+    def _confirm_now(self, seq: int) -> None:
+        if seq:
+            self._acks.append(seq)
+            self._mark_confirms()
+
+    def settle_confirm(self, seq: int, ok: bool) -> None:
+        """A queue accepted (or rejected) the message with publish sequence ``seq``."""
+        left = self._unconfirmed.get(seq)
+        if left is None or self.released:
+            return
+        if not ok:
+            del self._unconfirmed[seq]
+            self._nacks.append(seq)
+        elif left <= 1:
+            del self._unconfirmed[seq]
+            self._acks.append(seq)
+        else:
+            self._unconfirmed[seq] = left - 1
+            return
+        self._mark_confirms()
+
+    def _mark_confirms(self) -> None:
+        if not self.confirms_pending:
+            self.confirms_pending = True
+            self.conn.core.mark_dirty(self.conn)
+
+    def flush_confirms(self) -> None:
+        """Send the confirms gathered this turn, collapsing a run below every unconfirmed tag."""
+        self.confirms_pending = False
+        acks, self._acks = self._acks, []
+        nacks, self._nacks = self._nacks, []
+        if self.closing or self.released:
+            return
+        floor = next(iter(self._unconfirmed), 1 << 64)
+        if nacks:
+            nacks.sort()
+            floor = min(floor, nacks[0])
+        acks.sort()
+        out: list[bytes] = []
+        low = [t for t in acks if t < floor]
+        if len(low) > 1:
+            out.append(ack_frame(self.number, low[-1], True))
+        elif low:
+            out.append(ack_frame(self.number, low[0], False))
+        out.extend(ack_frame(self.number, t, False) for t in acks[len(low):])
+        out.extend(nack_frame(self.number, t, False) for t in nacks)
+        if out:
+            self.conn.send(b"".join(out))
+
+    # -- credit -----------------------------------------------------------------------------------
+    def grant_credit(self, queue: Queue, amount: int) -> None:
+        """``queue`` processed ``amount`` of our messages."""
+        if self.ledger.grant(queue, amount) or queue in self.ledger.blocked_on:
+            pass
+        if queue not in self.ledger.blocked_on:
+            queue.blocked_senders.discard(self)
+        self.conn.credit_changed()
+
+    def queue_deleted(self, queue: Queue) -> None:
+        """Forget credit and consumers of a deleted queue."""
+        self.ledger.forget(queue)
+        queue.blocked_senders.discard(self)
+
+    # -- consuming helpers used by queues ---------------------------------------------------------
+    def can_deliver(self, consumer: Consumer) -> bool:
+        """True if ``consumer`` may receive one more message now."""
+        if self.closing or self.released or self.conn.write_paused:
+            return False
+        if consumer.no_ack:
+            return True
+        if consumer.prefetch and consumer.unacked >= consumer.prefetch:
+            return False
+        return not (self.global_prefetch and len(self.unacked) >= self.global_prefetch)
+
+    def deliver(self, consumer: Consumer, queue: Queue | None, entry: Entry) -> None:
+        """Send ``basic.deliver`` plus content for ``entry`` (queue None: direct reply-to)."""
+        self.next_tag += 1
+        tag = self.next_tag
+        message = entry.message
+        if not consumer.no_ack and queue is not None:
+            self.unacked[tag] = (queue, entry, consumer)
+        number = self.number
+        self.conn.send(
+            deliver_frame(number, consumer.tag, tag, entry.redelivered, message.exchange, message.routing_key)
+            + b"".join(content_frames(number, message.properties, message.body, self.conn.frame_max))
+        )
+
+    def consumer_cancelled(self, consumer: Consumer) -> None:
+        """The queue went away: tell the client if it understands server-sent ``basic.cancel``."""
+        if self.consumers.get(consumer.tag) is consumer:
+            del self.consumers[consumer.tag]
+            if self.conn.client_capabilities.get("consumer_cancel_notify") and not self.closing:
+                self.conn.send_method(self.number, commands.Basic.Cancel(consumer_tag=consumer.tag, nowait=True))
+
+    # -- closing ----------------------------------------------------------------------------------
+    def close_with(self, error: AMQPError) -> None:
+        """Soft error: send ``channel.close`` and ignore everything but close/close-ok until answered."""
+        self.release()
+        self.closing = True
+        self.conn.send_method(self.number, commands.Channel.Close(
+            reply_code=error.code, reply_text=error.text[:255], class_id=error.class_id,
+            method_id=error.method_id))
+
+    def release(self) -> None:
+        """Give everything back: requeue unacked, cancel consumers, drop credit and reply-to."""
+        if self.released:
+            return
+        self.released = True
+        self._publish = None
+        self._parts = []
+        self.tx_publishes = []
+        self._unconfirmed.clear()
+        self._acks = []
+        self._nacks = []
+        consume.release(self)
+        if self.reply_key is not None:
+            self.conn.core.reply_channels.pop(self.reply_key, None)
+        for queue in list(self.ledger.blocked_on):
+            if isinstance(queue, Queue):
+                queue.blocked_senders.discard(self)
+        self.ledger.blocked_on.clear()
+
+
+def _channel_close(channel: Channel, method: commands.Channel.Close) -> None:
+    channel.release()
+    channel.conn.send_method(channel.number, commands.Channel.CloseOk())
+    channel.conn.channel_closed(channel)
+
+
+def _channel_close_ok(channel: Channel, method: commands.Channel.CloseOk) -> None:
+    return  # stray close-ok on an open channel: RabbitMQ ignores it
+
+
+def _channel_open(channel: Channel, method: commands.Channel.Open) -> None:
+    raise AMQPError(504, "second 'channel.open' seen")
+
+
+def _channel_flow(channel: Channel, method: commands.Channel.Flow) -> None:
+    if not method.active:
+        raise AMQPError(540, "active=false")
+    channel.conn.send_method(channel.number, commands.Channel.FlowOk(active=True))
+
+
+def _confirm_select(channel: Channel, method: commands.Confirm.Select) -> None:
+    if channel.tx_mode:
+        raise AMQPError(406, "cannot switch from tx to confirm mode")
+    channel.confirm_mode = True
+    if not method.nowait:
+        channel.conn.send_method(channel.number, commands.Confirm.SelectOk())
+
+
+def _tx_select(channel: Channel, method: commands.Tx.Select) -> None:
+    if channel.confirm_mode:
+        raise AMQPError(406, "cannot switch from confirm to tx mode")
+    channel.tx_mode = True
+    channel.conn.send_method(channel.number, commands.Tx.SelectOk())
+
+
+def _tx_commit(channel: Channel, method: commands.Tx.Commit) -> None:
+    if not channel.tx_mode:
+        raise AMQPError(406, "channel is not transactional")
+    settles, channel.tx_settles = channel.tx_settles, []
+    for kind, tag, multiple, requeue in settles:
+        consume.apply_settle(channel, kind, tag, multiple, requeue)
+    publishes, channel.tx_publishes = channel.tx_publishes, []
+    for publish, message in publishes:
+        channel.publish(publish, message)
+    channel.conn.send_method(channel.number, commands.Tx.CommitOk())
+
+
+def _tx_rollback(channel: Channel, method: commands.Tx.Rollback) -> None:
+    if not channel.tx_mode:
+        raise AMQPError(406, "channel is not transactional")
+    channel.tx_publishes = []
+    channel.tx_settles = []
+    channel.conn.send_method(channel.number, commands.Tx.RollbackOk())
+
+
+_HANDLERS: dict[type, Handler] = {
+    commands.Channel.Close: _channel_close,
+    commands.Channel.CloseOk: _channel_close_ok,
+    commands.Channel.Open: _channel_open,
+    commands.Channel.Flow: _channel_flow,
+    commands.Confirm.Select: _confirm_select,
+    commands.Tx.Select: _tx_select,
+    commands.Tx.Commit: _tx_commit,
+    commands.Tx.Rollback: _tx_rollback,
+    **declare.HANDLERS,
+    **consume.HANDLERS,
+}

@@ -1,0 +1,221 @@
+"""pamqp glue: decode client methods, encode server methods, and the hand-encoded hot path.
+
+pamqp decodes every client method. The frames the broker sends on the delivery path
+(``basic.deliver``, ``basic.return``, ``basic.get-ok``, ``basic.ack``/``nack``, ``queue.declare-ok``) are
+encoded by hand: they are simple layouts, they are sent for every message, and pamqp's outbound
+validation rejects exchange and queue names that RabbitMQ (and pika) accept. Content properties are kept
+as the raw bytes the publisher sent and forwarded verbatim; they are decoded only when a rule needs a
+field (``expiration``, ``reply_to``, ``headers``) and re-encoded only when a field changes.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from pamqp import base, commands
+from pamqp import frame as pframe
+
+from gear.broker.errors import AMQPError
+from gear.broker.frames import FRAME_BODY, FRAME_HEADER, FRAME_METHOD, frame
+
+__all__ = (
+    "PUBLISH_INDEX",
+    "ack_frame",
+    "content_frames",
+    "decode_method",
+    "decode_properties",
+    "declare_ok_frame",
+    "deliver_frame",
+    "encode_method",
+    "encode_properties",
+    "get_ok_frame",
+    "method_id_of",
+    "nack_frame",
+    "return_frame",
+    "shortstr",
+)
+
+PUBLISH_INDEX = 0x003C0028
+_ACK_INDEX = 0x003C0050
+_LONG = struct.Struct(">I")
+_ACK = struct.Struct(">BHIIQB")
+_DELIVER_TAIL = struct.Struct(">QB")
+_CONTENT_HEAD = struct.Struct(">HHQ")
+_END = b"\xce"
+
+
+def shortstr(value: str) -> bytes:
+    """An AMQP short string (names are at most 255 bytes; longer input is truncated, never rejected)."""
+    raw = value.encode("utf-8")[:255]
+    return bytes((len(raw),)) + raw
+
+
+def method_id_of(method: base.Frame) -> tuple[int, int]:
+    """``(class_id, method_id)`` of a pamqp method."""
+    return method.index >> 16, method.index & 0xFFFF
+
+
+class FastPublish:
+    """A decoded ``basic.publish`` (hand-decoded: it is the hottest inbound method)."""
+
+    __slots__ = ("exchange", "immediate", "mandatory", "routing_key")
+    index = PUBLISH_INDEX
+    name = "Basic.Publish"
+
+    def __init__(self, exchange: str, routing_key: str, mandatory: bool, immediate: bool) -> None:
+        self.exchange = exchange
+        self.routing_key = routing_key
+        self.mandatory = mandatory
+        self.immediate = immediate
+
+
+class FastAck:
+    """A decoded ``basic.ack``."""
+
+    __slots__ = ("delivery_tag", "multiple")
+    index = _ACK_INDEX
+    name = "Basic.Ack"
+
+    def __init__(self, delivery_tag: int, multiple: bool) -> None:
+        self.delivery_tag = delivery_tag
+        self.multiple = multiple
+
+
+def decode_method(payload: bytes) -> Any:
+    """Decode a method frame payload (pamqp object, or a fast-path object for publish and ack).
+
+    Raises:
+        AMQPError: 540 for an unknown class or method, 501 for a body that does not decode.
+    """
+    if len(payload) < 4:
+        raise AMQPError(501, "method frame too short")
+    index = _LONG.unpack_from(payload)[0]
+    try:
+        if index == PUBLISH_INDEX:
+            ex_len = payload[6]
+            exchange = payload[7 : 7 + ex_len].decode("utf-8")
+            pos = 7 + ex_len
+            rk_len = payload[pos]
+            routing_key = payload[pos + 1 : pos + 1 + rk_len].decode("utf-8")
+            bits = payload[pos + 1 + rk_len]
+            if len(routing_key.encode()) != rk_len or len(exchange.encode()) != ex_len:
+                raise ValueError("truncated")
+            return FastPublish(exchange, routing_key, bool(bits & 1), bool(bits & 2))
+        if index == _ACK_INDEX and len(payload) == 13:
+            tag, bits = struct.unpack_from(">QB", payload, 4)
+            return FastAck(tag, bool(bits & 1))
+    except (IndexError, ValueError, UnicodeDecodeError) as exc:
+        raise AMQPError(501, f"cannot decode method frame: {exc}") from exc
+    cls = commands.INDEX_MAPPING.get(index)
+    if cls is None:
+        raise AMQPError(540, f"unknown method class {index >> 16} method {index & 0xFFFF}")
+    method = cls()
+    try:
+        method.unmarshal(payload[4:])
+    except Exception as exc:  # pamqp raises struct.error, ValueError, TypeError... on hostile bytes
+        raise AMQPError(
+            501, f"cannot decode {cls.name}: {exc}", class_id=index >> 16, method_id=index & 0xFFFF
+        ) from exc
+    return method
+
+
+def encode_method(channel: int, method: base.Frame) -> bytes:
+    """A method frame built with pamqp (for the rarely sent, name-free methods)."""
+    return pframe.marshal(method, channel)
+
+
+def ack_frame(channel: int, tag: int, multiple: bool) -> bytes:
+    """``basic.ack`` (publisher confirm)."""
+    return _ACK.pack(FRAME_METHOD, channel, 13, _ACK_INDEX, tag, 1 if multiple else 0) + _END
+
+
+def nack_frame(channel: int, tag: int, multiple: bool) -> bytes:
+    """``basic.nack`` (publisher confirm, negative), with requeue set as RabbitMQ does."""
+    return _ACK.pack(FRAME_METHOD, channel, 13, 0x003C0078, tag, (1 if multiple else 0) | 2) + _END
+
+
+def content_frames(channel: int, properties: bytes, body: bytes, frame_max: int) -> list[bytes]:
+    """The content header (with the raw property bytes) and the body frames, split at ``frame_max - 8``."""
+    parts = [frame(FRAME_HEADER, channel, _CONTENT_HEAD.pack(60, 0, len(body)) + properties)]
+    chunk = frame_max - 8
+    if len(body) <= chunk:
+        if body:
+            parts.append(frame(FRAME_BODY, channel, body))
+    else:
+        for start in range(0, len(body), chunk):
+            parts.append(frame(FRAME_BODY, channel, body[start : start + chunk]))
+    return parts
+
+
+def deliver_frame(
+    channel: int, consumer_tag: str, tag: int, redelivered: bool, exchange: str, routing_key: str
+) -> bytes:
+    """``basic.deliver`` method frame."""
+    payload = (
+        b"\x00\x3c\x00\x3c"
+        + shortstr(consumer_tag)
+        + _DELIVER_TAIL.pack(tag, 1 if redelivered else 0)
+        + shortstr(exchange)
+        + shortstr(routing_key)
+    )
+    return frame(FRAME_METHOD, channel, payload)
+
+
+def return_frame(channel: int, code: int, text: str, exchange: str, routing_key: str) -> bytes:
+    """``basic.return`` method frame."""
+    payload = (
+        b"\x00\x3c\x00\x32"
+        + struct.pack(">H", code)
+        + shortstr(text)
+        + shortstr(exchange)
+        + shortstr(routing_key)
+    )
+    return frame(FRAME_METHOD, channel, payload)
+
+
+def get_ok_frame(
+    channel: int, tag: int, redelivered: bool, exchange: str, routing_key: str, remaining: int
+) -> bytes:
+    """``basic.get-ok`` method frame."""
+    payload = (
+        b"\x00\x3c\x00\x47"
+        + _DELIVER_TAIL.pack(tag, 1 if redelivered else 0)
+        + shortstr(exchange)
+        + shortstr(routing_key)
+        + _LONG.pack(remaining)
+    )
+    return frame(FRAME_METHOD, channel, payload)
+
+
+def declare_ok_frame(channel: int, queue: str, messages: int, consumers: int) -> bytes:
+    """``queue.declare-ok`` method frame."""
+    payload = b"\x00\x32\x00\x0b" + shortstr(queue) + struct.pack(">II", messages, consumers)
+    return frame(FRAME_METHOD, channel, payload)
+
+
+def decode_properties(raw: bytes) -> commands.Basic.Properties:
+    """Decode raw content-header property bytes (flags and list) into pamqp properties.
+
+    Raises:
+        AMQPError: 502 when the property list does not decode.
+    """
+    props = commands.Basic.Properties()
+    try:
+        flags, pos, word = 0, 0, 0
+        while True:
+            part = struct.unpack_from(">H", raw, pos)[0]
+            pos += 2
+            flags |= part << (16 * word)
+            word += 1
+            if not part & 1:
+                break
+        props.unmarshal(flags, raw[pos:])
+    except Exception as exc:
+        raise AMQPError(502, f"cannot decode content properties: {exc}") from exc
+    return props
+
+
+def encode_properties(props: commands.Basic.Properties) -> bytes:
+    """Raw property bytes for a content header (used only after the broker changed a field)."""
+    return bytes(props.marshal())

@@ -1,0 +1,467 @@
+"""The connection state machine: protocol header, handshake, channels, heartbeats, blocking, closing.
+
+Theory of operation
+-------------------
+A :class:`Connection` is sans-I/O. The shell calls :meth:`feed` with received bytes and later writes
+whatever :meth:`take_output` returns; it stops reading the socket while :attr:`reading` is False and
+closes it once :attr:`finished` is True. Time arrives through :meth:`tick`.
+
+States, in order: ``header`` (waiting for the 8-byte protocol header) -> ``start-ok`` -> ``tune-ok`` ->
+``open`` (waiting for ``connection.open``) -> ``running`` -> ``closing`` (the server sent
+``connection.close`` and waits for ``close-ok``) -> ``closed``. A client ``connection.close`` is answered
+with ``close-ok`` and goes straight to ``closed``.
+
+Errors: every protocol violation raises :class:`~gear.broker.errors.AMQPError`. :meth:`_process` is the
+single place that converts it: a soft code on a non-zero channel closes that channel, anything else
+closes the connection with the code, text and failing method. After a framing error the byte stream
+cannot be trusted, so the socket is closed right after the ``connection.close`` is written.
+
+Back-pressure: frame parsing stops (``reading`` goes False) while a channel has exhausted its credit
+towards a queue (*flow*), or after a publish arrives during a resource alarm (*blocked*; the client is
+told with ``connection.blocked`` if it advertised that capability). Unparsed bytes stay buffered; the
+shell pauses the socket so TCP pushes back on the client.
+
+Heartbeats: with a negotiated interval ``hb``, a heartbeat frame goes out when nothing was sent for
+``hb/2``; the socket is dropped when nothing arrived for ``2*hb`` (the receive timer is paused while
+blocked, as in RabbitMQ).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from pamqp import commands
+
+from gear.broker.channel import Channel
+from gear.broker.codec import decode_method, encode_method, method_id_of
+from gear.broker.errors import AMQPError
+from gear.broker.frames import (
+    FRAME_BODY,
+    FRAME_HEADER,
+    FRAME_HEARTBEAT,
+    FRAME_METHOD,
+    HEARTBEAT_FRAME,
+    PROTOCOL_HEADER,
+    FrameReader,
+)
+from gear.broker.status import ConnectionStatus
+
+if TYPE_CHECKING:
+    from gear.broker.core import BrokerCore
+    from gear.broker.queue import Queue
+
+__all__ = ("SERVER_CAPABILITIES", "Connection")
+
+log = logging.getLogger("gear.broker")
+
+SERVER_CAPABILITIES: dict[str, Any] = {
+    "publisher_confirms": True,
+    "exchange_exchange_bindings": True,
+    "basic.nack": True,
+    "consumer_cancel_notify": True,
+    "connection.blocked": True,
+    "consumer_priorities": True,
+    "authentication_failure_close": True,
+    "per_consumer_qos": True,
+    "direct_reply_to": True,
+}
+_ACCEPTED_HEADERS = (PROTOCOL_HEADER, b"AMQP\x01\x01\x00\x09")
+_CLOSE_TIMEOUT = 3.0
+_VERSION = "0.1.0"
+
+
+class Connection:
+    """One client connection (sans-I/O)."""
+
+    def __init__(self, core: BrokerCore, peer: str) -> None:
+        self.core = core
+        self.peer = peer
+        self.name = peer
+        self.state = "header"
+        self.user = ""
+        self.vhost_name = ""
+        self.client_capabilities: dict[str, Any] = {}
+        self.channels: dict[int, Channel] = {}
+        self.channel_max = core.config.channel_max
+        self.frame_max = 4096
+        self.heartbeat = 0
+        self.finished = False
+        self.flow_blocked = False
+        self.alarm_blocked = False
+        self.alarm_pending = core.alarm.active
+        self.sent_blocked = False
+        self.resume_pending = False
+        self.write_paused = False
+        self.publishes = 0
+        self._reader = FrameReader()
+        self._out: list[bytes] = []
+        self._opened_at = core.now
+        self._last_recv = core.now
+        self._last_sent = core.now
+        self._close_deadline: float | None = None
+        self._last_flow = -1e9
+        core.connections.add(self)
+
+    # -- output -----------------------------------------------------------------------------------
+    def send(self, data: bytes) -> None:
+        """Queue bytes for the socket."""
+        if self.finished:
+            return
+        if not self._out:
+            self.core.mark_dirty(self)
+        self._out.append(data)
+
+    def send_method(self, channel: int, method: Any) -> None:
+        """Queue one pamqp method frame."""
+        self.send(encode_method(channel, method))
+
+    def before_flush(self) -> None:
+        """Let channels emit coalesced confirms before the output is taken."""
+        for channel in self.channels.values():
+            if channel.confirms_pending:
+                channel.flush_confirms()
+
+    def take_output(self) -> bytes:
+        """Everything queued since the last call, as one buffer."""
+        if not self._out:
+            return b""
+        data = b"".join(self._out) if len(self._out) > 1 else self._out[0]
+        self._out = []
+        self._last_sent = self.core.now
+        return data
+
+    @property
+    def reading(self) -> bool:
+        """False while the shell should not read the socket."""
+        return not (self.flow_blocked or self.alarm_blocked or self.finished)
+
+    @property
+    def status_visible(self) -> bool:
+        """Connections appear in the status view once AMQP started."""
+        return self.state != "header" and not self.finished
+
+    # -- input ------------------------------------------------------------------------------------
+    def feed(self, data: bytes) -> None:
+        """Take received bytes and process every complete frame (unless flow or alarm stops it)."""
+        if self.finished:
+            return
+        self._last_recv = self.core.now
+        self._reader.feed(data)
+        self._process()
+
+    def _process(self) -> None:
+        reader = self._reader
+        while self.reading:
+            channel_id = 0
+            try:
+                if self.state == "header":
+                    if not self._header():
+                        return
+                    continue
+                item = reader.next_frame()
+                if item is None:
+                    return
+                ftype, channel_id, payload = item
+                if self.state == "closing":
+                    self._closing_frame(ftype, channel_id, payload)
+                    continue
+                self._frame(ftype, channel_id, payload)
+            except AMQPError as error:
+                self._fail(error, channel_id)
+                if error.code == 501:
+                    self._drop()
+                    return
+
+    def _header(self) -> bool:
+        data = self._reader.take(8)
+        if data is None:
+            head = self._reader.peek(4)
+            if not b"AMQP".startswith(head):
+                self.send(PROTOCOL_HEADER)
+                self._drop()
+            return False
+        if data not in _ACCEPTED_HEADERS:
+            self.send(PROTOCOL_HEADER)
+            self._drop()
+            return False
+        self.state = "start-ok"
+        props = {
+            "product": "Gear reference broker",
+            "version": _VERSION,
+            "platform": "Python/asyncio",
+            "copyright": "Gear contributors",
+            "information": "In-memory AMQP 0-9-1 broker with RabbitMQ semantics; see gear.broker",
+            "cluster_name": "gear",
+            "capabilities": dict(SERVER_CAPABILITIES),
+        }
+        self.send_method(0, commands.Connection.Start(server_properties=props, mechanisms="PLAIN", locales="en_US"))
+        return True
+
+    def _frame(self, ftype: int, channel_id: int, payload: bytes) -> None:
+        if ftype == FRAME_METHOD:
+            method = decode_method(payload)
+            if channel_id == 0:
+                self._connection_method(method)
+                return
+            if self.state != "running":
+                raise AMQPError(504, f"channel {channel_id} used before connection.open")
+            channel = self.channels.get(channel_id)
+            if channel is None:
+                self._open_channel(channel_id, method)
+                return
+            channel.handle_method(method)
+            return
+        if ftype == FRAME_HEARTBEAT:
+            if channel_id != 0:
+                raise AMQPError(505, f"heartbeat frame on channel {channel_id}")
+            return
+        if channel_id == 0:
+            raise AMQPError(505, "content frame on channel 0")
+        channel = self.channels.get(channel_id)
+        if channel is None:
+            raise AMQPError(504, f"expected 'channel.open' on channel {channel_id}")
+        if ftype == FRAME_HEADER:
+            channel.handle_header(payload)
+        elif ftype == FRAME_BODY:
+            channel.handle_body(payload)
+
+    def _closing_frame(self, ftype: int, channel_id: int, payload: bytes) -> None:
+        if ftype != FRAME_METHOD or channel_id != 0:
+            return
+        method = decode_method(payload)
+        if isinstance(method, commands.Connection.CloseOk | commands.Connection.Close):
+            if isinstance(method, commands.Connection.Close):
+                self.send_method(0, commands.Connection.CloseOk())
+            self._drop()
+
+    # -- connection class -------------------------------------------------------------------------
+    def _connection_method(self, method: Any) -> None:
+        state = self.state
+        if isinstance(method, commands.Connection.StartOk) and state == "start-ok":
+            self._start_ok(method)
+        elif isinstance(method, commands.Connection.TuneOk) and state == "tune-ok":
+            self._tune_ok(method)
+        elif isinstance(method, commands.Connection.Open) and state == "open":
+            vhost = method.virtual_host or "/"
+            if vhost not in self.core.vhosts:
+                raise AMQPError(530, f"vhost {vhost} not found", class_id=10, method_id=40)
+            self.vhost_name = vhost
+            self.state = "running"
+            self.send_method(0, commands.Connection.OpenOk())
+            if self.alarm_pending:
+                self.alarm_changed(True)
+        elif isinstance(method, commands.Connection.Close):
+            self.send_method(0, commands.Connection.CloseOk())
+            self._drop()
+        elif isinstance(method, commands.Connection.CloseOk):
+            self._drop()
+        elif isinstance(method, commands.Connection.Blocked | commands.Connection.Unblocked):
+            return
+        else:
+            cid, mid = method_id_of(method) if hasattr(method, "index") else (0, 0)
+            raise AMQPError(503, f"unexpected method {getattr(method, 'name', '?')} in state {state!r}",
+                            class_id=cid, method_id=mid)
+
+    def _start_ok(self, method: commands.Connection.StartOk) -> None:
+        props = method.client_properties or {}
+        caps = props.get("capabilities") if isinstance(props, dict) else None
+        self.client_capabilities = dict(caps) if isinstance(caps, dict) else {}
+        name = props.get("connection_name") if isinstance(props, dict) else None
+        if name:
+            self.name = f"{self.peer} ({name})"
+        if method.mechanism != "PLAIN":
+            raise AMQPError(403, f"unsupported authentication mechanism {method.mechanism!r}",
+                            class_id=10, method_id=11)
+        response = method.response
+        raw = response.encode("utf-8") if isinstance(response, str) else bytes(response or b"")
+        parts = raw.split(b"\x00")
+        user, password = (parts[1], parts[2]) if len(parts) == 3 else (b"", b"")
+        users = self.core.config.users
+        if users.get(user.decode("utf-8", "replace")) != password.decode("utf-8", "replace") or not user:
+            log.info("login refused for user %r from %s", user, self.peer)
+            if self.client_capabilities.get("authentication_failure_close"):
+                self._fail(AMQPError(403, "Login was refused using authentication mechanism PLAIN. "
+                                          "For details see the broker logfile.", class_id=10, method_id=11), 0)
+            self._drop()
+            return
+        self.user = user.decode()
+        self.state = "tune-ok"
+        config = self.core.config
+        self.send_method(0, commands.Connection.Tune(channel_max=config.channel_max,
+                                                     frame_max=config.frame_max, heartbeat=config.heartbeat))
+
+    def _tune_ok(self, method: commands.Connection.TuneOk) -> None:
+        config = self.core.config
+        for field, value, minimum, server in (
+            ("frame_max", method.frame_max, 4096, config.frame_max),
+            ("channel_max", method.channel_max, 1, config.channel_max),
+        ):
+            if value and value < minimum:
+                raise AMQPError(530, f"negotiated {field} = {value} is lower than the minimum allowed value "
+                                     f"({minimum})", class_id=10, method_id=31)
+            if server and (value == 0 or value > server):
+                raise AMQPError(530, f"negotiated {field} = {value} is higher than the maximum allowed value "
+                                     f"({server})", class_id=10, method_id=31)
+        self.frame_max = method.frame_max
+        self.channel_max = method.channel_max
+        self.heartbeat = method.heartbeat
+        self._reader.frame_max = self.frame_max
+        self.state = "open"
+
+    def _open_channel(self, channel_id: int, method: Any) -> None:
+        if not isinstance(method, commands.Channel.Open):
+            cid, mid = method_id_of(method)
+            raise AMQPError(504, f"expected 'channel.open' on channel {channel_id}", class_id=cid, method_id=mid)
+        if channel_id > self.channel_max:
+            raise AMQPError(530, f"number of channels opened ({len(self.channels)}) has reached the negotiated "
+                                 f"channel_max ({self.channel_max})", class_id=20, method_id=10)
+        self.channels[channel_id] = Channel(self, channel_id)
+        self.send_method(channel_id, commands.Channel.OpenOk())
+
+    def channel_closed(self, channel: Channel) -> None:
+        """A channel finished closing; its number may be reused."""
+        if self.channels.get(channel.number) is channel:
+            del self.channels[channel.number]
+        self.credit_changed()
+
+    # -- errors and closing -----------------------------------------------------------------------
+    def _fail(self, error: AMQPError, channel_id: int) -> None:
+        if self.finished:
+            return
+        channel = self.channels.get(channel_id)
+        if not error.hard and channel is not None and channel_id != 0:
+            channel.close_with(error)
+            return
+        log.info("closing connection %s: %s", self.name, error.text)
+        if self.state in ("header", "start-ok") and error.code != 403:
+            self._drop()
+            return
+        self.send_method(0, commands.Connection.Close(reply_code=error.code, reply_text=error.text[:255],
+                                                      class_id=error.class_id, method_id=error.method_id))
+        self._enter_closing()
+
+    def force_close(self, reason: str) -> None:
+        """``connection.close`` 320 CONNECTION_FORCED (``rabbitmqctl close_connection``)."""
+        if self.finished or self.state == "closing":
+            return
+        if self.state in ("header", "start-ok", "tune-ok", "open"):
+            self._drop()
+            return
+        self.send_method(0, commands.Connection.Close(reply_code=320,
+                                                      reply_text=f"CONNECTION_FORCED - {reason}"[:255]))
+        self._enter_closing()
+
+    def _enter_closing(self) -> None:
+        self.state = "closing"
+        self._close_deadline = self.core.now + _CLOSE_TIMEOUT
+        self._release_channels()
+        self.flow_blocked = False
+        self.alarm_blocked = False
+
+    def _drop(self) -> None:
+        """Finish: release every channel (requeue unacked, drop exclusive queues) and ask to close."""
+        if self.finished:
+            return
+        self.state = "closed"
+        self._release_channels()
+        self.finished = True
+        self.core.mark_dirty(self)
+        self.core.connections.discard(self)
+        for vhost in self.core.vhosts.values():
+            for queue in list(vhost.queues.values()):
+                if queue.exclusive_owner is self:
+                    vhost.delete_queue(queue)
+
+    def _release_channels(self) -> None:
+        for channel in list(self.channels.values()):
+            channel.release()
+        self.channels.clear()
+
+    def connection_lost(self) -> None:
+        """The socket closed (client went away or the shell dropped it)."""
+        if not self.finished:
+            self._drop()
+
+    # -- flow, alarms, timers ---------------------------------------------------------------------
+    def credit_changed(self) -> None:
+        """A channel's credit state changed: recompute the flow state."""
+        blocked = any(ch.ledger.blocked for ch in self.channels.values())
+        if blocked:
+            self._last_flow = self.core.now
+        if blocked != self.flow_blocked:
+            self.flow_blocked = blocked
+            if not blocked:
+                self.resume_pending = True
+                self.core.mark_dirty(self)
+
+    def queue_deleted(self, queue: Queue) -> None:
+        """Forget credit towards a deleted queue."""
+        for channel in self.channels.values():
+            channel.queue_deleted(queue)
+
+    def publish_seen(self) -> None:
+        """A publish arrived: under an alarm, block this connection after it."""
+        self.publishes += 1
+        if self.alarm_pending and not self.alarm_blocked:
+            self.alarm_blocked = True
+            if self.client_capabilities.get("connection.blocked") and not self.sent_blocked:
+                self.sent_blocked = True
+                self.send_method(0, commands.Connection.Blocked(reason="low on memory"))
+
+    def alarm_changed(self, active: bool) -> None:
+        """The memory alarm was raised or cleared."""
+        self.alarm_pending = active
+        if active:
+            return
+        if self.sent_blocked:
+            self.sent_blocked = False
+            self.send_method(0, commands.Connection.Unblocked())
+        if self.alarm_blocked:
+            self.alarm_blocked = False
+            self._last_recv = self.core.now
+            self.resume_pending = True
+            self.core.mark_dirty(self)
+
+    def resume(self) -> None:
+        """Continue parsing buffered frames after flow or an alarm released the connection."""
+        self.resume_pending = False
+        self._process()
+
+    def tick(self, now: float) -> None:
+        """Timers: handshake timeout, close-ok timeout, heartbeats."""
+        if self.finished:
+            return
+        if self._close_deadline is not None:
+            if now >= self._close_deadline:
+                self._drop()
+            return
+        if self.state != "running":
+            if now - self._opened_at >= self.core.config.handshake_timeout:
+                log.info("handshake timeout for %s", self.peer)
+                self._drop()
+            return
+        hb = self.heartbeat
+        if not hb:
+            return
+        if self.alarm_blocked:
+            self._last_recv = now
+        elif now - self._last_recv > 2 * hb:
+            log.info("missed heartbeats from client %s, timeout: %ss", self.name, hb)
+            self._drop()
+            return
+        if now - self._last_sent >= hb / 2 and not self._out:
+            self.send(HEARTBEAT_FRAME)
+
+    def status(self) -> ConnectionStatus:
+        """This connection in the status view."""
+        if self.alarm_blocked:
+            state = "blocked"
+        elif self.alarm_pending and self.publishes:
+            state = "blocking"
+        elif self.flow_blocked or self.core.now - self._last_flow < 1.0:
+            state = "flow"
+        else:
+            state = "running"
+        return ConnectionStatus(name=self.name, peer=self.peer, state=state, channels=len(self.channels),
+                                user=self.user, vhost=self.vhost_name)

@@ -1,0 +1,221 @@
+"""Consuming: qos, consume, cancel, get, ack/nack/reject, recover, and giving back on close."""
+
+from __future__ import annotations
+
+import base64
+import os
+from typing import TYPE_CHECKING, Any
+
+from pamqp import commands
+
+from gear.broker.codec import content_frames, get_ok_frame
+from gear.broker.declare import generated_name, lookup_queue
+from gear.broker.errors import AMQPError, resource
+from gear.broker.message import Entry
+from gear.broker.queue import Consumer, Queue
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from gear.broker.channel import Channel
+
+__all__ = ("HANDLERS", "apply_settle", "release", "settle")
+
+REPLY_TO = "amq.rabbitmq.reply-to"
+
+
+def _qos(channel: Channel, method: commands.Basic.Qos) -> None:
+    if method.prefetch_size:
+        raise AMQPError(540, f"prefetch_size!=0 ({method.prefetch_size})")
+    if method.global_:
+        channel.global_prefetch = method.prefetch_count
+    else:
+        channel.prefetch = method.prefetch_count
+    channel.conn.send_method(channel.number, commands.Basic.QosOk())
+    _kick(channel)
+
+
+def _kick(channel: Channel, queues: set[Queue] | None = None) -> None:
+    """Capacity was freed on ``channel``: let its queues deliver again."""
+    targets = set(queues or ())
+    if channel.global_prefetch or not queues:
+        targets.update(c.queue for c in channel.consumers.values() if c.queue is not None)
+    for queue in targets:
+        if queue.ready and not queue.deleted:
+            queue.deliver_ready()
+
+
+def _consume(channel: Channel, method: commands.Basic.Consume) -> None:
+    tag = method.consumer_tag or generated_name("amq.ctag")
+    if tag in channel.consumers:
+        raise AMQPError(530, f"attempt to reuse consumer tag '{tag}'")
+    if method.queue == REPLY_TO:
+        _reply_consume(channel, method, tag)
+        return
+    queue = lookup_queue(channel, method.queue)
+    if queue.consumers and (method.exclusive or queue.exclusive_consumer()):
+        raise AMQPError(403, resource("queue", queue.name, channel.vhost.name) + " in exclusive use")
+    consumer = Consumer(tag, channel, queue, no_ack=method.no_ack, exclusive=method.exclusive,
+                        prefetch=channel.prefetch, arguments=dict(method.arguments or {}))
+    channel.consumers[tag] = consumer
+    if not method.nowait:
+        channel.conn.send_method(channel.number, commands.Basic.ConsumeOk(consumer_tag=tag))
+    queue.add_consumer(consumer)
+
+
+def _reply_consume(channel: Channel, method: commands.Basic.Consume, tag: str) -> None:
+    if not method.no_ack:
+        raise AMQPError(406, "reply consumer cannot acknowledge")
+    if channel.reply_tag is not None:
+        raise AMQPError(406, "reply consumer already set")
+    key = base64.urlsafe_b64encode(os.urandom(18)).decode()
+    channel.reply_key = key
+    channel.reply_tag = tag
+    channel.conn.core.reply_channels[key] = channel
+    channel.consumers[tag] = Consumer(tag, channel, None, no_ack=True, exclusive=False, prefetch=0,
+                                      arguments={})
+    if not method.nowait:
+        channel.conn.send_method(channel.number, commands.Basic.ConsumeOk(consumer_tag=tag))
+
+
+def _cancel(channel: Channel, method: commands.Basic.Cancel) -> None:
+    consumer = channel.consumers.pop(method.consumer_tag, None)
+    if consumer is not None:
+        if consumer.queue is None:
+            if channel.reply_key is not None:
+                channel.conn.core.reply_channels.pop(channel.reply_key, None)
+            channel.reply_key = channel.reply_tag = None
+        else:
+            consumer.queue.remove_consumer(consumer)
+    if not method.nowait:
+        channel.conn.send_method(channel.number, commands.Basic.CancelOk(consumer_tag=method.consumer_tag))
+
+
+def _cancel_ok(channel: Channel, method: commands.Basic.CancelOk) -> None:
+    return  # a client answering our basic.cancel; RabbitMQ 4.3 tolerates it too
+
+
+def _get(channel: Channel, method: commands.Basic.Get) -> None:
+    queue = lookup_queue(channel, method.queue)
+    entry = queue.get()
+    if entry is None:
+        channel.conn.send_method(channel.number, commands.Basic.GetEmpty())
+        return
+    channel.next_tag += 1
+    tag = channel.next_tag
+    if method.no_ack:
+        queue._release(entry)
+    else:
+        queue.unacked += 1
+        channel.unacked[tag] = (queue, entry, None)
+    message = entry.message
+    channel.conn.send(
+        get_ok_frame(channel.number, tag, entry.redelivered, message.exchange, message.routing_key,
+                     len(queue.ready))
+        + b"".join(content_frames(channel.number, message.properties, message.body, channel.conn.frame_max))
+    )
+
+
+def settle(channel: Channel, kind: str, tag: int, multiple: bool, requeue: bool) -> None:
+    """ack / nack / reject from the client (buffered until commit in tx mode)."""
+    if channel.tx_mode:
+        if not (multiple and tag == 0) and tag not in channel.unacked and not multiple:
+            raise AMQPError(406, f"unknown delivery tag {tag}")
+        channel.tx_settles.append((kind, tag, multiple, requeue))
+        return
+    apply_settle(channel, kind, tag, multiple, requeue)
+
+
+def apply_settle(channel: Channel, kind: str, tag: int, multiple: bool, requeue: bool) -> None:
+    """Settle one or many unacked deliveries.
+
+    Raises:
+        AMQPError: 406 for an unknown or already settled delivery tag.
+    """
+    unacked = channel.unacked
+    if multiple:
+        if tag == 0:
+            tags = list(unacked)
+        else:
+            tags = []
+            for t in unacked:
+                if t > tag:
+                    break
+                tags.append(t)
+            if not tags:
+                raise AMQPError(406, f"unknown delivery tag {tag}")
+        items = [unacked.pop(t) for t in tags]
+    else:
+        item = unacked.pop(tag, None)
+        if item is None:
+            raise AMQPError(406, f"unknown delivery tag {tag}")
+        items = [item]
+    touched: set[Queue] = set()
+    if kind == "ack":
+        for queue, entry, consumer in items:
+            queue.settled(entry, consumer)
+            touched.add(queue)
+    elif requeue:
+        groups: dict[Queue, list[tuple[Entry, Consumer | None]]] = {}
+        for queue, entry, consumer in items:
+            groups.setdefault(queue, []).append((entry, consumer))
+        for queue, group in groups.items():
+            queue.requeue(group)
+        touched.update(groups)
+    else:
+        for queue, entry, consumer in items:
+            queue.rejected(entry, consumer)
+            touched.add(queue)
+    _kick(channel, touched)
+
+
+def _nack(channel: Channel, method: commands.Basic.Nack) -> None:
+    settle(channel, "nack", method.delivery_tag, method.multiple, method.requeue)
+
+
+def _reject(channel: Channel, method: commands.Basic.Reject) -> None:
+    settle(channel, "reject", method.delivery_tag, False, method.requeue)
+
+
+def _ack(channel: Channel, method: commands.Basic.Ack) -> None:
+    settle(channel, "ack", method.delivery_tag, method.multiple, False)
+
+
+def _recover(channel: Channel, method: commands.Basic.Recover | commands.Basic.RecoverAsync) -> None:
+    if not method.requeue:
+        raise AMQPError(540, "requeue=false")
+    if channel.unacked:
+        apply_settle(channel, "nack", 0, True, True)
+    if isinstance(method, commands.Basic.Recover):
+        channel.conn.send_method(channel.number, commands.Basic.RecoverOk())
+
+
+def release(channel: Channel) -> None:
+    """Channel closing: cancel its consumers, then requeue its unacked deliveries (redelivered)."""
+    for consumer in list(channel.consumers.values()):
+        if consumer.queue is not None:
+            consumer.queue.remove_consumer(consumer)
+    channel.consumers.clear()
+    groups: dict[Queue, list[tuple[Entry, Consumer | None]]] = {}
+    for queue, entry, consumer in channel.unacked.values():
+        groups.setdefault(queue, []).append((entry, consumer))
+    channel.unacked.clear()
+    for queue, group in groups.items():
+        queue.requeue(group)
+    for queue in list(channel.ledger.blocked_on) + [q for v in [channel.vhost] for q in v.queues.values()]:
+        if isinstance(queue, Queue):
+            queue.meter.forget(channel)
+
+
+HANDLERS: dict[type, Callable[[Channel, Any], None]] = {
+    commands.Basic.Qos: _qos,
+    commands.Basic.Consume: _consume,
+    commands.Basic.Cancel: _cancel,
+    commands.Basic.CancelOk: _cancel_ok,
+    commands.Basic.Get: _get,
+    commands.Basic.Ack: _ack,
+    commands.Basic.Nack: _nack,
+    commands.Basic.Reject: _reject,
+    commands.Basic.Recover: _recover,
+    commands.Basic.RecoverAsync: _recover,
+}

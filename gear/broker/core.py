@@ -1,0 +1,145 @@
+"""The broker core: virtual hosts, connections, the memory alarm and the per-turn work list.
+
+It performs no I/O. The asyncio shell (or a test) calls :meth:`BrokerCore.run_turn` after feeding
+bytes, and :meth:`BrokerCore.tick` on a timer; time comes from an injected clock.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from gear.broker.alarms import MemoryAlarm
+from gear.broker.config import BrokerConfig
+from gear.broker.queue import Queue
+from gear.broker.status import BrokerStatus, ConnectionStatus, QueueStatus
+from gear.broker.vhost import VirtualHost
+
+if TYPE_CHECKING:
+    from gear.broker.channel import Channel
+    from gear.broker.connection import Connection
+
+__all__ = ("BrokerCore",)
+
+log = logging.getLogger("gear.broker")
+
+
+class BrokerCore:
+    """State shared by every connection of one broker."""
+
+    def __init__(self, config: BrokerConfig, clock: Callable[[], float] = time.monotonic) -> None:
+        self.config = config
+        self.clock = clock
+        self.now = clock()
+        self.vhosts = {name: VirtualHost(name, self) for name in config.vhosts}
+        self.connections: set[Connection] = set()
+        self.alarm = MemoryAlarm(config.memory_limit_bytes())
+        self.reply_channels: dict[str, Channel] = {}
+        self._drain: dict[Queue, None] = {}
+        self._dirty: dict[Connection, None] = {}
+        self.wake: Callable[[], None] = lambda: None
+        self._woken = False
+
+    # -- the per-turn work list -------------------------------------------------------------------
+    def schedule_drain(self, queue: Queue) -> None:
+        """Drain ``queue``'s inbox at the end of this turn."""
+        self._drain[queue] = None
+        self._request()
+
+    def mark_dirty(self, connection: Connection) -> None:
+        """``connection`` has output to flush at the end of this turn."""
+        self._dirty[connection] = None
+        self._request()
+
+    def _request(self) -> None:
+        if not self._woken:
+            self._woken = True
+            self.wake()
+
+    def run_turn(self) -> list[Connection]:
+        """Drain queue inboxes (until quiet), then return the connections with output to flush."""
+        self._woken = False
+        self.now = self.clock()
+        rounds = 0
+        while self._drain and rounds < 16:
+            rounds += 1
+            queues, self._drain = self._drain, {}
+            for queue in queues:
+                queue.drain()
+        for connection in list(self.connections):
+            if connection.resume_pending:
+                connection.resume()
+        if self._drain:
+            self._request()
+        dirty, self._dirty = list(self._dirty), {}
+        for connection in dirty:
+            connection.before_flush()
+        return dirty
+
+    # -- timers -----------------------------------------------------------------------------------
+    def tick(self) -> None:
+        """Run timers: heartbeats, handshake and close timeouts, TTL and ``x-expires``."""
+        self.now = self.clock()
+        for connection in list(self.connections):
+            connection.tick(self.now)
+        for vhost in self.vhosts.values():
+            vhost.tick(self.now)
+
+    # -- memory alarm -----------------------------------------------------------------------------
+    def memory_changed(self, delta: int) -> None:
+        """Account message bytes; raise or clear the alarm on crossing the watermark."""
+        if self.alarm.change(delta):
+            self._alarm_flipped()
+
+    def set_memory_alarm(self, active: bool | None) -> None:
+        """Force the alarm on or off; None returns to the real watermark."""
+        if self.alarm.force(active):
+            self._alarm_flipped()
+
+    def _alarm_flipped(self) -> None:
+        active = self.alarm.active
+        log.info("memory alarm %s (%s of %s bytes)", "set" if active else "cleared", self.alarm.used,
+                 self.alarm.limit)
+        for connection in list(self.connections):
+            connection.alarm_changed(active)
+
+    # -- registry ---------------------------------------------------------------------------------
+    def queue_deleted(self, queue: Queue) -> None:
+        """Forget credit and inbox work for a deleted queue."""
+        self._drain.pop(queue, None)
+        if queue.inbox:
+            queue.drain()
+        for connection in list(self.connections):
+            connection.queue_deleted(queue)
+
+    def status(self) -> BrokerStatus:
+        """A snapshot for the status view."""
+        conns = [c.status() for c in self.connections if c.status_visible]
+        queues = [
+            QueueStatus(
+                name=q.name,
+                vhost=v.name,
+                messages_ready=len(q.ready) + len(q.inbox),
+                messages_unacked=q.unacked,
+                consumers=len(q.consumers),
+                state="flow" if q.blocked_senders else "running",
+                durable=q.durable,
+                exclusive=q.exclusive_owner is not None,
+                auto_delete=q.auto_delete,
+            )
+            for v in self.vhosts.values()
+            for q in v.queues.values()
+        ]
+        return BrokerStatus(
+            connections=sorted(conns, key=_conn_key),
+            queues=sorted(queues, key=lambda q: (q.vhost, q.name)),
+            alarms=self.alarm.reasons,
+            memory_used=self.alarm.used,
+            memory_limit=self.alarm.limit,
+        )
+
+
+def _conn_key(status: ConnectionStatus) -> str:
+    return status.name

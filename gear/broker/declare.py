@@ -1,0 +1,296 @@
+"""Exchange and queue methods: declare, delete, bind, unbind, purge, with RabbitMQ's error rules."""
+
+from __future__ import annotations
+
+import base64
+import os
+from typing import TYPE_CHECKING, Any
+
+from pamqp import commands
+
+from gear.broker.codec import declare_ok_frame
+from gear.broker.errors import AMQPError, resource
+from gear.broker.exchange import EXCHANGE_TYPES, Exchange
+from gear.broker.queue import Queue
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from gear.broker.channel import Channel
+
+__all__ = ("HANDLERS", "QUEUE_ARGUMENTS", "generated_name", "lookup_queue")
+
+REPLY_TO = "amq.rabbitmq.reply-to"
+#: Queue arguments compared on redeclare (classic queue ``queue_arguments``).
+QUEUE_ARGUMENTS = (
+    "x-expires", "x-message-ttl", "x-dead-letter-exchange", "x-dead-letter-routing-key", "x-max-length",
+    "x-max-length-bytes", "x-max-priority", "x-overflow", "x-queue-mode", "x-queue-version",
+    "x-single-active-consumer", "x-queue-type", "x-queue-master-locator", "x-queue-leader-locator",
+)
+
+
+def generated_name(prefix: str) -> str:
+    """``prefix-`` plus 22 characters of unpadded base64url of 16 random bytes (``rabbit_guid``)."""
+    return prefix + "-" + base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
+
+
+def _clean(name: str) -> str:
+    return name.replace("\r", "").replace("\n", "")
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def _inequivalent(arg: str, what: str, received: Any, current: Any) -> AMQPError:
+    return AMQPError(406, f"inequivalent arg '{arg}' for {what}: received '{_text(received)}' but current is "
+                          f"'{_text(current)}'")
+
+
+def _check_default(name: str) -> None:
+    if name == "":
+        raise AMQPError(403, "operation not permitted on the default exchange")
+
+
+def _exchange(channel: Channel, name: str) -> Exchange:
+    exchange = channel.vhost.exchanges.get(name)
+    if exchange is None:
+        raise AMQPError(404, "no " + resource("exchange", name, channel.vhost.name))
+    return exchange
+
+
+def lookup_queue(channel: Channel, name: str) -> Queue:
+    """The queue ``name`` (empty: the channel's last declared), checking existence and exclusivity.
+
+    Raises:
+        AMQPError: 404 if missing, 405 if another connection owns it exclusively.
+    """
+    if name == "":
+        if not channel.last_queue:
+            raise AMQPError(404, "no previously declared queue")
+        name = channel.last_queue
+    queue = channel.vhost.queues.get(name)
+    if queue is None:
+        raise AMQPError(404, "no " + resource("queue", name, channel.vhost.name))
+    _check_exclusive(channel, queue)
+    if queue.inbox:  # a publish from this channel must be visible to its next get/purge/declare
+        queue.drain()
+    return queue
+
+
+def _check_exclusive(channel: Channel, queue: Queue) -> None:
+    if queue.exclusive_owner is not None and queue.exclusive_owner is not channel.conn:
+        raise AMQPError(405, "cannot obtain exclusive access to locked " + resource("queue", queue.name,
+                        channel.vhost.name) + ". It could be originally declared on another connection or "
+                        "the exclusive property value does not match that of the original declaration.")
+
+
+def _exchange_declare(channel: Channel, method: commands.Exchange.Declare) -> None:
+    name = _clean(method.exchange)
+    _check_default(name)
+    vhost = channel.vhost
+    what = resource("exchange", name, vhost.name)
+    existing = vhost.exchanges.get(name)
+    if method.passive:
+        if existing is None:
+            raise AMQPError(404, "no " + what)
+    else:
+        kind = method.exchange_type
+        if kind not in EXCHANGE_TYPES:
+            raise AMQPError(406, f"invalid type '{kind}' for {what}")  # 4.x; 3.x used 503 (connection)
+        arguments = dict(method.arguments or {})
+        if existing is None:
+            if name.startswith("amq."):
+                raise AMQPError(403, f"exchange name '{name}' contains reserved prefix 'amq.*'")
+            vhost.exchanges[name] = Exchange(name, kind, durable=method.durable, auto_delete=method.auto_delete,
+                                             internal=method.internal, arguments=arguments)
+        else:
+            for arg, received, current in (
+                ("type", kind, existing.kind),
+                ("durable", method.durable, existing.durable),
+                ("auto_delete", method.auto_delete, existing.auto_delete),
+                ("internal", method.internal, existing.internal),
+                ("alternate-exchange", arguments.get("alternate-exchange"),
+                 existing.arguments.get("alternate-exchange")),
+            ):
+                if _text(received) != _text(current):
+                    raise _inequivalent(arg, what, received, current)
+    if not method.nowait:
+        channel.conn.send_method(channel.number, commands.Exchange.DeclareOk())
+
+
+def _exchange_delete(channel: Channel, method: commands.Exchange.Delete) -> None:
+    name = _clean(method.exchange)
+    _check_default(name)
+    vhost = channel.vhost
+    if name.startswith("amq."):
+        raise AMQPError(403, f"deletion of system exchange '{name}' in vhost '{vhost.name}' not allowed")
+    exchange = vhost.exchanges.get(name)
+    if exchange is not None:
+        if method.if_unused and exchange.has_bindings():
+            raise AMQPError(406, resource("exchange", name, vhost.name) + " in use")
+        vhost.delete_exchange(exchange)
+    if not method.nowait:
+        channel.conn.send_method(channel.number, commands.Exchange.DeleteOk())
+
+
+def _exchange_bind(channel: Channel, method: commands.Exchange.Bind) -> None:
+    _check_default(method.source)
+    _check_default(method.destination)
+    destination = _exchange(channel, method.destination)
+    source = _exchange(channel, method.source)
+    source.bind(destination, method.routing_key, method.arguments or {})
+    if not method.nowait:
+        channel.conn.send_method(channel.number, commands.Exchange.BindOk())
+
+
+def _exchange_unbind(channel: Channel, method: commands.Exchange.Unbind) -> None:
+    _check_default(method.source)
+    _check_default(method.destination)
+    destination = _exchange(channel, method.destination)
+    source = _exchange(channel, method.source)
+    if source.unbind(destination, method.routing_key, method.arguments or {}):
+        channel.vhost.maybe_auto_delete(source)
+    if not method.nowait:
+        channel.conn.send_method(channel.number, commands.Exchange.UnbindOk())
+
+
+def _queue_declare(channel: Channel, method: commands.Queue.Declare) -> None:
+    vhost = channel.vhost
+    name = _clean(method.queue)
+    conn = channel.conn
+    if name.startswith(REPLY_TO):
+        _reply_to_declare(channel, name, method)
+        return
+    if method.passive:
+        queue = lookup_queue(channel, name)
+        _declare_ok(channel, method, queue)
+        return
+    if name == "":
+        name = generated_name("amq.gen")
+    elif name.startswith("amq."):
+        raise AMQPError(403, f"queue name '{name}' contains reserved prefix 'amq.*'")
+    what = resource("queue", name, vhost.name)
+    arguments = dict(method.arguments or {})
+    queue = vhost.queues.get(name)
+    if queue is None:
+        _validate_arguments(arguments, what)
+        queue = Queue(vhost, name, durable=method.durable and not method.exclusive,
+                      exclusive_owner=conn if method.exclusive else None, auto_delete=method.auto_delete,
+                      arguments=arguments, credit_more_after=conn.core.config.credit[1])
+        vhost.queues[name] = queue
+    else:
+        _check_exclusive(channel, queue)
+        if (queue.exclusive_owner is not None) != bool(method.exclusive):
+            raise AMQPError(405, "cannot obtain exclusive access to locked " + what + ". It could be originally "
+                            "declared on another connection or the exclusive property value does not match "
+                            "that of the original declaration.")
+        durable = method.durable and not method.exclusive
+        for arg, received, current in (
+            ("durable", durable, queue.durable),
+            ("auto_delete", method.auto_delete, queue.auto_delete),
+        ):
+            if received != current:
+                raise _inequivalent(arg, what, received, current)
+        for arg in QUEUE_ARGUMENTS:
+            received, current = arguments.get(arg), queue.arguments.get(arg)
+            if _text(received) != _text(current) and not (received is None and current is None):
+                raise _inequivalent(arg, what, "none" if received is None else received,
+                                    "none" if current is None else current)
+        queue.last_used = vhost.now()
+    _declare_ok(channel, method, queue)
+
+
+def _validate_arguments(arguments: dict[str, Any], what: str) -> None:
+    for key in ("x-message-ttl", "x-expires", "x-max-length", "x-max-length-bytes"):
+        value = arguments.get(key)
+        if value is None:
+            continue
+        minimum = 1 if key == "x-expires" else 0
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise AMQPError(406, f"invalid arg '{key}' for {what}: value {_text(value)!r} is not valid")
+    overflow = arguments.get("x-overflow")
+    if overflow is not None and _text(overflow) not in ("drop-head", "reject-publish", "reject-publish-dlx"):
+        raise AMQPError(406, f"invalid arg 'x-overflow' for {what}: {_text(overflow)!r}")
+
+
+def _declare_ok(channel: Channel, method: commands.Queue.Declare, queue: Queue) -> None:
+    channel.last_queue = queue.name
+    if not method.nowait:
+        channel.conn.send(declare_ok_frame(channel.number, queue.name, len(queue.ready) + len(queue.inbox),
+                                           len(queue.consumers)))
+
+
+def _reply_to_declare(channel: Channel, name: str, method: commands.Queue.Declare) -> None:
+    key = name[len(REPLY_TO) + 1:]
+    alive = name == REPLY_TO or key in channel.conn.core.reply_channels
+    if not method.passive:
+        raise AMQPError(403, f"queue name '{name}' contains reserved prefix 'amq.*'")
+    if not alive:
+        raise AMQPError(404, "no " + resource("queue", name, channel.vhost.name))
+    if not method.nowait:
+        channel.conn.send(declare_ok_frame(channel.number, name, 0, 1 if key else 0))
+
+
+def _bind_target(channel: Channel, queue_name: str, exchange_name: str) -> tuple[Queue, Exchange]:
+    if queue_name.startswith(REPLY_TO):
+        raise AMQPError(403, f"access to {resource('queue', queue_name, channel.vhost.name)} refused")
+    _check_default(exchange_name)
+    queue = lookup_queue(channel, _clean(queue_name))
+    return queue, _exchange(channel, exchange_name)
+
+
+def _queue_bind(channel: Channel, method: commands.Queue.Bind) -> None:
+    queue, exchange = _bind_target(channel, method.queue, method.exchange)
+    exchange.bind(queue, method.routing_key, method.arguments or {})
+    if not method.nowait:
+        channel.conn.send_method(channel.number, commands.Queue.BindOk())
+
+
+def _queue_unbind(channel: Channel, method: commands.Queue.Unbind) -> None:
+    queue, exchange = _bind_target(channel, method.queue, method.exchange)
+    if exchange.unbind(queue, method.routing_key, method.arguments or {}):
+        channel.vhost.maybe_auto_delete(exchange)
+    channel.conn.send_method(channel.number, commands.Queue.UnbindOk())
+
+
+def _queue_purge(channel: Channel, method: commands.Queue.Purge) -> None:
+    queue = lookup_queue(channel, _clean(method.queue))
+    count = queue.purge()
+    if not method.nowait:
+        channel.conn.send_method(channel.number, commands.Queue.PurgeOk(message_count=count))
+
+
+def _queue_delete(channel: Channel, method: commands.Queue.Delete) -> None:
+    name = _clean(method.queue) or channel.last_queue
+    if not name:
+        raise AMQPError(404, "no previously declared queue")
+    queue = channel.vhost.queues.get(name)
+    count = 0
+    if queue is not None:
+        _check_exclusive(channel, queue)
+        what = resource("queue", name, channel.vhost.name)
+        if method.if_unused and queue.consumers:
+            raise AMQPError(406, what + " in use")
+        if method.if_empty and queue.ready:
+            raise AMQPError(406, what + " is not empty")
+        count = channel.vhost.delete_queue(queue)
+    if not method.nowait:
+        channel.conn.send_method(channel.number, commands.Queue.DeleteOk(message_count=count))
+
+
+HANDLERS: dict[type, Callable[[Channel, Any], None]] = {
+    commands.Exchange.Declare: _exchange_declare,
+    commands.Exchange.Delete: _exchange_delete,
+    commands.Exchange.Bind: _exchange_bind,
+    commands.Exchange.Unbind: _exchange_unbind,
+    commands.Queue.Declare: _queue_declare,
+    commands.Queue.Bind: _queue_bind,
+    commands.Queue.Unbind: _queue_unbind,
+    commands.Queue.Purge: _queue_purge,
+    commands.Queue.Delete: _queue_delete,
+}

@@ -1,0 +1,214 @@
+"""Exchanges and routing: direct, fanout, topic (RabbitMQ's word rules) and headers.
+
+An exchange maps a routing key (and, for headers exchanges, the message headers) to *destinations*:
+queues or other exchanges (exchange-to-exchange bindings). Destinations are opaque hashable objects
+here; the virtual host follows exchange destinations and deduplicates queues.
+
+Topic rules follow ``rabbit_db_topic_exchange``: keys split on ``.`` and the empty key is zero words, so
+empty words are real words. ``*`` matches exactly one word (possibly empty); ``#`` matches zero or more.
+Topic results are cached per routing key and the cache is dropped whenever a binding changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping
+from functools import lru_cache
+from typing import Any
+
+__all__ = ("EXCHANGE_TYPES", "Binding", "Exchange", "headers_match", "split_words", "topic_match")
+
+EXCHANGE_TYPES = frozenset({"direct", "fanout", "topic", "headers"})
+_CACHE_LIMIT = 4096
+
+
+def split_words(key: str) -> tuple[str, ...]:
+    """RabbitMQ's split: ``""`` is zero words, ``"."`` is two empty words."""
+    return tuple(key.split(".")) if key else ()
+
+
+@lru_cache(maxsize=8192)
+def _pattern(binding_key: str) -> tuple[str, ...]:
+    return split_words(binding_key)
+
+
+def topic_match(binding_key: str, routing_key: str) -> bool:
+    """True when ``routing_key`` matches the topic ``binding_key``."""
+    pattern = _pattern(binding_key)
+    words = split_words(routing_key)
+    # states: positions in pattern reachable after consuming a prefix of words (NFA simulation)
+    states = _close(pattern, {0})
+    for word in words:
+        nxt: set[int] = set()
+        for i in states:
+            if i < len(pattern):
+                part = pattern[i]
+                if part == "#":
+                    nxt.add(i)
+                elif part == "*" or part == word:
+                    nxt.add(i + 1)
+        if not nxt:
+            return False
+        states = _close(pattern, nxt)
+    return len(pattern) in states
+
+
+def _close(pattern: tuple[str, ...], states: set[int]) -> set[int]:
+    """Add the positions reachable by letting ``#`` match zero words."""
+    todo = list(states)
+    while todo:
+        i = todo.pop()
+        if i < len(pattern) and pattern[i] == "#" and i + 1 not in states:
+            states.add(i + 1)
+            todo.append(i + 1)
+    return states
+
+
+def headers_match(arguments: Mapping[str, Any], headers: Mapping[str, Any] | None) -> bool:
+    """The headers exchange rule for one binding (``x-match`` all/any, optionally ``-with-x``)."""
+    mode = str(arguments.get("x-match", "all"))
+    with_x = mode.endswith("-with-x")
+    want_all = not mode.startswith("any")
+    headers = headers or {}
+    for key, value in arguments.items():
+        if key.startswith("x-") and not with_x:
+            continue
+        present = key in headers
+        ok = present and (value is None or _equal(headers[key], value))
+        if want_all and not ok:
+            return False
+        if not want_all and ok:
+            return True
+    return want_all
+
+
+def _equal(a: Any, b: Any) -> bool:
+    if isinstance(a, bytes):
+        a = a.decode("utf-8", "replace")
+    if isinstance(b, bytes):
+        b = b.decode("utf-8", "replace")
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    return bool(a == b)
+
+
+class Binding:
+    """One binding: destination, key and arguments."""
+
+    __slots__ = ("arguments", "destination", "key")
+
+    def __init__(self, destination: Hashable, key: str, arguments: Mapping[str, Any]) -> None:
+        self.destination = destination
+        self.key = key
+        self.arguments = dict(arguments)
+
+    def identity(self) -> tuple[Hashable, str, tuple[tuple[str, str], ...]]:
+        """What makes two bindings the same binding (RabbitMQ compares destination, key and args)."""
+        return self.destination, self.key, tuple(sorted((k, repr(v)) for k, v in self.arguments.items()))
+
+
+class Exchange:
+    """An exchange and its bindings. In memory only; ``durable`` is remembered, not persisted."""
+
+    __slots__ = (
+        "_bindings",
+        "_cache",
+        "_direct",
+        "alternate",
+        "arguments",
+        "auto_delete",
+        "durable",
+        "internal",
+        "kind",
+        "name",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        kind: str,
+        *,
+        durable: bool = True,
+        auto_delete: bool = False,
+        internal: bool = False,
+        arguments: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.name = name
+        self.kind = kind
+        self.durable = durable
+        self.auto_delete = auto_delete
+        self.internal = internal
+        self.arguments = dict(arguments or {})
+        alt = self.arguments.get("alternate-exchange")
+        self.alternate: str | None = alt.decode() if isinstance(alt, bytes) else alt
+        self._bindings: dict[tuple[Hashable, str, tuple[tuple[str, str], ...]], Binding] = {}
+        self._direct: dict[str, dict[Hashable, None]] = {}
+        self._cache: dict[str, tuple[Hashable, ...]] = {}
+
+    @property
+    def bindings(self) -> list[Binding]:
+        """Every binding, in the order they were made."""
+        return list(self._bindings.values())
+
+    def bind(self, destination: Hashable, key: str, arguments: Mapping[str, Any]) -> None:
+        """Add a binding (idempotent)."""
+        binding = Binding(destination, key, arguments)
+        ident = binding.identity()
+        if ident in self._bindings:
+            return
+        self._bindings[ident] = binding
+        self._direct.setdefault(key, {})[destination] = None
+        self._cache.clear()
+
+    def unbind(self, destination: Hashable, key: str, arguments: Mapping[str, Any]) -> bool:
+        """Remove a binding; False if there was none."""
+        binding = self._bindings.pop(Binding(destination, key, arguments).identity(), None)
+        if binding is None:
+            return False
+        self._rebuild_direct()
+        return True
+
+    def unbind_destination(self, destination: Hashable) -> int:
+        """Remove every binding to ``destination``; returns how many went."""
+        gone = [k for k, b in self._bindings.items() if b.destination == destination]
+        for k in gone:
+            del self._bindings[k]
+        if gone:
+            self._rebuild_direct()
+        return len(gone)
+
+    def _rebuild_direct(self) -> None:
+        self._direct = {}
+        for b in self._bindings.values():
+            self._direct.setdefault(b.key, {})[b.destination] = None
+        self._cache.clear()
+
+    def has_bindings(self) -> bool:
+        """True while any binding has this exchange as source."""
+        return bool(self._bindings)
+
+    def route(self, routing_key: str, headers: Callable[[], Mapping[str, Any] | None]) -> tuple[Hashable, ...]:
+        """Destinations for one message; ``headers`` is called only by headers exchanges."""
+        kind = self.kind
+        if kind == "direct":
+            found = self._direct.get(routing_key)
+            return tuple(found) if found else ()
+        if kind == "fanout":
+            return tuple(dict.fromkeys(b.destination for b in self._bindings.values()))
+        if kind == "topic":
+            cached = self._cache.get(routing_key)
+            if cached is None:
+                cached = tuple(
+                    dict.fromkeys(
+                        b.destination for b in self._bindings.values() if topic_match(b.key, routing_key)
+                    )
+                )
+                if len(self._cache) >= _CACHE_LIMIT:
+                    self._cache.clear()
+                self._cache[routing_key] = cached
+            return cached
+        values = headers()
+        return tuple(
+            dict.fromkeys(
+                b.destination for b in self._bindings.values() if headers_match(b.arguments, values)
+            )
+        )

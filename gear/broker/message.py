@@ -1,0 +1,121 @@
+"""Messages as the broker holds them: raw property bytes plus body, decoded lazily.
+
+A message published to several queues is one :class:`Message` shared by one :class:`Entry` per queue.
+Messages live in memory only, even when published persistent to a durable queue.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from pamqp import commands
+
+from gear.broker.codec import decode_properties, encode_properties
+
+__all__ = ("Entry", "Message", "dead_lettered")
+
+
+class Message:
+    """An immutable published message. ``properties`` are the publisher's raw bytes."""
+
+    __slots__ = ("_decoded", "body", "exchange", "properties", "refs", "routing_key", "size")
+
+    def __init__(self, exchange: str, routing_key: str, properties: bytes, body: bytes) -> None:
+        self.exchange = exchange
+        self.routing_key = routing_key
+        self.properties = properties
+        self.body = body
+        self.size = len(body) + len(properties) + 64
+        self.refs = 0
+        self._decoded: commands.Basic.Properties | None = None
+
+    @property
+    def decoded(self) -> commands.Basic.Properties:
+        """The properties decoded by pamqp (cached)."""
+        if self._decoded is None:
+            self._decoded = decode_properties(self.properties)
+        return self._decoded
+
+    def has_property(self, flag: int) -> bool:
+        """Whether the property with ``flag`` (first flag word) is present, without decoding."""
+        return len(self.properties) >= 2 and bool(((self.properties[0] << 8) | self.properties[1]) & flag)
+
+    def headers(self) -> dict[str, Any] | None:
+        """The ``headers`` table, or None."""
+        if not self.has_property(0x2000):
+            return None
+        return self.decoded.headers
+
+    def expiration_ms(self) -> int | None:
+        """The per-message TTL from ``expiration`` in milliseconds, or None (invalid values are ignored)."""
+        if not self.has_property(0x0100):
+            return None
+        raw = self.decoded.expiration
+        try:
+            value = int(raw) if raw is not None else None
+        except ValueError:
+            return None
+        return value if value is not None and value >= 0 else None
+
+    def with_properties(self, props: commands.Basic.Properties, exchange: str, routing_key: str) -> Message:
+        """A copy with changed properties (re-encoded) and a new exchange and routing key."""
+        copy = Message(exchange, routing_key, encode_properties(props), self.body)
+        copy._decoded = props
+        return copy
+
+
+class Entry:
+    """One message's place in one queue: its sequence number, redelivered flag and deadline."""
+
+    __slots__ = ("deadline", "message", "redelivered", "seq")
+
+    def __init__(self, message: Message, seq: int, deadline: float | None) -> None:
+        self.message = message
+        self.seq = seq
+        self.redelivered = False
+        self.deadline = deadline
+
+
+def dead_lettered(message: Message, queue: str, reason: str, exchange: str, routing_key: str | None,
+                  now: datetime.datetime) -> Message:
+    """The copy of ``message`` that goes to a dead-letter exchange, with RabbitMQ's ``x-death`` header.
+
+    ``expiration`` is removed so the copy does not expire again, as RabbitMQ does.
+    """
+    old = message.decoded
+    props = commands.Basic.Properties(
+        **{name: getattr(old, name) for name in old.__slots__ if name != "cluster_id"}
+    )
+    headers = dict(old.headers or {})
+    deaths = list(headers.get("x-death") or [])
+    keys = [message.routing_key]
+    for i, death in enumerate(deaths):
+        if isinstance(death, dict) and death.get("queue") == queue and death.get("reason") == reason:
+            updated = dict(death)
+            updated["count"] = int(updated.get("count", 1)) + 1
+            deaths.pop(i)
+            deaths.insert(0, updated)
+            break
+    else:
+        death_entry: dict[str, Any] = {
+            "count": 1,
+            "reason": reason,
+            "queue": queue,
+            "time": now,
+            "exchange": message.exchange,
+            "routing-keys": keys,
+        }
+        if old.expiration is not None and reason == "expired":
+            death_entry["original-expiration"] = old.expiration
+        deaths.insert(0, death_entry)
+    headers["x-death"] = deaths
+    headers.setdefault("x-first-death-reason", reason)
+    headers.setdefault("x-first-death-queue", queue)
+    headers.setdefault("x-first-death-exchange", message.exchange)
+    headers["x-last-death-reason"] = reason
+    headers["x-last-death-queue"] = queue
+    headers["x-last-death-exchange"] = message.exchange
+    props.headers = headers
+    props.expiration = None
+    return message.with_properties(props, exchange, routing_key if routing_key is not None else message.routing_key)

@@ -1,0 +1,306 @@
+"""Queues: ready messages, consumers, round-robin delivery, TTL, length limits and dead-lettering.
+
+Messages live in memory only. ``durable`` is accepted and reported back, but a restart loses every
+message and declaration; persistence is future work.
+
+Publishes reach a queue through its *inbox*, which the broker drains once per event-loop turn
+(:meth:`Queue.drain`). Draining accepts the messages, answers publisher confirms, grants credit back to
+the publishing channels (see :mod:`gear.broker.credit`) and then delivers to consumers.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from gear.broker.credit import CreditMeter
+from gear.broker.message import Entry, Message, dead_lettered
+
+if TYPE_CHECKING:
+    from gear.broker.vhost import VirtualHost
+
+__all__ = ("Consumer", "ConsumerChannel", "Publisher", "Queue")
+
+
+class ConsumerChannel(Protocol):
+    """What a queue needs from the channel a consumer lives on."""
+
+    def can_deliver(self, consumer: Consumer) -> bool: ...
+
+    def deliver(self, consumer: Consumer, queue: Queue, entry: Entry) -> None: ...
+
+    def consumer_cancelled(self, consumer: Consumer) -> None: ...
+
+
+class Publisher(Protocol):
+    """What a queue needs from a publishing channel: confirms and credit."""
+
+    def settle_confirm(self, seq: int, ok: bool) -> None: ...
+
+    def grant_credit(self, queue: Queue, amount: int) -> None: ...
+
+
+class Consumer:
+    """A ``basic.consume`` subscription."""
+
+    __slots__ = ("arguments", "channel", "exclusive", "no_ack", "prefetch", "queue", "tag", "unacked")
+
+    def __init__(self, tag: str, channel: ConsumerChannel, queue: Queue | None, *, no_ack: bool, exclusive: bool,
+                 prefetch: int, arguments: dict[str, Any]) -> None:
+        self.tag = tag
+        self.channel = channel
+        self.queue = queue
+        self.no_ack = no_ack
+        self.exclusive = exclusive
+        self.prefetch = prefetch
+        self.arguments = arguments
+        self.unacked = 0
+
+
+class Queue:
+    """A classic queue held in memory."""
+
+    def __init__(self, vhost: VirtualHost, name: str, *, durable: bool, exclusive_owner: object | None,
+                 auto_delete: bool, arguments: dict[str, Any], credit_more_after: int) -> None:
+        self.vhost = vhost
+        self.name = name
+        self.durable = durable
+        self.exclusive_owner = exclusive_owner
+        self.auto_delete = auto_delete
+        self.arguments = arguments
+        self.ready: deque[Entry] = deque()
+        self.ready_bytes = 0
+        self.inbox: list[tuple[Message, Publisher | None, int]] = []
+        self.consumers: deque[Consumer] = deque()
+        self.unacked = 0
+        self.had_consumers = False
+        self.deleted = False
+        self.meter = CreditMeter(credit_more_after)
+        self.blocked_senders: set[object] = set()
+        self._seq = 0
+        self.message_ttl = _int_arg(arguments, "x-message-ttl")
+        self.expires = _int_arg(arguments, "x-expires")
+        self.max_length = _int_arg(arguments, "x-max-length")
+        self.max_length_bytes = _int_arg(arguments, "x-max-length-bytes")
+        self.overflow = _str_arg(arguments, "x-overflow") or "drop-head"
+        self.dlx = _str_arg(arguments, "x-dead-letter-exchange")
+        self.dlrk = _str_arg(arguments, "x-dead-letter-routing-key")
+        self.last_used = vhost.now()
+
+    def __repr__(self) -> str:
+        return f"<Queue {self.name!r} ready={len(self.ready)} unacked={self.unacked}>"
+
+    # -- publishing -------------------------------------------------------------------------------
+    def enqueue(self, message: Message, publisher: Publisher | None, seq: int) -> None:
+        """Hand a routed message to the queue; it is accepted when the broker drains the inbox."""
+        if not self.inbox:
+            self.vhost.schedule(self)
+        self.inbox.append((message, publisher, seq))
+
+    def drain(self) -> None:
+        """Accept everything in the inbox, confirm, grant credit, then deliver."""
+        inbox, self.inbox = self.inbox, []
+        meter = self.meter
+        for message, publisher, seq in inbox:
+            accepted = self._accept(message)
+            if publisher is not None:
+                if seq:
+                    publisher.settle_confirm(seq, accepted)
+                grant = meter.processed(publisher)
+                if grant:
+                    publisher.grant_credit(self, grant)
+        self.deliver_ready()
+
+    def _accept(self, message: Message) -> bool:
+        if self.deleted:
+            return True  # a deleted queue counts as a confirm, as in RabbitMQ
+        if self.overflow.startswith("reject-publish") and self._full(message.size, extra=1):
+            if self.overflow == "reject-publish-dlx":
+                self._dead_letter(message, "rejected")
+            return False
+        now = self.vhost.now()
+        deadline = None
+        ttl = self.message_ttl
+        per_message = message.expiration_ms()
+        if per_message is not None:
+            ttl = per_message if ttl is None else min(ttl, per_message)
+        if ttl is not None:
+            deadline = now + ttl / 1000.0
+            self.vhost.watch_expiry(self)
+        self._seq += 1
+        entry = Entry(message, self._seq, deadline)
+        message.refs += 1
+        self.vhost.memory_changed(message.size if message.refs == 1 else 0)
+        self.ready.append(entry)
+        self.ready_bytes += len(message.body)
+        if self.max_length is not None or self.max_length_bytes is not None:
+            while self.ready and self._full(0, extra=0):
+                self._drop(self._pop_head(), "maxlen")
+        return True
+
+    def _full(self, size: int, extra: int) -> bool:
+        if self.max_length is not None and len(self.ready) + extra > self.max_length:
+            return True
+        return self.max_length_bytes is not None and self.ready_bytes + size * extra > self.max_length_bytes
+
+    # -- delivery ---------------------------------------------------------------------------------
+    def deliver_ready(self) -> None:
+        """Deliver ready messages round-robin to consumers that can take them."""
+        consumers = self.consumers
+        ready = self.ready
+        if not consumers or not ready:
+            return
+        expiring = ready[0].deadline is not None or self.message_ttl is not None
+        idle = 0
+        while ready and idle < len(consumers):
+            consumer = consumers[0]
+            consumers.rotate(-1)
+            if not consumer.channel.can_deliver(consumer):
+                idle += 1
+                continue
+            if expiring:
+                self.expire(self.vhost.now())
+                if not ready:
+                    break
+            idle = 0
+            entry = self._pop_head()
+            if consumer.no_ack:
+                self._release(entry)
+            else:
+                self.unacked += 1
+                consumer.unacked += 1
+            consumer.channel.deliver(consumer, self, entry)
+
+    def get(self) -> Entry | None:
+        """Take the head for ``basic.get`` (caller tracks the ack)."""
+        self.last_used = self.vhost.now()
+        self.expire(self.last_used)
+        if not self.ready:
+            return None
+        return self._pop_head()
+
+    def _pop_head(self) -> Entry:
+        entry = self.ready.popleft()
+        self.ready_bytes -= len(entry.message.body)
+        return entry
+
+    def _release(self, entry: Entry) -> None:
+        message = entry.message
+        message.refs -= 1
+        if message.refs == 0:
+            self.vhost.memory_changed(-message.size)
+
+    # -- settlement -------------------------------------------------------------------------------
+    def settled(self, entry: Entry, consumer: Consumer | None) -> None:
+        """An unacked delivery was acked."""
+        self.unacked -= 1
+        if consumer is not None:
+            consumer.unacked -= 1
+        self._release(entry)
+
+    def rejected(self, entry: Entry, consumer: Consumer | None) -> None:
+        """An unacked delivery was rejected without requeue: dead-letter or drop."""
+        self.unacked -= 1
+        if consumer is not None:
+            consumer.unacked -= 1
+        self._drop(entry, "rejected")
+
+    def requeue(self, entries: list[tuple[Entry, Consumer | None]]) -> None:
+        """Put unacked deliveries back at their original positions, marked redelivered."""
+        if not entries:
+            return
+        for entry, consumer in entries:
+            self.unacked -= 1
+            if consumer is not None:
+                consumer.unacked -= 1
+            entry.redelivered = True
+        if self.deleted:
+            for entry, _ in entries:
+                self._release(entry)
+            return
+        back = sorted((e for e, _ in entries), key=lambda e: e.seq)
+        if not self.ready or back[-1].seq < self.ready[0].seq:
+            self.ready.extendleft(reversed(back))
+        else:
+            merged = sorted([*self.ready, *back], key=lambda e: e.seq)
+            self.ready = deque(merged)
+        self.ready_bytes += sum(len(e.message.body) for e in back)
+        self.deliver_ready()
+
+    # -- expiry and dead-lettering ----------------------------------------------------------------
+    def expire(self, now: float) -> None:
+        """Drop (or dead-letter) expired messages at the head, as RabbitMQ's classic queues do."""
+        ready = self.ready
+        while ready and ready[0].deadline is not None and ready[0].deadline < now:
+            self._drop(self._pop_head(), "expired")
+
+    def _drop(self, entry: Entry, reason: str) -> None:
+        self._dead_letter(entry.message, reason)
+        self._release(entry)
+
+    def _dead_letter(self, message: Message, reason: str) -> None:
+        if self.dlx is None or self.deleted and reason != "expired":
+            return
+        exchange = self.vhost.exchanges.get(self.dlx)
+        if exchange is None:
+            return
+        now = datetime.datetime.now(tz=datetime.UTC).replace(microsecond=0)
+        copy = dead_lettered(message, self.name, reason, self.dlx, self.dlrk, now)
+        self.vhost.publish_internal(exchange, copy, exclude=self if reason == "expired" else None)
+
+    # -- consumers --------------------------------------------------------------------------------
+    def add_consumer(self, consumer: Consumer) -> None:
+        """Attach a consumer and start delivering to it."""
+        self.consumers.append(consumer)
+        self.had_consumers = True
+        self.last_used = self.vhost.now()
+        self.deliver_ready()
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        """Detach a consumer; an auto-delete queue goes with its last consumer."""
+        try:
+            self.consumers.remove(consumer)
+        except ValueError:
+            return
+        self.last_used = self.vhost.now()
+        if self.auto_delete and not self.consumers and self.had_consumers:
+            self.vhost.delete_queue(self)
+
+    def purge(self) -> int:
+        """Drop every ready message; returns how many."""
+        count = len(self.ready)
+        for entry in self.ready:
+            self._release(entry)
+        self.ready.clear()
+        self.ready_bytes = 0
+        return count
+
+    def exclusive_consumer(self) -> bool:
+        """True if a consumer holds exclusive access."""
+        return any(c.exclusive for c in self.consumers)
+
+    def sweep(self, predicate: Callable[[Consumer], bool]) -> list[Consumer]:
+        """Remove and return the consumers matching ``predicate`` (no auto-delete check)."""
+        gone = [c for c in self.consumers if predicate(c)]
+        for consumer in gone:
+            self.consumers.remove(consumer)
+        return gone
+
+
+def _int_arg(arguments: dict[str, Any], key: str) -> int | None:
+    value = arguments.get(key)
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _str_arg(arguments: dict[str, Any], key: str) -> str | None:
+    value = arguments.get(key)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value if isinstance(value, str) else None

@@ -1,0 +1,229 @@
+"""The asyncio shell: sockets in, the sans-I/O core in the middle, one write per connection per turn.
+
+Messages and declarations live in memory only; durable declarations are accepted but nothing is
+written to disk (persistence is future work).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from gear.broker.config import BrokerConfig
+from gear.broker.connection import Connection
+from gear.broker.core import BrokerCore
+from gear.broker.status import BrokerStatus
+
+__all__ = ("Broker", "running", "serve")
+
+log = logging.getLogger("gear.broker")
+_TICK = 0.1
+
+
+class _Protocol(asyncio.Protocol):
+    """One socket. Reads go to the core; writes are batched by :class:`Broker` once per turn."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.transport: asyncio.Transport | None = None
+        self.conn: Connection | None = None
+        self.reading = True
+        self.refused = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        peer_text = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        limit = self.broker.config.max_connections
+        if limit is not None and len(self.broker.protocols) >= limit:
+            # RabbitMQ at its socket limit: the TCP connection is accepted, AMQP never starts.
+            self.refused = True
+            transport.pause_reading()
+            loop = asyncio.get_running_loop()
+            loop.call_later(self.broker.config.handshake_timeout, transport.close)
+            log.warning("connection limit (%s) reached, not starting AMQP for %s", limit, peer_text)
+            return
+        self.conn = Connection(self.broker.core, peer_text)
+        self.broker.protocols[self.conn] = self
+
+    def data_received(self, data: bytes) -> None:
+        conn = self.conn
+        if conn is None:
+            return
+        core = self.broker.core
+        core.now = core.clock()
+        conn.feed(data)
+        self.sync_reading()
+
+    def sync_reading(self) -> None:
+        """Pause or resume the socket to match the connection's flow/blocked state."""
+        conn, transport = self.conn, self.transport
+        if conn is None or transport is None or conn.finished:
+            return
+        if conn.reading != self.reading:
+            self.reading = conn.reading
+            if self.reading:
+                transport.resume_reading()
+            else:
+                transport.pause_reading()
+
+    def pause_writing(self) -> None:
+        if self.conn is not None:
+            self.conn.write_paused = True
+
+    def resume_writing(self) -> None:
+        if self.conn is not None:
+            self.conn.write_paused = False
+            for channel in list(self.conn.channels.values()):
+                for consumer in list(channel.consumers.values()):
+                    if consumer.queue is not None:
+                        consumer.queue.deliver_ready()
+            self.broker.flush()
+
+    def eof_received(self) -> bool:
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        conn = self.conn
+        if conn is not None:
+            self.broker.protocols.pop(conn, None)
+            conn.connection_lost()
+            self.broker.flush()
+
+
+class Broker:
+    """The reference broker, in-process. ``async with Broker(port=0) as broker: broker.url``.
+
+    Accepts either ``config=BrokerConfig(...)`` or the config fields as keywords. Messages are kept in
+    memory only, also for durable queues and persistent messages.
+    """
+
+    def __init__(self, config: BrokerConfig | None = None, **fields: Any) -> None:
+        if config is not None and fields:
+            raise TypeError("pass either config= or keyword fields, not both")
+        self.config = config if config is not None else BrokerConfig.from_fields(**fields)
+        self.core = BrokerCore(self.config)
+        self.protocols: dict[Connection, _Protocol] = {}
+        self._server: asyncio.Server | None = None
+        self._ticker: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._flush_scheduled = False
+
+    @property
+    def port(self) -> int:
+        """The bound TCP port."""
+        if self._server is None:
+            raise RuntimeError("broker is not started")
+        return int(self._server.sockets[0].getsockname()[1])
+
+    @property
+    def url(self) -> str:
+        """``amqp://user:password@host:port/`` for the first configured user."""
+        user, password = next(iter(self.config.users.items()))
+        return f"amqp://{user}:{password}@{self.config.host}:{self.port}/"
+
+    async def start(self) -> None:
+        """Bind and start accepting connections."""
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        self.core.wake = self._wake
+        self._server = await loop.create_server(lambda: _Protocol(self), self.config.host, self.config.port,
+                                                reuse_address=True)
+        self._ticker = loop.create_task(self._tick_forever())
+        log.info("gear broker listening on %s:%s", self.config.host, self.port)
+
+    async def stop(self) -> None:
+        """Close every connection and stop listening."""
+        if self._ticker is not None:
+            self._ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._ticker
+            self._ticker = None
+        if self._server is not None:
+            self._server.close()
+            for proto in list(self.protocols.values()):
+                if proto.transport is not None:
+                    proto.transport.abort()
+            await self._server.wait_closed()
+            self._server = None
+
+    async def __aenter__(self) -> Broker:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # -- turn machinery ---------------------------------------------------------------------------
+    def _wake(self) -> None:
+        if not self._flush_scheduled and self._loop is not None:
+            self._flush_scheduled = True
+            self._loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        """Run the core's end-of-turn work and write every connection's output once."""
+        self._flush_scheduled = False
+        for conn in self.core.run_turn():
+            proto = self.protocols.get(conn)
+            if proto is None:
+                continue
+            data = conn.take_output()
+            transport = proto.transport
+            if transport is None or transport.is_closing():
+                continue
+            if data:
+                transport.write(data)
+            if conn.finished:
+                transport.close()
+                self.protocols.pop(conn, None)
+            else:
+                proto.sync_reading()
+
+    async def _tick_forever(self) -> None:
+        while True:
+            await asyncio.sleep(_TICK)
+            try:
+                self.core.tick()
+            except Exception:  # a bug in a timer must not stop the broker
+                log.exception("broker timer failed")
+            self.flush()
+
+    # -- operations -------------------------------------------------------------------------------
+    async def close_all_connections(self, reason: str = "closed via management") -> None:
+        """Send ``connection.close`` 320 CONNECTION_FORCED to every client, then drop the sockets."""
+        for conn in list(self.protocols):
+            conn.force_close(reason)
+        self.flush()
+        await asyncio.sleep(0)
+        for proto in list(self.protocols.values()):
+            if proto.transport is not None:
+                proto.transport.close()
+        await asyncio.sleep(0.05)
+
+    def set_memory_alarm(self, active: bool | None) -> None:
+        """Force the memory alarm on or off (None: back to the real watermark)."""
+        self.core.set_memory_alarm(active)
+        self.flush()
+
+    def status(self) -> BrokerStatus:
+        """A snapshot: connections (and their flow/blocked state), queues, alarms, memory."""
+        return self.core.status()
+
+
+@contextlib.asynccontextmanager
+async def running(config: BrokerConfig | None = None, **fields: Any) -> AsyncIterator[str]:
+    """Run a broker for the duration of the block and yield its URL."""
+    async with Broker(config, **fields) as broker:
+        yield broker.url
+
+
+async def serve(config: BrokerConfig, on_ready: Callable[[str], object] | None = None) -> None:
+    """Run a broker until cancelled; ``on_ready`` gets the URL once it listens (the CLI uses this)."""
+    async with Broker(config) as broker:
+        if on_ready is not None:
+            on_ready(broker.url)
+        await asyncio.Event().wait()

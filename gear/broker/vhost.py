@@ -1,0 +1,137 @@
+"""Virtual hosts: the exchanges and queues of one vhost, and routing across them.
+
+Routing follows exchange-to-exchange bindings breadth-first, applies alternate exchanges when an
+exchange routes nowhere, and returns each queue at most once. Declarations are kept in memory only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from gear.broker.exchange import Exchange
+from gear.broker.message import Message
+from gear.broker.queue import Queue
+
+if TYPE_CHECKING:
+    from gear.broker.core import BrokerCore
+
+__all__ = ("SYSTEM_EXCHANGES", "VirtualHost")
+
+#: Exchanges every vhost has (``rabbit_vhost``), all durable.
+SYSTEM_EXCHANGES: tuple[tuple[str, str, bool], ...] = (
+    ("", "direct", False),
+    ("amq.direct", "direct", False),
+    ("amq.fanout", "fanout", False),
+    ("amq.topic", "topic", False),
+    ("amq.headers", "headers", False),
+    ("amq.match", "headers", False),
+    ("amq.rabbitmq.trace", "topic", True),
+)
+
+
+class VirtualHost:
+    """One vhost's exchanges and queues."""
+
+    def __init__(self, name: str, core: BrokerCore) -> None:
+        self.name = name
+        self.core = core
+        self.exchanges: dict[str, Exchange] = {}
+        self.queues: dict[str, Queue] = {}
+        self.expiring: set[Queue] = set()
+        for ex_name, kind, internal in SYSTEM_EXCHANGES:
+            self.exchanges[ex_name] = Exchange(ex_name, kind, durable=True, internal=internal)
+
+    # -- services the queues use ------------------------------------------------------------------
+    def now(self) -> float:
+        """The broker clock (seconds)."""
+        return self.core.now
+
+    def schedule(self, queue: Queue) -> None:
+        """Ask for ``queue.drain()`` in this event-loop turn."""
+        self.core.schedule_drain(queue)
+
+    def memory_changed(self, delta: int) -> None:
+        """Message bytes held went up or down."""
+        if delta:
+            self.core.memory_changed(delta)
+
+    def watch_expiry(self, queue: Queue) -> None:
+        """``queue`` holds messages with a deadline; the timer will expire them."""
+        self.expiring.add(queue)
+
+    # -- routing ----------------------------------------------------------------------------------
+    def route(self, exchange: Exchange, message: Message) -> list[Queue]:
+        """Queues ``message`` goes to from ``exchange`` (each once)."""
+        if exchange.name == "":
+            queue = self.queues.get(message.routing_key)
+            return [queue] if queue is not None else []
+        rk = message.routing_key
+        headers: Callable[[], Any] = message.headers
+        found = exchange.route(rk, headers)
+        if found and len(found) == 1 and isinstance(found[0], Queue) and exchange.alternate is None:
+            return [found[0]]
+        queues: dict[Queue, None] = {}
+        seen = {exchange.name}
+        todo = [(exchange, found)]
+        while todo:
+            source, dests = todo.pop(0)
+            if not dests and source.alternate is not None:
+                alt = self.exchanges.get(source.alternate)
+                if alt is not None and alt.name not in seen:
+                    seen.add(alt.name)
+                    todo.append((alt, alt.route(rk, headers)))
+                continue
+            for dest in dests:
+                if isinstance(dest, Queue):
+                    queues[dest] = None
+                elif isinstance(dest, Exchange) and dest.name not in seen:
+                    seen.add(dest.name)
+                    todo.append((dest, dest.route(rk, headers)))
+        return list(queues)
+
+    def publish_internal(self, exchange: Exchange, message: Message, exclude: Queue | None = None) -> None:
+        """Route a broker-made message (dead-lettering); no confirms, no returns."""
+        for queue in self.route(exchange, message):
+            if queue is not exclude:
+                queue.enqueue(message, None, 0)
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def delete_queue(self, queue: Queue) -> int:
+        """Delete ``queue``: unbind it, cancel its consumers, drop its messages; returns ready count."""
+        if queue.deleted:
+            return 0
+        queue.deleted = True
+        self.queues.pop(queue.name, None)
+        self.expiring.discard(queue)
+        for exchange in list(self.exchanges.values()):
+            if exchange.unbind_destination(queue):
+                self.maybe_auto_delete(exchange)
+        count = queue.purge()
+        for consumer in list(queue.consumers):
+            queue.consumers.remove(consumer)
+            consumer.channel.consumer_cancelled(consumer)
+        self.core.queue_deleted(queue)
+        return count
+
+    def delete_exchange(self, exchange: Exchange) -> None:
+        """Delete ``exchange`` and every binding to or from it."""
+        self.exchanges.pop(exchange.name, None)
+        for other in list(self.exchanges.values()):
+            if other.unbind_destination(exchange):
+                self.maybe_auto_delete(other)
+
+    def maybe_auto_delete(self, exchange: Exchange) -> None:
+        """An auto-delete exchange goes with its last binding."""
+        if exchange.auto_delete and not exchange.has_bindings() and exchange.name in self.exchanges:
+            self.delete_exchange(exchange)
+
+    def tick(self, now: float) -> None:
+        """Timers: message TTL at queue heads and ``x-expires`` of unused queues."""
+        for queue in list(self.expiring):
+            queue.expire(now)
+            if not any(e.deadline is not None for e in queue.ready):
+                self.expiring.discard(queue)
+        for queue in list(self.queues.values()):
+            if queue.expires is not None and not queue.consumers and now - queue.last_used >= queue.expires / 1000:
+                self.delete_queue(queue)
