@@ -22,14 +22,22 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m gear.broker", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=5672)
-    parser.add_argument("--memory-high-watermark", type=_watermark, default=0.4,
-                        help="a fraction of RAM (0.4) or bytes (100000000)")
+    parser.add_argument(
+        "--memory-high-watermark",
+        type=_watermark,
+        default=0.4,
+        help="a fraction of RAM (0.4) or bytes (100000000)",
+    )
     parser.add_argument("--max-connections", type=int, default=None)
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
-    config = BrokerConfig(host=args.host, port=args.port, memory_high_watermark=args.memory_high_watermark,
-                          max_connections=args.max_connections)
+    config = BrokerConfig(
+        host=args.host,
+        port=args.port,
+        memory_high_watermark=args.memory_high_watermark,
+        max_connections=args.max_connections,
+    )
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve(config, on_ready=lambda url: print(f"gear broker ready at {url}", flush=True)))
 

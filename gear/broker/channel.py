@@ -87,7 +87,7 @@ class Channel:
                 self.conn.send_method(self.number, commands.Channel.CloseOk())
             return
         if self._publish is not None:
-            raise AMQPError(505, f"expected content header for class 60, got non content header frame instead")
+            raise AMQPError(505, "expected content header for class 60, got non content header frame instead")
         if type(method) is FastPublish:
             self._start_publish(method)
             return
@@ -97,8 +97,10 @@ class Channel:
         handler = _HANDLERS.get(type(method))
         try:
             if handler is None:
-                raise AMQPError(540 if method.name.startswith(("Access", "Basic.Recover")) else 503,
-                                f"unimplemented method {method.name}")
+                raise AMQPError(
+                    540 if method.name.startswith(("Access", "Basic.Recover")) else 503,
+                    f"unimplemented method {method.name}",
+                )
             handler(self, method)
         except AMQPError as error:
             if not error.class_id:
@@ -111,12 +113,16 @@ class Channel:
             raise AMQPError(540, "immediate=true", class_id=60, method_id=40)
         exchange = self.vhost.exchanges.get(method.exchange)
         if exchange is None:
-            raise AMQPError(404, "no " + resource("exchange", method.exchange, self.vhost.name),
-                            class_id=60, method_id=40)
+            raise AMQPError(
+                404, "no " + resource("exchange", method.exchange, self.vhost.name), class_id=60, method_id=40
+            )
         if exchange.internal:
-            raise AMQPError(403, "cannot publish to internal " + resource("exchange", method.exchange,
-                                                                          self.vhost.name),
-                            class_id=60, method_id=40)
+            raise AMQPError(
+                403,
+                "cannot publish to internal " + resource("exchange", method.exchange, self.vhost.name),
+                class_id=60,
+                method_id=40,
+            )
         self._publish = method
 
     def handle_header(self, payload: bytes) -> None:
@@ -133,8 +139,12 @@ class Channel:
         max_size = self.conn.core.config.max_message_size
         if size > max_size:
             self._publish = None
-            raise AMQPError(406, f"message size {size} is larger than configured max size {max_size}",
-                            class_id=60, method_id=40)
+            raise AMQPError(
+                406,
+                f"message size {size} is larger than configured max size {max_size}",
+                class_id=60,
+                method_id=40,
+            )
         self._props = payload[12:]
         self._size = size
         self._got = 0
@@ -161,8 +171,18 @@ class Channel:
         self._publish = None
         self._size = 0
         message = Message(method.exchange, method.routing_key, self._props, body)
-        if message.has_property(0x0200):
-            message = self._reply_to(message)
+        if message.has_property(0x0210):
+            if message.has_property(0x0010):
+                user_id = message.decoded.user_id
+                if user_id != self.conn.user:
+                    raise AMQPError(
+                        406,
+                        f"user_id property set to '{user_id}' but authenticated user was '{self.conn.user}'",
+                        class_id=60,
+                        method_id=40,
+                    )
+            if message.has_property(0x0200):
+                message = self._reply_to(message)
         self.conn.publish_seen()
         if self.tx_mode:
             self.tx_publishes.append((method, message))
@@ -189,7 +209,9 @@ class Channel:
             if method.mandatory:
                 self.conn.send(
                     return_frame(self.number, 312, "NO_ROUTE", method.exchange, method.routing_key)
-                    + b"".join(content_frames(self.number, message.properties, message.body, self.conn.frame_max))
+                    + b"".join(
+                        content_frames(self.number, message.properties, message.body, self.conn.frame_max)
+                    )
                 )
             self._confirm_now(seq)
             return
@@ -215,7 +237,7 @@ class Channel:
         return message.with_properties(props, message.exchange, message.routing_key)
 
     def _direct_reply(self, message: Message) -> bool:
-        key = message.routing_key[len(_REPLY_PREFIX):]
+        key = message.routing_key[len(_REPLY_PREFIX) :]
         target = self.conn.core.reply_channels.get(key)
         if target is None or target.reply_tag is None or target.released:
             return False
@@ -270,7 +292,7 @@ class Channel:
             out.append(ack_frame(self.number, low[-1], True))
         elif low:
             out.append(ack_frame(self.number, low[0], False))
-        out.extend(ack_frame(self.number, t, False) for t in acks[len(low):])
+        out.extend(ack_frame(self.number, t, False) for t in acks[len(low) :])
         out.extend(nack_frame(self.number, t, False) for t in nacks)
         if out:
             self.conn.send(b"".join(out))
@@ -318,16 +340,24 @@ class Channel:
         if self.consumers.get(consumer.tag) is consumer:
             del self.consumers[consumer.tag]
             if self.conn.client_capabilities.get("consumer_cancel_notify") and not self.closing:
-                self.conn.send_method(self.number, commands.Basic.Cancel(consumer_tag=consumer.tag, nowait=True))
+                self.conn.send_method(
+                    self.number, commands.Basic.Cancel(consumer_tag=consumer.tag, nowait=True)
+                )
 
     # -- closing ----------------------------------------------------------------------------------
     def close_with(self, error: AMQPError) -> None:
         """Soft error: send ``channel.close`` and ignore everything but close/close-ok until answered."""
         self.release()
         self.closing = True
-        self.conn.send_method(self.number, commands.Channel.Close(
-            reply_code=error.code, reply_text=error.text[:255], class_id=error.class_id,
-            method_id=error.method_id))
+        self.conn.send_method(
+            self.number,
+            commands.Channel.Close(
+                reply_code=error.code,
+                reply_text=error.text[:255],
+                class_id=error.class_id,
+                method_id=error.method_id,
+            ),
+        )
 
     def release(self) -> None:
         """Give everything back: requeue unacked, cancel consumers, drop credit and reply-to."""

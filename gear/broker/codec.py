@@ -115,7 +115,10 @@ def decode_method(payload: bytes) -> Any:
         method.unmarshal(payload[4:])
     except Exception as exc:  # pamqp raises struct.error, ValueError, TypeError... on hostile bytes
         raise AMQPError(
-            501, f"cannot decode {cls.name}: {exc}", class_id=index >> 16, method_id=index & 0xFFFF
+            501,
+            f"cannot decode {getattr(cls, 'name', index)}: {exc}",
+            class_id=index >> 16,
+            method_id=index & 0xFFFF,
         ) from exc
     return method
 

@@ -39,7 +39,7 @@ class BrokerConfig:
     max_message_size: int = 16 * 1024 * 1024
     """Bodies above this get 406 PRECONDITION_FAILED (RabbitMQ 4.x default, 16 MiB)."""
     max_connections: int | None = None
-    """At this many AMQP connections, new sockets are accepted but never answered (RabbitMQ's socket limit)."""
+    """At this many AMQP connections, new sockets are accepted but never answered (like RabbitMQ)."""
     memory_high_watermark: float | int = 0.4
     """Alarm threshold for message memory: a float in (0, 1] is a fraction of total RAM, an int is bytes.
 
@@ -58,7 +58,9 @@ class BrokerConfig:
             raise ValueError(f"channel_max must be in 1..65535, got {self.channel_max}")
         initial, more = self.credit
         if not 0 < more <= initial:
-            raise ValueError(f"credit must be (initial, more_after) with 0 < more_after <= initial, got {self.credit}")
+            raise ValueError(
+                f"credit must be (initial, more_after) with 0 < more_after <= initial, got {self.credit}"
+            )
         if isinstance(self.memory_high_watermark, float) and not 0 < self.memory_high_watermark <= 1:
             raise ValueError("a fractional memory_high_watermark must be in (0, 1]")
 

@@ -168,10 +168,12 @@ class Connection:
                     continue
                 self._frame(ftype, channel_id, payload)
             except AMQPError as error:
+                if self.state == "closing":
+                    reader.discard()  # after a framing error the stream is garbage until close-ok
+                    continue
                 self._fail(error, channel_id)
-                if error.code == 501:
-                    self._drop()
-                    return
+                if error.code == 501 or (self.state == "closing" and error.code in (502, 505)):
+                    reader.discard()
 
     def _header(self) -> bool:
         data = self._reader.take(8)
@@ -186,7 +188,7 @@ class Connection:
             self._drop()
             return False
         self.state = "start-ok"
-        props = {
+        props: dict[str, Any] = {
             "product": "Gear reference broker",
             "version": _VERSION,
             "platform": "Python/asyncio",
@@ -195,7 +197,9 @@ class Connection:
             "cluster_name": "gear",
             "capabilities": dict(SERVER_CAPABILITIES),
         }
-        self.send_method(0, commands.Connection.Start(server_properties=props, mechanisms="PLAIN", locales="en_US"))
+        self.send_method(
+            0, commands.Connection.Start(server_properties=props, mechanisms="PLAIN", locales="en_US")
+        )
         return True
 
     def _frame(self, ftype: int, channel_id: int, payload: bytes) -> None:
@@ -260,8 +264,12 @@ class Connection:
             return
         else:
             cid, mid = method_id_of(method) if hasattr(method, "index") else (0, 0)
-            raise AMQPError(503, f"unexpected method {getattr(method, 'name', '?')} in state {state!r}",
-                            class_id=cid, method_id=mid)
+            raise AMQPError(
+                503,
+                f"unexpected method {getattr(method, 'name', '?')} in state {state!r}",
+                class_id=cid,
+                method_id=mid,
+            )
 
     def _start_ok(self, method: commands.Connection.StartOk) -> None:
         props = method.client_properties or {}
@@ -269,27 +277,40 @@ class Connection:
         self.client_capabilities = dict(caps) if isinstance(caps, dict) else {}
         name = props.get("connection_name") if isinstance(props, dict) else None
         if name:
-            self.name = f"{self.peer} ({name})"
+            self.name = f"{self.peer} ({name!s})"
         if method.mechanism != "PLAIN":
-            raise AMQPError(403, f"unsupported authentication mechanism {method.mechanism!r}",
-                            class_id=10, method_id=11)
+            raise AMQPError(
+                403, f"unsupported authentication mechanism {method.mechanism!s}", class_id=10, method_id=11
+            )
         response = method.response
         raw = response.encode("utf-8") if isinstance(response, str) else bytes(response or b"")
         parts = raw.split(b"\x00")
         user, password = (parts[1], parts[2]) if len(parts) == 3 else (b"", b"")
         users = self.core.config.users
         if users.get(user.decode("utf-8", "replace")) != password.decode("utf-8", "replace") or not user:
-            log.info("login refused for user %r from %s", user, self.peer)
+            log.info("login refused for user %s from %s", user.decode("utf-8", "replace"), self.peer)
             if self.client_capabilities.get("authentication_failure_close"):
-                self._fail(AMQPError(403, "Login was refused using authentication mechanism PLAIN. "
-                                          "For details see the broker logfile.", class_id=10, method_id=11), 0)
+                self._fail(
+                    AMQPError(
+                        403,
+                        "Login was refused using authentication mechanism PLAIN. "
+                        "For details see the broker logfile.",
+                        class_id=10,
+                        method_id=11,
+                    ),
+                    0,
+                )
             self._drop()
             return
         self.user = user.decode()
         self.state = "tune-ok"
         config = self.core.config
-        self.send_method(0, commands.Connection.Tune(channel_max=config.channel_max,
-                                                     frame_max=config.frame_max, heartbeat=config.heartbeat))
+        self.send_method(
+            0,
+            commands.Connection.Tune(
+                channel_max=config.channel_max, frame_max=config.frame_max, heartbeat=config.heartbeat
+            ),
+        )
 
     def _tune_ok(self, method: commands.Connection.TuneOk) -> None:
         config = self.core.config
@@ -298,11 +319,19 @@ class Connection:
             ("channel_max", method.channel_max, 1, config.channel_max),
         ):
             if value and value < minimum:
-                raise AMQPError(530, f"negotiated {field} = {value} is lower than the minimum allowed value "
-                                     f"({minimum})", class_id=10, method_id=31)
+                raise AMQPError(
+                    530,
+                    f"negotiated {field} = {value} is lower than the minimum allowed value ({minimum})",
+                    class_id=10,
+                    method_id=31,
+                )
             if server and (value == 0 or value > server):
-                raise AMQPError(530, f"negotiated {field} = {value} is higher than the maximum allowed value "
-                                     f"({server})", class_id=10, method_id=31)
+                raise AMQPError(
+                    530,
+                    f"negotiated {field} = {value} is higher than the maximum allowed value ({server})",
+                    class_id=10,
+                    method_id=31,
+                )
         self.frame_max = method.frame_max
         self.channel_max = method.channel_max
         self.heartbeat = method.heartbeat
@@ -312,10 +341,17 @@ class Connection:
     def _open_channel(self, channel_id: int, method: Any) -> None:
         if not isinstance(method, commands.Channel.Open):
             cid, mid = method_id_of(method)
-            raise AMQPError(504, f"expected 'channel.open' on channel {channel_id}", class_id=cid, method_id=mid)
+            raise AMQPError(
+                504, f"expected 'channel.open' on channel {channel_id}", class_id=cid, method_id=mid
+            )
         if channel_id > self.channel_max:
-            raise AMQPError(530, f"number of channels opened ({len(self.channels)}) has reached the negotiated "
-                                 f"channel_max ({self.channel_max})", class_id=20, method_id=10)
+            raise AMQPError(
+                530,
+                f"number of channels opened ({len(self.channels)}) has reached the negotiated "
+                f"channel_max ({self.channel_max})",
+                class_id=20,
+                method_id=10,
+            )
         self.channels[channel_id] = Channel(self, channel_id)
         self.send_method(channel_id, commands.Channel.OpenOk())
 
@@ -327,7 +363,7 @@ class Connection:
 
     # -- errors and closing -----------------------------------------------------------------------
     def _fail(self, error: AMQPError, channel_id: int) -> None:
-        if self.finished:
+        if self.finished or self.state == "closing":
             return
         channel = self.channels.get(channel_id)
         if not error.hard and channel is not None and channel_id != 0:
@@ -337,8 +373,15 @@ class Connection:
         if self.state in ("header", "start-ok") and error.code != 403:
             self._drop()
             return
-        self.send_method(0, commands.Connection.Close(reply_code=error.code, reply_text=error.text[:255],
-                                                      class_id=error.class_id, method_id=error.method_id))
+        self.send_method(
+            0,
+            commands.Connection.Close(
+                reply_code=error.code,
+                reply_text=error.text[:255],
+                class_id=error.class_id,
+                method_id=error.method_id,
+            ),
+        )
         self._enter_closing()
 
     def force_close(self, reason: str) -> None:
@@ -348,8 +391,12 @@ class Connection:
         if self.state in ("header", "start-ok", "tune-ok", "open"):
             self._drop()
             return
-        self.send_method(0, commands.Connection.Close(reply_code=320,
-                                                      reply_text=f"CONNECTION_FORCED - {reason}"[:255]))
+        self.send_method(
+            0,
+            commands.Connection.Close(
+                reply_code=320, reply_text=f"CONNECTION_FORCED - {reason}"[:255], class_id=0, method_id=0
+            ),
+        )
         self._enter_closing()
 
     def _enter_closing(self) -> None:
@@ -463,5 +510,11 @@ class Connection:
             state = "flow"
         else:
             state = "running"
-        return ConnectionStatus(name=self.name, peer=self.peer, state=state, channels=len(self.channels),
-                                user=self.user, vhost=self.vhost_name)
+        return ConnectionStatus(
+            name=self.name,
+            peer=self.peer,
+            state=state,
+            channels=len(self.channels),
+            user=self.user,
+            vhost=self.vhost_name,
+        )

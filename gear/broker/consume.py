@@ -55,8 +55,15 @@ def _consume(channel: Channel, method: commands.Basic.Consume) -> None:
     queue = lookup_queue(channel, method.queue)
     if queue.consumers and (method.exclusive or queue.exclusive_consumer()):
         raise AMQPError(403, resource("queue", queue.name, channel.vhost.name) + " in exclusive use")
-    consumer = Consumer(tag, channel, queue, no_ack=method.no_ack, exclusive=method.exclusive,
-                        prefetch=channel.prefetch, arguments=dict(method.arguments or {}))
+    consumer = Consumer(
+        tag,
+        channel,
+        queue,
+        no_ack=method.no_ack,
+        exclusive=method.exclusive,
+        prefetch=channel.prefetch,
+        arguments=dict(method.arguments or {}),
+    )
     channel.consumers[tag] = consumer
     if not method.nowait:
         channel.conn.send_method(channel.number, commands.Basic.ConsumeOk(consumer_tag=tag))
@@ -72,14 +79,15 @@ def _reply_consume(channel: Channel, method: commands.Basic.Consume, tag: str) -
     channel.reply_key = key
     channel.reply_tag = tag
     channel.conn.core.reply_channels[key] = channel
-    channel.consumers[tag] = Consumer(tag, channel, None, no_ack=True, exclusive=False, prefetch=0,
-                                      arguments={})
+    channel.consumers[tag] = Consumer(
+        tag, channel, None, no_ack=True, exclusive=False, prefetch=0, arguments={}
+    )
     if not method.nowait:
         channel.conn.send_method(channel.number, commands.Basic.ConsumeOk(consumer_tag=tag))
 
 
 def _cancel(channel: Channel, method: commands.Basic.Cancel) -> None:
-    consumer = channel.consumers.pop(method.consumer_tag, None)
+    consumer = channel.consumers.pop(method.consumer_tag or "", None)
     if consumer is not None:
         if consumer.queue is None:
             if channel.reply_key is not None:
@@ -110,8 +118,9 @@ def _get(channel: Channel, method: commands.Basic.Get) -> None:
         channel.unacked[tag] = (queue, entry, None)
     message = entry.message
     channel.conn.send(
-        get_ok_frame(channel.number, tag, entry.redelivered, message.exchange, message.routing_key,
-                     len(queue.ready))
+        get_ok_frame(
+            channel.number, tag, entry.redelivered, message.exchange, message.routing_key, len(queue.ready)
+        )
         + b"".join(content_frames(channel.number, message.properties, message.body, channel.conn.frame_max))
     )
 
@@ -174,7 +183,7 @@ def _nack(channel: Channel, method: commands.Basic.Nack) -> None:
 
 
 def _reject(channel: Channel, method: commands.Basic.Reject) -> None:
-    settle(channel, "reject", method.delivery_tag, False, method.requeue)
+    settle(channel, "reject", method.delivery_tag or 0, False, method.requeue)
 
 
 def _ack(channel: Channel, method: commands.Basic.Ack) -> None:
@@ -192,9 +201,9 @@ def _recover(channel: Channel, method: commands.Basic.Recover | commands.Basic.R
 
 def release(channel: Channel) -> None:
     """Channel closing: cancel its consumers, then requeue its unacked deliveries (redelivered)."""
-    for consumer in list(channel.consumers.values()):
-        if consumer.queue is not None:
-            consumer.queue.remove_consumer(consumer)
+    for subscription in list(channel.consumers.values()):
+        if subscription.queue is not None:
+            subscription.queue.remove_consumer(subscription)
     channel.consumers.clear()
     groups: dict[Queue, list[tuple[Entry, Consumer | None]]] = {}
     for queue, entry, consumer in channel.unacked.values():
@@ -202,9 +211,8 @@ def release(channel: Channel) -> None:
     channel.unacked.clear()
     for queue, group in groups.items():
         queue.requeue(group)
-    for queue in list(channel.ledger.blocked_on) + [q for v in [channel.vhost] for q in v.queues.values()]:
-        if isinstance(queue, Queue):
-            queue.meter.forget(channel)
+    for known in channel.vhost.queues.values():
+        known.meter.forget(channel)
 
 
 HANDLERS: dict[type, Callable[[Channel, Any], None]] = {

@@ -100,8 +100,12 @@ class BrokerCore:
 
     def _alarm_flipped(self) -> None:
         active = self.alarm.active
-        log.info("memory alarm %s (%s of %s bytes)", "set" if active else "cleared", self.alarm.used,
-                 self.alarm.limit)
+        log.info(
+            "memory alarm %s (%s of %s bytes)",
+            "set" if active else "cleared",
+            self.alarm.used,
+            self.alarm.limit,
+        )
         for connection in list(self.connections):
             connection.alarm_changed(active)
 

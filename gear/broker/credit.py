@@ -20,8 +20,6 @@ state is never signalled to the client.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
-
 __all__ = ("CreditLedger", "CreditMeter")
 
 
@@ -32,10 +30,10 @@ class CreditLedger:
 
     def __init__(self, initial: int) -> None:
         self.initial = initial
-        self._credit: dict[Hashable, int] = {}
-        self.blocked_on: set[Hashable] = set()
+        self._credit: dict[object, int] = {}
+        self.blocked_on: set[object] = set()
 
-    def spend(self, receiver: Hashable) -> bool:
+    def spend(self, receiver: object) -> bool:
         """Spend one credit; returns False when this spend used the last one (the sender is now blocked)."""
         left = self._credit.get(receiver, self.initial) - 1
         self._credit[receiver] = left
@@ -44,7 +42,7 @@ class CreditLedger:
             return False
         return True
 
-    def grant(self, receiver: Hashable, amount: int) -> bool:
+    def grant(self, receiver: object, amount: int) -> bool:
         """Receive ``amount`` credits from ``receiver``; True if that unblocked the sender entirely."""
         left = self._credit.get(receiver, self.initial) + amount
         self._credit[receiver] = min(left, self.initial)
@@ -53,7 +51,7 @@ class CreditLedger:
             return not self.blocked_on
         return False
 
-    def forget(self, receiver: Hashable) -> bool:
+    def forget(self, receiver: object) -> bool:
         """The receiver went away (queue deleted): drop its ledger; True if that unblocked the sender."""
         self._credit.pop(receiver, None)
         if receiver in self.blocked_on:
@@ -61,7 +59,7 @@ class CreditLedger:
             return not self.blocked_on
         return False
 
-    def credit(self, receiver: Hashable) -> int:
+    def credit(self, receiver: object) -> int:
         """Credit left towards ``receiver``."""
         return self._credit.get(receiver, self.initial)
 
@@ -78,9 +76,9 @@ class CreditMeter:
 
     def __init__(self, more_after: int) -> None:
         self.more_after = more_after
-        self._processed: dict[Hashable, int] = {}
+        self._processed: dict[object, int] = {}
 
-    def processed(self, sender: Hashable) -> int:
+    def processed(self, sender: object) -> int:
         """Count one processed message; returns the credit to grant now (0 or ``more_after``)."""
         count = self._processed.get(sender, 0) + 1
         if count >= self.more_after:
@@ -89,6 +87,6 @@ class CreditMeter:
         self._processed[sender] = count
         return 0
 
-    def forget(self, sender: Hashable) -> None:
+    def forget(self, sender: object) -> None:
         """The sender went away (channel closed)."""
         self._processed.pop(sender, None)

@@ -23,9 +23,20 @@ __all__ = ("HANDLERS", "QUEUE_ARGUMENTS", "generated_name", "lookup_queue")
 REPLY_TO = "amq.rabbitmq.reply-to"
 #: Queue arguments compared on redeclare (classic queue ``queue_arguments``).
 QUEUE_ARGUMENTS = (
-    "x-expires", "x-message-ttl", "x-dead-letter-exchange", "x-dead-letter-routing-key", "x-max-length",
-    "x-max-length-bytes", "x-max-priority", "x-overflow", "x-queue-mode", "x-queue-version",
-    "x-single-active-consumer", "x-queue-type", "x-queue-master-locator", "x-queue-leader-locator",
+    "x-expires",
+    "x-message-ttl",
+    "x-dead-letter-exchange",
+    "x-dead-letter-routing-key",
+    "x-max-length",
+    "x-max-length-bytes",
+    "x-max-priority",
+    "x-overflow",
+    "x-queue-mode",
+    "x-queue-version",
+    "x-single-active-consumer",
+    "x-queue-type",
+    "x-queue-master-locator",
+    "x-queue-leader-locator",
 )
 
 
@@ -47,8 +58,11 @@ def _text(value: Any) -> str:
 
 
 def _inequivalent(arg: str, what: str, received: Any, current: Any) -> AMQPError:
-    return AMQPError(406, f"inequivalent arg '{arg}' for {what}: received '{_text(received)}' but current is "
-                          f"'{_text(current)}'")
+    return AMQPError(
+        406,
+        f"inequivalent arg '{arg}' for {what}: received '{_text(received)}' but current is "
+        f"'{_text(current)}'",
+    )
 
 
 def _check_default(name: str) -> None:
@@ -84,9 +98,13 @@ def lookup_queue(channel: Channel, name: str) -> Queue:
 
 def _check_exclusive(channel: Channel, queue: Queue) -> None:
     if queue.exclusive_owner is not None and queue.exclusive_owner is not channel.conn:
-        raise AMQPError(405, "cannot obtain exclusive access to locked " + resource("queue", queue.name,
-                        channel.vhost.name) + ". It could be originally declared on another connection or "
-                        "the exclusive property value does not match that of the original declaration.")
+        raise AMQPError(
+            405,
+            "cannot obtain exclusive access to locked "
+            + resource("queue", queue.name, channel.vhost.name)
+            + ". It could be originally declared on another connection or "
+            "the exclusive property value does not match that of the original declaration.",
+        )
 
 
 def _exchange_declare(channel: Channel, method: commands.Exchange.Declare) -> None:
@@ -106,16 +124,25 @@ def _exchange_declare(channel: Channel, method: commands.Exchange.Declare) -> No
         if existing is None:
             if name.startswith("amq."):
                 raise AMQPError(403, f"exchange name '{name}' contains reserved prefix 'amq.*'")
-            vhost.exchanges[name] = Exchange(name, kind, durable=method.durable, auto_delete=method.auto_delete,
-                                             internal=method.internal, arguments=arguments)
+            vhost.exchanges[name] = Exchange(
+                name,
+                kind,
+                durable=method.durable,
+                auto_delete=method.auto_delete,
+                internal=method.internal,
+                arguments=arguments,
+            )
         else:
             for arg, received, current in (
                 ("type", kind, existing.kind),
                 ("durable", method.durable, existing.durable),
                 ("auto_delete", method.auto_delete, existing.auto_delete),
                 ("internal", method.internal, existing.internal),
-                ("alternate-exchange", arguments.get("alternate-exchange"),
-                 existing.arguments.get("alternate-exchange")),
+                (
+                    "alternate-exchange",
+                    arguments.get("alternate-exchange"),
+                    existing.arguments.get("alternate-exchange"),
+                ),
             ):
                 if _text(received) != _text(current):
                     raise _inequivalent(arg, what, received, current)
@@ -176,31 +203,45 @@ def _queue_declare(channel: Channel, method: commands.Queue.Declare) -> None:
         raise AMQPError(403, f"queue name '{name}' contains reserved prefix 'amq.*'")
     what = resource("queue", name, vhost.name)
     arguments = dict(method.arguments or {})
-    queue = vhost.queues.get(name)
-    if queue is None:
+    found = vhost.queues.get(name)
+    if found is None:
         _validate_arguments(arguments, what)
-        queue = Queue(vhost, name, durable=method.durable and not method.exclusive,
-                      exclusive_owner=conn if method.exclusive else None, auto_delete=method.auto_delete,
-                      arguments=arguments, credit_more_after=conn.core.config.credit[1])
+        queue = Queue(
+            vhost,
+            name,
+            durable=method.durable and not method.exclusive,
+            exclusive_owner=conn if method.exclusive else None,
+            auto_delete=method.auto_delete,
+            arguments=arguments,
+            credit_more_after=conn.core.config.credit[1],
+        )
         vhost.queues[name] = queue
     else:
+        queue = found
         _check_exclusive(channel, queue)
         if (queue.exclusive_owner is not None) != bool(method.exclusive):
-            raise AMQPError(405, "cannot obtain exclusive access to locked " + what + ". It could be originally "
-                            "declared on another connection or the exclusive property value does not match "
-                            "that of the original declaration.")
+            raise AMQPError(
+                405,
+                "cannot obtain exclusive access to locked " + what + ". It could be originally "
+                "declared on another connection or the exclusive property value does not match "
+                "that of the original declaration.",
+            )
         durable = method.durable and not method.exclusive
-        for arg, received, current in (
+        for flag, wanted, actual in (
             ("durable", durable, queue.durable),
             ("auto_delete", method.auto_delete, queue.auto_delete),
         ):
-            if received != current:
-                raise _inequivalent(arg, what, received, current)
+            if wanted != actual:
+                raise _inequivalent(flag, what, wanted, actual)
         for arg in QUEUE_ARGUMENTS:
             received, current = arguments.get(arg), queue.arguments.get(arg)
             if _text(received) != _text(current) and not (received is None and current is None):
-                raise _inequivalent(arg, what, "none" if received is None else received,
-                                    "none" if current is None else current)
+                raise _inequivalent(
+                    arg,
+                    what,
+                    "none" if received is None else received,
+                    "none" if current is None else current,
+                )
         queue.last_used = vhost.now()
     _declare_ok(channel, method, queue)
 
@@ -221,12 +262,15 @@ def _validate_arguments(arguments: dict[str, Any], what: str) -> None:
 def _declare_ok(channel: Channel, method: commands.Queue.Declare, queue: Queue) -> None:
     channel.last_queue = queue.name
     if not method.nowait:
-        channel.conn.send(declare_ok_frame(channel.number, queue.name, len(queue.ready) + len(queue.inbox),
-                                           len(queue.consumers)))
+        channel.conn.send(
+            declare_ok_frame(
+                channel.number, queue.name, len(queue.ready) + len(queue.inbox), len(queue.consumers)
+            )
+        )
 
 
 def _reply_to_declare(channel: Channel, name: str, method: commands.Queue.Declare) -> None:
-    key = name[len(REPLY_TO) + 1:]
+    key = name[len(REPLY_TO) + 1 :]
     alive = name == REPLY_TO or key in channel.conn.core.reply_channels
     if not method.passive:
         raise AMQPError(403, f"queue name '{name}' contains reserved prefix 'amq.*'")

@@ -186,7 +186,9 @@ class Exchange:
         """True while any binding has this exchange as source."""
         return bool(self._bindings)
 
-    def route(self, routing_key: str, headers: Callable[[], Mapping[str, Any] | None]) -> tuple[Hashable, ...]:
+    def route(
+        self, routing_key: str, headers: Callable[[], Mapping[str, Any] | None]
+    ) -> tuple[Hashable, ...]:
         """Destinations for one message; ``headers`` is called only by headers exchanges."""
         kind = self.kind
         if kind == "direct":

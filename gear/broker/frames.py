@@ -67,6 +67,11 @@ class FrameReader:
         """Bytes received but not yet handed out."""
         return len(self._buf) - self._pos
 
+    def discard(self) -> None:
+        """Drop everything buffered (the stream cannot be trusted any more)."""
+        self._buf.clear()
+        self._pos = 0
+
     def peek(self, count: int) -> bytes:
         """Up to ``count`` buffered bytes, without consuming them."""
         return bytes(self._buf[self._pos : self._pos + count])

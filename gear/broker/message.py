@@ -7,7 +7,7 @@ Messages live in memory only, even when published persistent to a durable queue.
 from __future__ import annotations
 
 import datetime
-from typing import Any
+from typing import Any, cast
 
 from pamqp import commands
 
@@ -77,8 +77,9 @@ class Entry:
         self.deadline = deadline
 
 
-def dead_lettered(message: Message, queue: str, reason: str, exchange: str, routing_key: str | None,
-                  now: datetime.datetime) -> Message:
+def dead_lettered(
+    message: Message, queue: str, reason: str, exchange: str, routing_key: str | None, now: datetime.datetime
+) -> Message:
     """The copy of ``message`` that goes to a dead-letter exchange, with RabbitMQ's ``x-death`` header.
 
     ``expiration`` is removed so the copy does not expire again, as RabbitMQ does.
@@ -88,12 +89,12 @@ def dead_lettered(message: Message, queue: str, reason: str, exchange: str, rout
         **{name: getattr(old, name) for name in old.__slots__ if name != "cluster_id"}
     )
     headers = dict(old.headers or {})
-    deaths = list(headers.get("x-death") or [])
+    deaths: list[Any] = list(cast(Any, headers.get("x-death")) or [])
     keys = [message.routing_key]
     for i, death in enumerate(deaths):
         if isinstance(death, dict) and death.get("queue") == queue and death.get("reason") == reason:
             updated = dict(death)
-            updated["count"] = int(updated.get("count", 1)) + 1
+            updated["count"] = int(cast(Any, updated.get("count", 1))) + 1
             deaths.pop(i)
             deaths.insert(0, updated)
             break
@@ -118,4 +119,6 @@ def dead_lettered(message: Message, queue: str, reason: str, exchange: str, rout
     headers["x-last-death-exchange"] = message.exchange
     props.headers = headers
     props.expiration = None
-    return message.with_properties(props, exchange, routing_key if routing_key is not None else message.routing_key)
+    return message.with_properties(
+        props, exchange, routing_key if routing_key is not None else message.routing_key
+    )

@@ -47,8 +47,17 @@ class Consumer:
 
     __slots__ = ("arguments", "channel", "exclusive", "no_ack", "prefetch", "queue", "tag", "unacked")
 
-    def __init__(self, tag: str, channel: ConsumerChannel, queue: Queue | None, *, no_ack: bool, exclusive: bool,
-                 prefetch: int, arguments: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        tag: str,
+        channel: ConsumerChannel,
+        queue: Queue | None,
+        *,
+        no_ack: bool,
+        exclusive: bool,
+        prefetch: int,
+        arguments: dict[str, Any],
+    ) -> None:
         self.tag = tag
         self.channel = channel
         self.queue = queue
@@ -62,8 +71,17 @@ class Consumer:
 class Queue:
     """A classic queue held in memory."""
 
-    def __init__(self, vhost: VirtualHost, name: str, *, durable: bool, exclusive_owner: object | None,
-                 auto_delete: bool, arguments: dict[str, Any], credit_more_after: int) -> None:
+    def __init__(
+        self,
+        vhost: VirtualHost,
+        name: str,
+        *,
+        durable: bool,
+        exclusive_owner: object | None,
+        auto_delete: bool,
+        arguments: dict[str, Any],
+        credit_more_after: int,
+    ) -> None:
         self.vhost = vhost
         self.name = name
         self.durable = durable
@@ -241,7 +259,7 @@ class Queue:
         self._release(entry)
 
     def _dead_letter(self, message: Message, reason: str) -> None:
-        if self.dlx is None or self.deleted and reason != "expired":
+        if self.dlx is None or (self.deleted and reason != "expired"):
             return
         exchange = self.vhost.exchanges.get(self.dlx)
         if exchange is None:

@@ -131,8 +131,9 @@ class Broker:
         loop = asyncio.get_running_loop()
         self._loop = loop
         self.core.wake = self._wake
-        self._server = await loop.create_server(lambda: _Protocol(self), self.config.host, self.config.port,
-                                                reuse_address=True)
+        self._server = await loop.create_server(
+            lambda: _Protocol(self), self.config.host, self.config.port, reuse_address=True
+        )
         self._ticker = loop.create_task(self._tick_forever())
         log.info("gear broker listening on %s:%s", self.config.host, self.port)
 

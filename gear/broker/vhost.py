@@ -133,5 +133,9 @@ class VirtualHost:
             if not any(e.deadline is not None for e in queue.ready):
                 self.expiring.discard(queue)
         for queue in list(self.queues.values()):
-            if queue.expires is not None and not queue.consumers and now - queue.last_used >= queue.expires / 1000:
+            if (
+                queue.expires is not None
+                and not queue.consumers
+                and now - queue.last_used >= queue.expires / 1000
+            ):
                 self.delete_queue(queue)
