@@ -1,0 +1,277 @@
+"""RPC call latency and throughput: Gear vs aio_pika.patterns.RPC vs a raw aiormq request/reply.
+
+Each peer runs its server in a separate process (started by this script) and its client here, on
+the same broker, in interleaved rounds (A B C A B C ...): call latency with one call in flight
+(p50/p99) and throughput with 1, 16, 64 and 256 calls in flight. Gear runs with its defaults:
+publisher confirms and mandatory on every publish (requests and replies), deadlines, JSON. The
+raw aiormq peer uses confirms + mandatory on requests and a multiplexed reply queue; aio-pika's
+pattern uses its own defaults. Ratios are computed per round, then the median is reported.
+
+Usage::
+
+    python benchmarks/rpc.py --url amqp://guest:guest@127.0.0.1:5672/ --rounds 3 --seconds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+__all__ = ("main",)
+
+PAYLOAD = {"data": "x" * 80}
+CONCURRENCY = (1, 16, 64, 256)
+
+
+# -- servers (run in child processes) ---------------------------------------------------------------
+
+
+async def serve_gear(url: str, tag: str) -> None:
+    import gear
+
+    svc = gear.Service("BENCH" + tag, "s1", url=url, prefetch=256)
+
+    @svc.handler("echo")
+    async def echo(payload: dict[str, Any]) -> dict[str, Any]:
+        return payload
+
+    async with svc:
+        print("ready", flush=True)
+        await asyncio.Event().wait()
+
+
+async def serve_aio_pika(url: str, tag: str) -> None:
+    import aio_pika
+    from aio_pika.patterns import RPC
+
+    conn = await aio_pika.connect(url)
+    ch = await conn.channel()
+    await ch.set_qos(prefetch_count=256)
+    rpc = await RPC.create(ch)
+
+    async def echo(**kwargs: Any) -> Any:
+        return kwargs
+
+    await rpc.register("echo" + tag, echo, auto_delete=True)
+    print("ready", flush=True)
+    await asyncio.Event().wait()
+
+
+async def serve_aiormq(url: str, tag: str) -> None:
+    import aiormq
+
+    conn = await aiormq.connect(url)
+    ch = await conn.channel(publisher_confirms=False)
+    await ch.basic_qos(prefetch_count=256)
+    queue = "bench.raw." + tag
+    await ch.queue_declare(queue, auto_delete=True)
+
+    async def on_message(msg: Any) -> None:
+        props = msg.header.properties
+        await ch.basic_publish(
+            msg.body, routing_key=props.reply_to,
+            properties=aiormq.spec.Basic.Properties(correlation_id=props.correlation_id),
+        )
+        await ch.basic_ack(msg.delivery.delivery_tag)
+
+    await ch.basic_consume(queue, on_message)
+    print("ready", flush=True)
+    await asyncio.Event().wait()
+
+
+# -- clients ---------------------------------------------------------------------------------------
+
+Call = Callable[[], Awaitable[Any]]
+
+
+async def client_gear(url: str, tag: str) -> tuple[Call, Callable[[], Awaitable[None]]]:
+    import gear
+
+    svc = gear.Service.client(url=url, prefetch=512)
+    await svc.start()
+    target = f"BENCH{tag}.s1"
+
+    async def call() -> Any:
+        return await svc.rpc.call(target, "echo", PAYLOAD)
+
+    return call, svc.stop
+
+
+async def client_aio_pika(url: str, tag: str) -> tuple[Call, Callable[[], Awaitable[None]]]:
+    import aio_pika
+    from aio_pika.patterns import RPC
+
+    conn = await aio_pika.connect(url)
+    ch = await conn.channel()
+    rpc = await RPC.create(ch)
+    name = "echo" + tag
+
+    async def call() -> Any:
+        return await rpc.call(name, kwargs=PAYLOAD)
+
+    async def close() -> None:
+        await rpc.close()
+        await conn.close()
+
+    return call, close
+
+
+async def client_aiormq(url: str, tag: str) -> tuple[Call, Callable[[], Awaitable[None]]]:
+    import json
+
+    import aiormq
+
+    conn = await aiormq.connect(url)
+    ch = await conn.channel(publisher_confirms=True)
+    declared = await ch.queue_declare(exclusive=True, auto_delete=True)
+    reply_queue = declared.queue
+    futures: dict[str, asyncio.Future[bytes]] = {}
+
+    def on_reply(msg: Any) -> None:
+        fut = futures.pop(msg.header.properties.correlation_id, None)
+        if fut is not None and not fut.done():
+            fut.set_result(msg.body)
+
+    await ch.basic_consume(reply_queue, on_reply, no_ack=True)
+    queue = "bench.raw." + tag
+    body = json.dumps(PAYLOAD).encode()
+    loop = asyncio.get_running_loop()
+
+    async def call() -> Any:
+        cid = uuid.uuid4().hex
+        fut = loop.create_future()
+        futures[cid] = fut
+        await ch.basic_publish(
+            body, routing_key=queue, mandatory=True,
+            properties=aiormq.spec.Basic.Properties(correlation_id=cid, reply_to=reply_queue,
+                                                    message_id=cid),
+        )
+        return json.loads(await asyncio.wait_for(fut, 30))
+
+    return call, conn.close
+
+
+PEERS: dict[str, tuple[Callable[[str, str], Awaitable[None]],
+                       Callable[[str, str], Awaitable[tuple[Call, Callable[[], Awaitable[None]]]]]]] = {
+    "gear": (serve_gear, client_gear),
+    "aio-pika RPC": (serve_aio_pika, client_aio_pika),
+    "raw aiormq": (serve_aiormq, client_aiormq),
+}
+
+
+# -- measurement -----------------------------------------------------------------------------------
+
+
+async def measure(call: Call, concurrency: int, seconds: float) -> dict[str, float]:
+    latencies: list[float] = []
+    loop = asyncio.get_running_loop()
+    end = loop.time() + seconds
+    perf = time.perf_counter
+
+    async def worker() -> None:
+        while loop.time() < end:
+            t0 = perf()
+            await call()
+            latencies.append(perf() - t0)
+
+    started = perf()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    elapsed = perf() - started
+    latencies.sort()
+    n = len(latencies)
+    return {
+        "rps": n / elapsed,
+        "p50": latencies[n // 2] * 1000,
+        "p99": latencies[min(n - 1, int(n * 0.99))] * 1000,
+    }
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+async def run(url: str, rounds: int, seconds: float, peers: list[str]) -> None:
+    tag = uuid.uuid4().hex[:6]
+    procs = {}
+    for name in peers:
+        proc = subprocess.Popen(
+            [sys.executable, __file__, "--serve", name, "--url", url, "--tag", tag],
+            stdout=subprocess.PIPE, text=True,
+        )
+        assert proc.stdout is not None
+        line = await asyncio.to_thread(proc.stdout.readline)
+        if line.strip() != "ready":
+            raise SystemExit(f"{name} server did not start")
+        procs[name] = proc
+    clients = {name: await PEERS[name][1](url, tag) for name in peers}
+    results: dict[tuple[str, int], list[dict[str, float]]] = {}
+    try:
+        for name, (call, _close) in clients.items():  # warm-up
+            await measure(call, 16, min(1.0, seconds))
+        for r in range(rounds):
+            for c in CONCURRENCY:
+                for name, (call, _close) in clients.items():
+                    results.setdefault((name, c), []).append(await measure(call, c, seconds))
+            print(f"round {r + 1}/{rounds} done", file=sys.stderr, flush=True)
+    finally:
+        for _call, close in clients.values():
+            await close()
+        for proc in procs.values():
+            proc.terminate()
+            proc.wait()
+    report(results, peers, rounds)
+
+
+def report(results: dict[tuple[str, int], list[dict[str, float]]], peers: list[str], rounds: int) -> None:
+    print(f"\nRPC benchmark: median of {rounds} interleaved rounds, 100 B JSON payload, "
+          f"client and server in separate processes, cpus={os.cpu_count()}\n")
+    head = f"{'peer':<14} {'c=1 p50 ms':>11} {'c=1 p99 ms':>11}" + "".join(f"{f'rps c={c}':>11}" for c in CONCURRENCY)
+    print(head)
+    print("-" * len(head))
+    for name in peers:
+        lat = results[(name, 1)]
+        row = f"{name:<14} {_median([x['p50'] for x in lat]):>11.3f} {_median([x['p99'] for x in lat]):>11.3f}"
+        row += "".join(f"{_median([x['rps'] for x in results[(name, c)]]):>11.0f}" for c in CONCURRENCY)
+        print(row)
+    if "gear" not in peers:
+        return
+    print("\nGear / peer (median of per-round ratios; rps: higher is better, p50: lower is better)")
+    for name in peers:
+        if name == "gear":
+            continue
+        parts = []
+        for c in CONCURRENCY:
+            ratios = [g["rps"] / p["rps"] for g, p in zip(results[("gear", c)], results[(name, c)], strict=True)]
+            parts.append(f"rps c={c}: {_median(ratios):.2f}x")
+        p50 = [g["p50"] / p["p50"] for g, p in zip(results[("gear", 1)], results[(name, 1)], strict=True)]
+        parts.append(f"p50 c=1: {_median(p50):.2f}x")
+        print(f"  vs {name:<13} " + ", ".join(parts))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--url", default=os.environ.get("GEAR_URL", "amqp://guest:guest@127.0.0.1:5672/"))
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--peers", default=",".join(PEERS), help="comma-separated subset of: " + ", ".join(PEERS))
+    parser.add_argument("--serve", help=argparse.SUPPRESS)
+    parser.add_argument("--tag", default="", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        asyncio.run(PEERS[args.serve][0](args.url, args.tag))
+        return
+    peers = [p.strip() for p in args.peers.split(",") if p.strip()]
+    asyncio.run(run(args.url, args.rounds, args.seconds, peers))
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    main()
