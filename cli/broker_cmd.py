@@ -86,10 +86,8 @@ def broker(
     except ValueError as exc:
         fail(str(exc), ExitCode.USAGE)
 
-    def ready(server: Any) -> None:
-        typer.echo(
-            f"gear broker: listening on {server.url} (AMQP 0-9-1; messages in memory only). Ctrl-C to stop."
-        )
+    def ready(url: str) -> None:
+        typer.echo(f"gear broker: listening on {url} (AMQP 0-9-1; messages in memory only). Ctrl-C to stop.")
 
     try:
         asyncio.run(run_until_signal(serve(config, on_ready=ready)))

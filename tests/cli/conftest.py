@@ -132,7 +132,7 @@ def slow(running: Running) -> Iterator[Slow]:
 
     @svc.handler("status")
     async def status(payload: Any = None) -> str:
-        await asyncio.sleep(3)
+        await asyncio.sleep(1.5)
         return "late"
 
     @svc.handler("boom")

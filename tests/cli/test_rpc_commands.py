@@ -92,7 +92,7 @@ def test_gather_broadcast_shows_every_instance(gear_cli: Invoke, running: Runnin
 
 
 def test_gather_table_for_a_person(gear_cli: Invoke, running: Running) -> None:
-    result = gear_cli("gather", f"{running.names.repo}.*", "status")
+    result = gear_cli("gather", f"{running.names.repo}.*", "status", "-t", "0.7")
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0].split() == ["instance", "status", "result"]
@@ -117,7 +117,7 @@ def test_gather_expected_count_not_reached(gear_cli: Invoke, running: Running) -
 
 
 def test_gather_error_replies(gear_cli: Invoke, running: Running) -> None:
-    result = gear_cli("gather", f"{running.names.repo}.*", "no_such_method", "--json")
+    result = gear_cli("gather", f"{running.names.repo}.*", "no_such_method", "--json", "--expected", "3")
     assert result.exit_code == ExitCode.REMOTE
     doc = json_out(result)
     assert len(doc["replies"]) == 3
@@ -125,12 +125,12 @@ def test_gather_error_replies(gear_cli: Invoke, running: Running) -> None:
 
 
 def test_nodes_lists_the_live_instances(gear_cli: Invoke, running: Running) -> None:
-    result = gear_cli("nodes", "--json")
+    result = gear_cli("nodes", "--json", "-t", "0.7")
     assert result.exit_code == 0, result.output
     found = {n["instance"] for n in json_out(result)["nodes"]}
     assert {f"{s.type}.{s.host}" for s in running.system.services} <= found
     assert not any(name.startswith("CLI.") for name in found), "the CLI must not list itself"
-    one_type = gear_cli("nodes", running.names.ctrl)
+    one_type = gear_cli("nodes", running.names.ctrl, "-t", "0.7")
     assert one_type.exit_code == 0
     assert "2 instance(s) alive" in one_type.stdout
 
