@@ -1,4 +1,4 @@
-"""Re-runs, empty input, windows, and the schema derived from the model."""
+"""Empty and missing input, and the Spark schema derived from the pydantic model."""
 
 from __future__ import annotations
 
@@ -7,14 +7,7 @@ from typing import Any
 
 import pytest
 
-from gear.pipeline.generate import generate
-
 pytestmark = pytest.mark.timeout(300)
-
-
-def _links(spark: Any, out: Path) -> dict[tuple[str, str], int]:
-    rows = spark.read.parquet(str(out / "dependency_links")).collect()
-    return {(r["caller"], r["callee"]): r["calls"] for r in rows}
 
 
 def test_schema_is_derived_from_the_model() -> None:
@@ -34,23 +27,6 @@ def test_schema_is_derived_from_the_model() -> None:
     resource = schema["resource"].dataType
     assert isinstance(resource, st.StructType)
     assert resource.fieldNames() == [f.alias for f in Resource.model_fields.values()]
-
-
-def test_rerun_overwrites_and_window_filters(spark: Any, tmp_path: Path) -> None:
-    from datetime import UTC, datetime
-
-    from gear.pipeline.job import analyze
-
-    truth = generate(tmp_path / "traces", roots=30, seed=3, corrupt=1)
-    expected = {k: v["calls"] for k, v in truth.links().items()}
-    first = analyze(spark, tmp_path / "traces", tmp_path / "out")
-    analyze(spark, [tmp_path / "traces"], tmp_path / "out")
-    assert _links(spark, tmp_path / "out") == expected
-    assert first["data_quality"]["corrupt_lines"] == 1
-    future = datetime.fromtimestamp(2_000_000_000, UTC)
-    windowed = analyze(spark, tmp_path / "traces", tmp_path / "out", since=future)
-    assert windowed["tables"]["dependency_links"]["rows"] == 0
-    assert _links(spark, tmp_path / "out") == {}
 
 
 def test_empty_input(spark: Any, tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -108,3 +109,28 @@ def test_data_quality(result: tuple[Truth, dict[str, Any], Path]) -> None:
     assert "<svg" in report
     assert "CTRL" in report
     assert (out / "graph.dot").read_text().startswith("digraph")
+
+
+def test_rerun_overwrites_never_double_counts(spark: Any, result: tuple[Truth, dict[str, Any], Path]) -> None:
+    from gear.pipeline.job import analyze
+
+    truth, _, out = result
+    again = analyze(spark, [out.parent / "traces"], out)
+    links = {(r["caller"], r["callee"]): r["calls"] for r in _table(spark, out, "dependency_links")}
+    assert links == {k: v["calls"] for k, v in truth.links().items()}
+    assert again["data_quality"]["lines"] == truth.lines
+    assert json.loads((out / "summary.json").read_text())["data_quality"] == again["data_quality"]
+
+
+def test_window_selects_calls_by_first_publish(
+    spark: Any, result: tuple[Truth, dict[str, Any], Path]
+) -> None:
+    from gear.pipeline.job import analyze
+
+    _, _, out = result
+    windowed = analyze(
+        spark, out.parent / "traces", out.parent / "windowed", since=datetime.fromtimestamp(2e9, UTC)
+    )
+    assert windowed["tables"]["dependency_links"]["rows"] == 0
+    assert windowed["tables"]["blocked_periods"]["rows"] == 0
+    assert windowed["data_quality"]["corrupt_lines"] > 0
