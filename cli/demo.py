@@ -35,7 +35,7 @@ async def _broker(urls: Sequence[str], say: Any) -> AsyncIterator[tuple[list[str
     from gear.broker import Broker
 
     async with Broker(port=0) as server:
-        say(f"broker: Gear's reference broker, in this process, at {server.url}")
+        say(f"broker: Gear's reference broker, in this process, at {masked_url(server.url)}")
         yield [server.url], Names()
 
 
