@@ -146,7 +146,8 @@ class Connection:
         """Take received bytes and process every complete frame (unless flow or alarm stops it)."""
         if self.finished:
             return
-        self._last_recv = self.core.now
+        core = self.core
+        self._last_recv = core.now = core.clock()
         self._reader.feed(data)
         self._process()
 

@@ -54,8 +54,6 @@ class _Protocol(asyncio.Protocol):
         conn = self.conn
         if conn is None:
             return
-        core = self.broker.core
-        core.now = core.clock()
         conn.feed(data)
         self.sync_reading()
 

@@ -1,0 +1,292 @@
+"""Sans-I/O tests: pamqp-built client frames into the core, assertions on the frames out."""
+
+from __future__ import annotations
+
+from pamqp import commands, header
+
+from tests.broker._harness import PROTOCOL_HEADER, Client, make_core, names
+
+
+def _declare(client: Client, name: str, channel: int = 1, **kwargs: object) -> None:
+    out = client.send(channel, commands.Queue.Declare(queue=name, **kwargs))
+    assert isinstance(out[-1][1], commands.Queue.DeclareOk), out
+
+
+def test_handshake_frames_and_capabilities() -> None:
+    core, _ = make_core()
+    client = Client(core)
+    out = client.handshake()
+    kinds = names(out)
+    assert kinds == ["Connection.Start", "Connection.Tune", "Connection.OpenOk"]
+    start = out[0][1]
+    caps = start.server_properties["capabilities"]
+    for key in (
+        "publisher_confirms",
+        "basic.nack",
+        "consumer_cancel_notify",
+        "connection.blocked",
+        "authentication_failure_close",
+        "per_consumer_qos",
+        "exchange_exchange_bindings",
+        "direct_reply_to",
+    ):
+        assert caps[key] is True, key
+    tune = out[1][1]
+    assert (tune.channel_max, tune.frame_max, tune.heartbeat) == (2047, 131072, 60)
+
+
+def test_bad_protocol_header_gets_our_header_and_close() -> None:
+    core, _ = make_core()
+    client = Client(core)
+    out = client.feed(b"HTTP/1.1")
+    assert out == [(0, PROTOCOL_HEADER)]
+    assert client.conn.finished
+
+
+def test_wrong_password_with_auth_failure_close_gets_403() -> None:
+    core, _ = make_core()
+    client = Client(core)
+    client.feed(PROTOCOL_HEADER)
+    out = client.send(
+        0,
+        commands.Connection.StartOk(
+            client_properties={"capabilities": {"authentication_failure_close": True}},
+            mechanism="PLAIN",
+            response="\x00guest\x00wrong",
+        ),
+    )
+    close = out[-1][1]
+    assert isinstance(close, commands.Connection.Close)
+    assert close.reply_code == 403
+    assert close.reply_text.startswith("ACCESS_REFUSED - Login was refused")
+    assert client.conn.finished
+
+
+def test_tune_ok_frame_max_above_server_is_530() -> None:
+    core, _ = make_core()
+    client = Client(core)
+    client.feed(PROTOCOL_HEADER)
+    client.send(
+        0, commands.Connection.StartOk(client_properties={}, mechanism="PLAIN", response="\x00guest\x00guest")
+    )
+    out = client.send(0, commands.Connection.TuneOk(channel_max=2047, frame_max=1 << 20, heartbeat=0))
+    close = out[-1][1]
+    assert isinstance(close, commands.Connection.Close) and close.reply_code == 530
+
+
+def test_unknown_vhost_is_530() -> None:
+    core, _ = make_core()
+    client = Client(core)
+    client.feed(PROTOCOL_HEADER)
+    client.send(
+        0, commands.Connection.StartOk(client_properties={}, mechanism="PLAIN", response="\x00guest\x00guest")
+    )
+    client.send(0, commands.Connection.TuneOk(channel_max=2047, frame_max=131072, heartbeat=0))
+    out = client.send(0, commands.Connection.Open(virtual_host="nope"))
+    close = out[-1][1]
+    assert close.reply_code == 530 and close.reply_text == "NOT_ALLOWED - vhost nope not found"
+
+
+def test_method_on_unopened_channel_is_504() -> None:
+    core, _ = make_core()
+    client = Client(core)
+    client.handshake()
+    out = client.send(3, commands.Queue.Declare(queue="q"))
+    close = out[-1][1]
+    assert isinstance(close, commands.Connection.Close) and close.reply_code == 504
+
+
+def test_passive_declare_of_missing_queue_closes_channel_with_rabbitmq_text() -> None:
+    core, _ = make_core()
+    client = Client(core)
+    client.handshake()
+    client.open_channel(1)
+    out = client.send(1, commands.Queue.Declare(queue="q", passive=True))
+    channel, close = out[-1]
+    assert channel == 1 and isinstance(close, commands.Channel.Close)
+    assert (close.reply_code, close.reply_text) == (404, "NOT_FOUND - no queue 'q' in vhost '/'")
+    assert (close.class_id, close.method_id) == (50, 10)
+    # everything but close/close-ok is ignored until the client answers
+    assert client.send(1, commands.Queue.Declare(queue="q2")) == []
+    assert client.send(1, commands.Channel.CloseOk()) == []
+    client.open_channel(1)
+
+
+def test_mandatory_return_comes_before_the_confirm() -> None:
+    core, _ = make_core()
+    client = Client(core)
+    client.handshake()
+    client.open_channel(1, confirm=True)
+    out = client.publish(
+        1,
+        "amq.direct",
+        "nowhere",
+        b"body",
+        mandatory=True,
+        properties=commands.Basic.Properties(message_id="m1"),
+    )
+    assert names(out) == ["Basic.Return", "ContentHeader", "ContentBody", "Basic.Ack"]
+    ret, head, body, ack = (obj for _, obj in out)
+    assert (ret.reply_code, ret.reply_text, ret.exchange, ret.routing_key) == (
+        312,
+        "NO_ROUTE",
+        "amq.direct",
+        "nowhere",
+    )
+    assert head.properties.message_id == "m1"
+    assert body.value == b"body"
+    assert (ack.delivery_tag, ack.multiple) == (1, False)
+
+
+def test_confirms_coalesce_into_one_multiple_ack() -> None:
+    core, _ = make_core()
+    client = Client(core)
+    client.handshake()
+    client.open_channel(1, confirm=True)
+    _declare(client, "q")
+    out = client.feed(b"".join(client.publish_bytes(1, "", "q") for _ in range(5)))
+    assert names(out) == ["Basic.Ack"]
+    assert (out[0][1].delivery_tag, out[0][1].multiple) == (5, True)
+
+
+def test_properties_are_forwarded_verbatim() -> None:
+    core, _ = make_core()
+    client = Client(core)
+    client.handshake()
+    client.open_channel(1)
+    _declare(client, "q")
+    props = commands.Basic.Properties(headers={"n": 1, "s": "v"}, message_id="id", priority=3)
+    publish = client.publish_bytes(1, "", "q", b"hello", properties=props)
+    raw_header = header.ContentHeader(0, 5, props).marshal()
+    client.feed(publish)
+    out = client.send(1, commands.Basic.Get(queue="q", no_ack=True))
+    assert names(out) == ["Basic.GetOk", "ContentHeader", "ContentBody"]
+    assert client.conn.take_output() == b""
+    # re-marshal what we received: same bytes as what was published
+    assert header.ContentHeader(0, 5, out[1][1].properties).marshal() == raw_header
+
+
+def test_content_header_without_publish_is_505() -> None:
+    core, _ = make_core()
+    client = Client(core)
+    client.handshake()
+    client.open_channel(1)
+    publish = client.publish_bytes(1, "", "q", b"abc")
+    # drop the method frame: header first
+    method_len = 7 + int.from_bytes(publish[3:7], "big") + 1
+    out = client.feed(publish[method_len:])
+    close = out[-1][1]
+    assert isinstance(close, commands.Connection.Close) and close.reply_code == 505
+
+
+def test_message_over_max_size_is_406() -> None:
+    core, _ = make_core(max_message_size=10)
+    client = Client(core)
+    client.handshake()
+    client.open_channel(1)
+    out = client.publish(1, "", "q", b"x" * 11)
+    close = out[-1][1]
+    assert isinstance(close, commands.Channel.Close)
+    assert close.reply_code == 406
+    assert close.reply_text == "PRECONDITION_FAILED - message size 11 is larger than configured max size 10"
+
+
+def test_prefetch_limits_deliveries_until_ack_and_requeue_marks_redelivered() -> None:
+    core, _ = make_core()
+    client = Client(core)
+    client.handshake()
+    client.open_channel(1)
+    _declare(client, "q")
+    client.send(1, commands.Basic.Qos(prefetch_count=1))
+    for i in range(3):
+        client.publish(1, "", "q", f"m{i}".encode())
+    out = client.send(1, commands.Basic.Consume(queue="q", consumer_tag="c"))
+    assert names(out) == ["Basic.ConsumeOk", "Basic.Deliver", "ContentHeader", "ContentBody"]
+    assert out[3][1].value == b"m0"
+    out = client.send(1, commands.Basic.Ack(delivery_tag=1))
+    assert names(out) == ["Basic.Deliver", "ContentHeader", "ContentBody"]
+    assert out[2][1].value == b"m1"
+    out = client.send(1, commands.Basic.Reject(delivery_tag=2, requeue=True))
+    deliver = out[0][1]
+    assert (deliver.redelivered, deliver.delivery_tag, out[2][1].value) == (True, 3, b"m1")
+
+
+def test_unknown_delivery_tag_is_406() -> None:
+    core, _ = make_core()
+    client = Client(core)
+    client.handshake()
+    client.open_channel(1)
+    out = client.send(1, commands.Basic.Ack(delivery_tag=7))
+    close = out[-1][1]
+    assert (close.reply_code, close.reply_text) == (406, "PRECONDITION_FAILED - unknown delivery tag 7")
+
+
+def test_channel_close_requeues_unacked_as_redelivered() -> None:
+    core, _ = make_core()
+    client = Client(core)
+    client.handshake()
+    client.open_channel(1)
+    _declare(client, "q")
+    client.publish(1, "", "q", b"m")
+    out = client.send(1, commands.Basic.Get(queue="q"))
+    assert out[0][1].redelivered is False
+    assert names(
+        client.send(1, commands.Channel.Close(reply_code=200, reply_text="", class_id=0, method_id=0))
+    ) == ["Channel.CloseOk"]
+    client.open_channel(2)
+    out = client.send(2, commands.Basic.Get(queue="q"))
+    assert out[0][1].redelivered is True
+
+
+def test_queue_delete_notifies_consumers() -> None:
+    core, _ = make_core()
+    client = Client(core)
+    client.handshake()
+    client.open_channel(1)
+    _declare(client, "q")
+    client.send(1, commands.Basic.Consume(queue="q", consumer_tag="c1"))
+    out = client.send(1, commands.Queue.Delete(queue="q"))
+    assert names(out) == ["Basic.Cancel", "Queue.DeleteOk"]
+    assert out[0][1].consumer_tag == "c1"
+
+
+def test_message_ttl_expires_into_dead_letter_exchange_with_x_death() -> None:
+    core, clock = make_core()
+    client = Client(core)
+    client.handshake()
+    client.open_channel(1)
+    _declare(client, "dead")
+    _declare(
+        client,
+        "q",
+        arguments={"x-message-ttl": 100, "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dead"},
+    )
+    client.publish(1, "", "q", b"m")
+    clock.now += 0.2
+    core.tick()
+    client.turn()
+    out = client.send(1, commands.Basic.Get(queue="dead", no_ack=True))
+    assert names(out) == ["Basic.GetOk", "ContentHeader", "ContentBody"]
+    death = out[1][1].properties.headers["x-death"][0]
+    assert (death["reason"], death["queue"], death["count"]) == ("expired", "q", 1)
+
+
+def test_direct_reply_to_round_trip() -> None:
+    core, _ = make_core()
+    requester, responder = Client(core), Client(core)
+    requester.handshake()
+    responder.handshake()
+    requester.open_channel(1)
+    responder.open_channel(1)
+    requester.send(1, commands.Basic.Consume(queue="amq.rabbitmq.reply-to", consumer_tag="r", no_ack=True))
+    _declare(responder, "svc")
+    requester.publish(
+        1, "", "svc", b"ask", properties=commands.Basic.Properties(reply_to="amq.rabbitmq.reply-to")
+    )
+    out = responder.send(1, commands.Basic.Get(queue="svc", no_ack=True))
+    reply_to = out[1][1].properties.reply_to
+    assert reply_to.startswith("amq.rabbitmq.reply-to.")
+    responder.publish(1, "", reply_to, b"answer")
+    out = requester.turn()
+    assert names(out) == ["Basic.Deliver", "ContentHeader", "ContentBody"]
+    assert out[2][1].value == b"answer"
