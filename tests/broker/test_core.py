@@ -71,7 +71,8 @@ def test_tune_ok_frame_max_above_server_is_530() -> None:
     )
     out = client.send(0, commands.Connection.TuneOk(channel_max=2047, frame_max=1 << 20, heartbeat=0))
     close = out[-1][1]
-    assert isinstance(close, commands.Connection.Close) and close.reply_code == 530
+    assert isinstance(close, commands.Connection.Close)
+    assert close.reply_code == 530
 
 
 def test_unknown_vhost_is_530() -> None:
@@ -84,7 +85,8 @@ def test_unknown_vhost_is_530() -> None:
     client.send(0, commands.Connection.TuneOk(channel_max=2047, frame_max=131072, heartbeat=0))
     out = client.send(0, commands.Connection.Open(virtual_host="nope"))
     close = out[-1][1]
-    assert close.reply_code == 530 and close.reply_text == "NOT_ALLOWED - vhost nope not found"
+    assert close.reply_code == 530
+    assert close.reply_text == "NOT_ALLOWED - vhost nope not found"
 
 
 def test_method_on_unopened_channel_is_504() -> None:
@@ -93,7 +95,8 @@ def test_method_on_unopened_channel_is_504() -> None:
     client.handshake()
     out = client.send(3, commands.Queue.Declare(queue="q"))
     close = out[-1][1]
-    assert isinstance(close, commands.Connection.Close) and close.reply_code == 504
+    assert isinstance(close, commands.Connection.Close)
+    assert close.reply_code == 504
 
 
 def test_passive_declare_of_missing_queue_closes_channel_with_rabbitmq_text() -> None:
@@ -103,7 +106,8 @@ def test_passive_declare_of_missing_queue_closes_channel_with_rabbitmq_text() ->
     client.open_channel(1)
     out = client.send(1, commands.Queue.Declare(queue="q", passive=True))
     channel, close = out[-1]
-    assert channel == 1 and isinstance(close, commands.Channel.Close)
+    assert channel == 1
+    assert isinstance(close, commands.Channel.Close)
     assert (close.reply_code, close.reply_text) == (404, "NOT_FOUND - no queue 'q' in vhost '/'")
     assert (close.class_id, close.method_id) == (50, 10)
     # everything but close/close-ok is ignored until the client answers
@@ -176,7 +180,8 @@ def test_content_header_without_publish_is_505() -> None:
     method_len = 7 + int.from_bytes(publish[3:7], "big") + 1
     out = client.feed(publish[method_len:])
     close = out[-1][1]
-    assert isinstance(close, commands.Connection.Close) and close.reply_code == 505
+    assert isinstance(close, commands.Connection.Close)
+    assert close.reply_code == 505
 
 
 def test_message_over_max_size_is_406() -> None:

@@ -44,7 +44,8 @@ def test_credit_is_granted_every_more_after_messages() -> None:
     grants = [meter.processed("ch") for _ in range(400)]
     assert [g for g in grants if g] == [200, 200]
     assert ledger.grant("q", 200)
-    assert not ledger.blocked and ledger.credit("q") == 200
+    assert not ledger.blocked
+    assert ledger.credit("q") == 200
 
 
 def test_memory_alarm_blocks_publishers_not_consumers() -> None:
@@ -136,4 +137,5 @@ def test_heartbeat_on_channel_one_is_505() -> None:
     client.handshake()
     out = client.feed(b"\x08\x00\x01\x00\x00\x00\x00\xce")
     close = out[-1][1]
-    assert isinstance(close, commands.Connection.Close) and close.reply_code == 505
+    assert isinstance(close, commands.Connection.Close)
+    assert close.reply_code == 505

@@ -1,0 +1,124 @@
+"""Raw-socket framing tests against a live reference broker: bad input closes that connection only."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from collections.abc import AsyncIterator
+
+import aio_pika
+import pytest
+from pamqp import commands, frame, header
+
+from gear.broker import Broker
+from tests.broker._harness import PROTOCOL_HEADER
+from tests.broker._wire import Wire
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[Broker]:
+    async with Broker(port=0) as broker:
+        yield broker
+
+
+async def _still_works(broker: Broker) -> None:
+    connection = await aio_pika.connect(broker.url)
+    async with connection:
+        channel = await connection.channel()
+        queue = await channel.declare_queue(exclusive=True)
+        await channel.default_exchange.publish(aio_pika.Message(b"ok"), queue.name)
+        message = await queue.get(timeout=5)
+        assert message.body == b"ok"
+
+
+async def _expect_close(wire: Wire, code: int) -> None:
+    close = await wire.expect(commands.Connection.Close)
+    assert close.reply_code == code, close.reply_text
+    assert close.reply_text.split(" - ")[0] in (
+        "FRAME_ERROR",
+        "UNEXPECTED_FRAME",
+        "CHANNEL_ERROR",
+        "COMMAND_INVALID",
+        "NOT_IMPLEMENTED",
+        "SYNTAX_ERROR",
+    )
+    wire.send(0, commands.Connection.CloseOk())
+    assert await wire.closed()
+
+
+def _method(channel: int, payload: bytes, frame_type: int = 1, end: bytes = b"\xce") -> bytes:
+    return struct.pack(">BHI", frame_type, channel, len(payload)) + payload + end
+
+
+@pytest.mark.parametrize(
+    ("rule", "data", "code"),
+    [
+        ("bad frame end", _method(1, b"\x00\x14\x00\x28", end=b"\x00"), 501),
+        ("unknown frame type", _method(1, b"\x00\x14\x00\x28", frame_type=9), 501),
+        ("frame larger than frame_max", struct.pack(">BHI", 1, 1, 200_000) + b"\x00" * 64, 501),
+        ("heartbeat on channel 1", b"\x08\x00\x01\x00\x00\x00\x00\xce", 505),
+        ("method on an unopened channel", frame.marshal(commands.Queue.Declare(queue="q"), 9), 504),
+        ("unknown method id", _method(1, b"\x00\x3c\x03\xe7"), 540),
+        ("truncated method arguments", _method(1, b"\x00\x32\x00\x0a\x00"), 501),
+        ("body without header", _method(1, b"abc", frame_type=3), 505),
+        ("header on channel 0", _method(0, b"\x00\x3c\x00\x00" + b"\x00" * 10, frame_type=2), 505),
+    ],
+)
+async def test_framing_errors_close_the_connection_with_the_code(
+    server: Broker, rule: str, data: bytes, code: int
+) -> None:
+    wire = await Wire.opened(server.port)
+    wire.write(data)
+    await _expect_close(wire, code)
+    await _still_works(server)
+
+
+async def test_method_between_publish_and_header_is_505(server: Broker) -> None:
+    wire = await Wire.opened(server.port)
+    wire.send(1, commands.Basic.Publish(exchange="", routing_key="q"))
+    wire.send(1, commands.Basic.Qos(prefetch_count=1))
+    await _expect_close(wire, 505)
+
+
+async def test_bad_protocol_header_gets_amqp_0_9_1_header_then_close(server: Broker) -> None:
+    wire = await Wire.connect(server.port)
+    wire.write(b"AMQP\x00\x00\x0a\x00")
+    data = await asyncio.wait_for(wire.reader.read(100), 5)
+    assert data == PROTOCOL_HEADER
+    assert await wire.closed()
+    wire = await Wire.connect(server.port)
+    wire.write(b"GET / HTTP/1.1\r\n\r\n")
+    assert await asyncio.wait_for(wire.reader.read(100), 5) == PROTOCOL_HEADER
+    assert await wire.closed()
+
+
+async def test_truncated_frame_then_disconnect_leaves_broker_healthy(server: Broker) -> None:
+    wire = await Wire.opened(server.port)
+    publish = frame.marshal(commands.Basic.Publish(exchange="", routing_key="q"), 1)
+    content = frame.marshal(header.ContentHeader(0, 1000), 1)
+    wire.write(publish + content + b"\x03\x00\x01\x00\x00\x03\xe8" + b"x" * 10)
+    await wire.close()
+    await _still_works(server)
+    assert not [c for c in server.status().connections if c.state != "running"]
+
+
+async def test_body_larger_than_announced_size_is_501(server: Broker) -> None:
+    wire = await Wire.opened(server.port)
+    wire.send(1, commands.Basic.Publish(exchange="", routing_key="q"))
+    wire.write(frame.marshal(header.ContentHeader(0, 2), 1) + _method(1, b"abcd", frame_type=3))
+    await _expect_close(wire, 501)
+
+
+async def test_client_close_gets_close_ok_and_the_socket_closes(server: Broker) -> None:
+    wire = await Wire.opened(server.port)
+    wire.send(0, commands.Connection.Close(reply_code=200, reply_text="bye", class_id=0, method_id=0))
+    await wire.expect(commands.Connection.CloseOk)
+    assert await wire.closed()
+
+
+async def test_silent_client_is_dropped_after_two_heartbeat_intervals(server: Broker) -> None:
+    wire = await Wire.opened(server.port, heartbeat_s=1)
+    # the server sends heartbeats while we stay silent, then gives up on us
+    channel, obj = await wire.read_frame()
+    assert (channel, type(obj).__name__) == (0, "Heartbeat")
+    assert await wire.closed()
