@@ -7,11 +7,12 @@ Importing this package never imports PySpark; :func:`run_analyze` does, and rais
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-__all__ = ("INSTALL_HINT", "SparkMissingError", "run_analyze")
+__all__ = ("INSTALL_HINT", "JAVA_HINT", "SparkMissingError", "run_analyze")
 
 INSTALL_HINT = "PySpark is not installed: pip install 'gear[spark]'"
 
@@ -23,11 +24,16 @@ class SparkMissingError(RuntimeError):
         super().__init__(message)
 
 
+JAVA_HINT = "Java is not installed: Spark needs a Java 17+ runtime (e.g. apt install openjdk-17-jre-headless)"
+
+
 def _require_pyspark() -> None:
     try:
         import pyspark  # noqa: F401
     except ImportError as exc:
         raise SparkMissingError() from exc
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        raise SparkMissingError(JAVA_HINT)
 
 
 def run_analyze(

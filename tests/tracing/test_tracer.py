@@ -148,3 +148,17 @@ def test_sdk_never_imports_pyspark() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == ""
+
+
+def test_analyze_without_pyspark_says_how_to_install(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "sys.modules['pyspark'] = None\n"
+        "from gear.pipeline import SparkMissingError, run_analyze\n"
+        "try:\n"
+        f"    run_analyze({str(tmp_path)!r}, {str(tmp_path / 'out')!r})\n"
+        "except SparkMissingError as exc:\n"
+        "    print(exc)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "PySpark is not installed: pip install 'gear[spark]'"
