@@ -273,3 +273,4 @@ def test_traces_passes_options_through(monkeypatch: pytest.MonkeyPatch, tmp_path
     assert "dependency_links" in result.stdout
     bad = run_cli("traces", "analyze", str(tmp_path), "--out", str(tmp_path), "--until", "yesterday")
     assert bad.exit_code == ExitCode.USAGE
+
