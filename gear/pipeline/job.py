@@ -122,7 +122,7 @@ def analyze(
         for row in summary["tables"]["dependency_links"]["sample"]
     ]
     calls.unpersist()
-    events.unpersist()
+    loaded.cached.unpersist()
     summary["seconds"] = round(time.monotonic() - started, 3)
     if "://" not in target:
         Path(target).mkdir(parents=True, exist_ok=True)

@@ -71,9 +71,10 @@ def _route_from_key() -> Column:
 
 @dataclass
 class Loaded:
-    """The valid events (cached) and the line counts."""
+    """The valid events, the cached frame they come from (unpersist it when done) and the line counts."""
 
     events: DataFrame
+    cached: DataFrame
     lines: int
     corrupt: int
     invalid: int
@@ -119,7 +120,14 @@ def load_events(spark: SparkSession, paths: list[str]) -> Loaded:
         resource.getField("host.name").alias("host"),
         resource.getField("service.instance.id").alias("instance"),
         *[attr(key).alias(name) for name, key in _ATTRS.items()],
-    ).persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    # Derived once here and cached: every table reads these, and the JSON is parsed a single time.
+    flat = (
+        flat.withColumn("rid", sf.coalesce("span_id", "request_id", "conversation_id"))
+        .withColumn("peer", sf.coalesce("peer", _peer_from_key()))
+        .withColumn("route", sf.coalesce("route", _route_from_key()))
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
     counts = flat.agg(
         sf.count(sf.lit(1)).alias("lines"),
         count_where(sf.col("corrupt").isNotNull()).alias("corrupt"),
@@ -134,20 +142,11 @@ def load_events(spark: SparkSession, paths: list[str]) -> Loaded:
         ).alias("invalid"),
     ).first()
     assert counts is not None
-    valid = (
-        flat.filter(
-            sf.col("corrupt").isNull()
-            & sf.col("t").isNotNull()
-            & sf.col("name").isNotNull()
-            & sf.col("instance").isNotNull()
-            & sf.col("service").isNotNull()
-        )
-        .drop("corrupt")
-        .withColumn("rid", sf.coalesce("span_id", "request_id", "conversation_id"))
-        .withColumn("peer", sf.coalesce("peer", _peer_from_key()))
-        .withColumn("route", sf.coalesce("route", _route_from_key()))
-        .persist(StorageLevel.MEMORY_AND_DISK)
-    )
-    valid.count()
-    flat.unpersist()
-    return Loaded(valid, int(counts["lines"]), int(counts["corrupt"]), int(counts["invalid"]))
+    valid = flat.filter(
+        sf.col("corrupt").isNull()
+        & sf.col("t").isNotNull()
+        & sf.col("name").isNotNull()
+        & sf.col("instance").isNotNull()
+        & sf.col("service").isNotNull()
+    ).drop("corrupt")
+    return Loaded(valid, flat, int(counts["lines"]), int(counts["corrupt"]), int(counts["invalid"]))
