@@ -8,12 +8,13 @@ bug in Gear itself shows a traceback.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
 import sys
 import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from enum import IntEnum
 from types import MappingProxyType
 from typing import Any, NoReturn
@@ -191,7 +192,7 @@ def fail(message: str, code: ExitCode, renderer: Renderer | None = None) -> NoRe
     raise typer.Exit(int(code))
 
 
-@contextmanager
+@contextlib.contextmanager
 def map_errors(renderer: Renderer | None = None) -> Iterator[None]:
     """Turn expected failures into a one-line message and their exit code; let bugs raise."""
     try:
@@ -201,6 +202,11 @@ def map_errors(renderer: Renderer | None = None) -> Iterator[None]:
     except KeyboardInterrupt:
         typer.echo("gear: interrupted", err=True)
         raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+    except BrokenPipeError:
+        # stdout went away (`gear demo | head`): stop quietly, and keep Python from complaining at exit.
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise typer.Exit(int(ExitCode.OK)) from None
     except Exception as exc:
         code = exit_code_for(exc)
         if code is ExitCode.INTERNAL:
