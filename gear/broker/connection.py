@@ -175,6 +175,11 @@ class Connection:
                 self._fail(error, channel_id)
                 if error.code == 501 or (self.state == "closing" and error.code in (502, 505)):
                     reader.discard()
+            except Exception:  # a broker bug must cost one connection, never the broker
+                log.exception("internal error on connection %s", self.name)
+                self.core.internal_errors += 1
+                self._fail(AMQPError(541, "internal error"), 0)
+                reader.discard()
 
     def _header(self) -> bool:
         data = self._reader.take(8)

@@ -41,6 +41,7 @@ class BrokerCore:
         self._dirty: dict[Connection, None] = {}
         self.wake: Callable[[], None] = lambda: None
         self._woken = False
+        self.internal_errors = 0
 
     # -- the per-turn work list -------------------------------------------------------------------
     def schedule_drain(self, queue: Queue) -> None:
