@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import aiormq
 import pytest
 
-from tests.conformance._support import Amqp, drain_bodies, msg
+from tests.conformance._support import Amqp, drain_bodies, get_or_none, msg
 
 # (binding key, routing key, routed?) -- RabbitMQ splits on "." and keeps empty words; "" is zero words.
 TOPIC_RULES = [
@@ -155,3 +156,68 @@ async def test_exchange_to_exchange_diamond_delivers_once(amqp: Amqp) -> None:
     await queue.bind(right)
     await source.publish(msg("one"), "", mandatory=False)
     assert await drain_bodies(queue) == [b"one"], "a queue reached through two exchange paths gets one copy"
+
+
+async def test_cc_and_bcc_headers_add_routing_keys_and_bcc_is_removed(amqp: Amqp) -> None:
+    """Sender-selected distribution: CC and BCC header lists add routing keys; BCC is stripped on delivery."""
+    channel = await amqp.channel()
+    exchange = await amqp.exchange(channel, "direct")
+    queues = {}
+    for key in ("main", "cc", "bcc"):
+        queues[key] = await channel.declare_queue("", exclusive=True)
+        await queues[key].bind(exchange, key)
+    await exchange.publish(msg("m", headers={"CC": ["cc"], "BCC": ["bcc"]}), "main")
+    for key, queue in queues.items():
+        got = await get_or_none(queue)
+        assert got is not None, f"the queue bound with {key!r} must get the message (CC/BCC routing)"
+        assert "BCC" not in got.headers, "the BCC header must be removed before delivery"
+        assert got.headers.get("CC") == ["cc"], "the CC header is delivered as sent"
+
+
+async def test_exchange_binding_cycle_delivers_once(amqp: Amqp) -> None:
+    """Exchange-to-exchange bindings that form a cycle neither loop nor duplicate."""
+    channel = await amqp.channel()
+    a = await amqp.exchange(channel, "fanout", "cyc-a")
+    b = await amqp.exchange(channel, "fanout", "cyc-b")
+    await b.bind(a)
+    await a.bind(b)
+    queue = await channel.declare_queue("", exclusive=True)
+    await queue.bind(a)
+    await queue.bind(b)
+    await a.publish(msg("loop"), "", mandatory=False)
+    assert await drain_bodies(queue) == [b"loop"], "a cycle of exchange bindings must deliver one copy"
+
+
+async def test_mandatory_publish_through_e2e_to_nowhere_is_returned(amqp: Amqp) -> None:
+    """A mandatory message that passes exchange bindings but reaches no queue is returned."""
+    channel = await amqp.channel()
+    source = await amqp.exchange(channel, "fanout", "src")
+    destination = await amqp.exchange(channel, "direct", "dst")
+    await destination.bind(source)
+    result = await source.publish(msg("nowhere"), "k", mandatory=True)
+    assert not isinstance(result, aiormq.spec.Basic.Ack), "no queue reached: the message must be returned"
+
+
+async def test_headers_binding_without_value_matches_presence(amqp: Amqp) -> None:
+    """A headers binding argument with a void value matches any message that has the key."""
+    channel = await amqp.channel()
+    exchange = await amqp.exchange(channel, "headers")
+    queue = await channel.declare_queue("", exclusive=True)
+    await queue.bind(exchange, "", arguments={"x-match": "all", "present": None})
+    await exchange.publish(msg("has", headers={"present": "anything"}), "", mandatory=False)
+    await exchange.publish(msg("lacks", headers={"other": 1}), "", mandatory=False)
+    assert await drain_bodies(queue) == [b"has"]
+
+
+@pytest.mark.parametrize(
+    ("mode", "routed"), [("any-with-x", True), ("all-with-x", False)], ids=["any-with-x", "all-with-x"]
+)
+async def test_headers_with_x_modes_compare_x_keys(amqp: Amqp, mode: str, routed: bool) -> None:
+    """x-match any-with-x / all-with-x also compare keys that start with x-."""
+    channel = await amqp.channel()
+    exchange = await amqp.exchange(channel, "headers")
+    queue = await channel.declare_queue("", exclusive=True)
+    await queue.bind(exchange, "", arguments={"x-match": mode, "x-tenant": "a", "kind": "z"})
+    await exchange.publish(msg("m", headers={"x-tenant": "a", "kind": "other"}), "", mandatory=False)
+    verb = "must" if routed else "must NOT"
+    assert await drain_bodies(queue) == ([b"m"] if routed else []), f"{mode} {verb} route this message"
