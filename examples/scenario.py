@@ -9,6 +9,7 @@ what the address table promises (who received what) and records the verdict in t
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -196,10 +197,35 @@ async def _errors(system: System, say: Say, outcome: Outcome) -> None:
             outcome.check(f"error {expected.__name__}", False)
 
 
+async def _deadline(system: System, say: Say, outcome: Outcome) -> None:
+    say("6. deadlines       a REPO instance stops; WEB looks up one of its keys with a 1 s budget")
+    victim = system.repos[-1]
+    key = next((k for k in KEYS if system.web.repo_for(k).endswith(f".{victim.host}")), "alice")
+    await victim.stop()
+    # Its queue outlives it (x-expires), so the request waits there: only the deadline ends the wait.
+    route = f"{system.names.ctrl} -> {system.web.repo_for(key)}"
+    say(f"   {system.names.repo}.{victim.host} stopped; lookup {key} -> {route}")
+    started = time.monotonic()
+    try:
+        await system.web.lookup(key, timeout=1.0)
+    except gear.RemoteError as exc:
+        elapsed = time.monotonic() - started
+        got = f"{type(exc).__name__} ({exc.type})"
+        say(f"   CTRL's nested call gave up inside WEB's budget, and WEB got {got}")
+        say(f"   after {elapsed:.1f} s: {exc.message[:80]}")
+        outcome.check("deadline inherited by the nested call", exc.type == "CallTimeoutError")
+    except gear.GearError as exc:
+        say(f"   WEB got {type(exc).__name__}: {exc}  UNEXPECTED (CTRL should have answered in time)")
+        outcome.check("deadline inherited by the nested call", False)
+    else:
+        say("   lookup succeeded  UNEXPECTED")
+        outcome.check("deadline inherited by the nested call", False)
+
+
 async def run_scenario(system: System, say: Say) -> Outcome:
     """Run every step against ``system``; ``say`` receives the report line by line."""
     outcome = Outcome()
-    for step in (_point_to_point, _stateless, _multicast, _broadcast, _errors):
+    for step in (_point_to_point, _stateless, _multicast, _broadcast, _errors, _deadline):
         await step(system, say, outcome)
         say("")
     return outcome

@@ -16,6 +16,7 @@ SECTIONS = {
     "multicast": "'reload' was delivered to:",
     "broadcast": "'refresh' was delivered to: all 6 instances, x1 each",
     "errors": "UnroutableError",
+    "deadlines": "WEB got RemoteError (CallTimeoutError)",
 }
 
 
