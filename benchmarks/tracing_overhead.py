@@ -6,7 +6,10 @@
 One server instance (an echo handler) and one caller instance. Each round measures calls per second
 with tracing off (``NullTracer``), then on (``JsonlTracer``, both instances writing); rounds alternate
 so that machine noise hits both sides alike. Prints the median of each side and the overhead
-``1 - on/off`` (the target is under 5 %), plus how many events were written.
+``1 - on/off`` (the target is under 5 %), plus how many events were written. On a busy machine the
+round-to-round noise can exceed the effect, so it also measures the tracer's own CPU cost per event
+(``emit`` on the caller's thread, and in total with the writer thread's JSON encoding and I/O) and
+the share of one core that costs at the untraced call rate (``cpu_share_at_off_rate``).
 """
 
 from __future__ import annotations
@@ -63,6 +66,34 @@ async def _round(url: str, calls: int, concurrency: int, trace_dir: Path | None)
     return calls / elapsed, written
 
 
+def _emit_cost(n: int = 200_000) -> dict[str, float]:
+    """CPU per event: on the caller's thread (``emit``) and in total including the writer thread."""
+    from gear.tracing import Attr, EventName, Resource
+
+    attrs = {
+        Attr.MESSAGING_SYSTEM: "rabbitmq", Attr.OPERATION_TYPE: "send", Attr.OPERATION_NAME: "publish",
+        Attr.DESTINATION: "gear:REPO.repo1", Attr.ROUTING_KEY: "REPO.repo1", Attr.MESSAGE_ID: "ab.1",
+        Attr.REQUEST_ID: "ab", Attr.ATTEMPT: 1, Attr.RPC_SYSTEM: "gear", Attr.RPC_METHOD: "put",
+        Attr.RPC_KIND: "call", Attr.CALLER: "WEB.web1", Attr.BODY_SIZE: 42, Attr.TIMEOUT_MS: 5000,
+    }  # fmt: skip
+    resource = Resource.model_validate(
+        {"service.name": "WEB", "host.name": "web1", "service.instance.id": "w"}
+    )
+    with tempfile.TemporaryDirectory() as directory:
+        tracer = JsonlTracer(directory, resource, max_pending=n + 1, flush_interval=3600)
+        cpu = time.process_time()
+        started = time.perf_counter()
+        for _ in range(n):
+            tracer.emit(EventName.PUBLISH, trace_id="t" * 32, span_id="s" * 16, attributes=attrs)
+        emit_s = time.perf_counter() - started
+        tracer.close()
+        total_cpu = time.process_time() - cpu
+    return {
+        "emit_us_per_event": round(emit_s / n * 1e6, 2),
+        "cpu_us_per_event": round(total_cpu / n * 1e6, 2),
+    }
+
+
 async def _main(args: argparse.Namespace) -> dict[str, Any]:
     off: list[float] = []
     on: list[float] = []
@@ -76,7 +107,12 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
             events += written
             print(f"round {n + 1}: off {off[-1]:,.0f} calls/s, on {on[-1]:,.0f} calls/s", flush=True)
     median_off, median_on = statistics.median(off), statistics.median(on)
+    cost = _emit_cost()
+    per_call = events / max(1, args.rounds * (args.calls + min(200, args.calls)))
     return {
+        **cost,
+        "events_per_call": round(per_call, 2),
+        "cpu_share_at_off_rate": round(cost["cpu_us_per_event"] * per_call * median_off / 1e6, 4),
         "url": args.url,
         "calls_per_round": args.calls,
         "concurrency": args.concurrency,

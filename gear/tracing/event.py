@@ -150,6 +150,9 @@ def coerce_attributes(attributes: dict[str, Any]) -> dict[str, Any]:
         if value is None:
             continue
         kind = ATTRIBUTE_TYPES.get(key)
+        if type(value) is kind:  # the common case: already the declared type (bool is not int here)
+            out[key] = value
+            continue
         if kind is None:
             out[key] = value if isinstance(value, str | int | float | bool) else str(value)
             continue

@@ -84,7 +84,7 @@ class RotatingFileSink:
             if self._file is not None:
                 self._file.flush()
             self.written += done
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # ValueError: the file was closed under us
             self.dropped += len(lines)
             self._abandon_file()
             if not self._warned:

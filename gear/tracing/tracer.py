@@ -34,6 +34,9 @@ _OFF_VALUES = frozenset({"", "0", "off", "false", "no"})
 _Pending = tuple[int, int, str, str | None, str | None, str | None, dict[str, Any] | None]
 
 
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str).encode
+
+
 class JsonlTracer:
     """Writes events of one instance to size-rotated JSONL files, off the event loop."""
 
@@ -54,7 +57,8 @@ class JsonlTracer:
         self.sink = RotatingFileSink(directory, stem, max_bytes)
         self.overflowed = 0
         """Events dropped because ``max_pending`` were already waiting."""
-        self._resource_json = resource.model_dump(by_alias=True, exclude_none=True)
+        self._resource_json = _dumps(resource.model_dump(by_alias=True, exclude_none=True))
+        self._drain_lock = threading.Lock()
         self._pending: deque[_Pending] = deque()
         self._seq = itertools.count(1)
         self._flush_interval = flush_interval
@@ -90,30 +94,31 @@ class JsonlTracer:
 
     def _line(self, item: _Pending) -> str:
         t, seq, name, trace_id, span_id, parent, attrs = item
-        record: dict[str, Any] = {"time_unix_nano": t, "event.name": name, "gear.event.seq": seq}
+        head = f'{{"time_unix_nano":{t},"event.name":{_dumps(name)},"gear.event.seq":{seq}'
+        ids = ""
         if trace_id is not None:
-            record["trace_id"] = trace_id
+            ids += f',"trace_id":{_dumps(trace_id)}'
         if span_id is not None:
-            record["span_id"] = span_id
+            ids += f',"span_id":{_dumps(span_id)}'
         if parent:
-            record["parent_span_id"] = parent
-        record["resource"] = self._resource_json
-        record["attributes"] = coerce_attributes(attrs) if attrs else {}
-        return json.dumps(record, separators=(",", ":"), ensure_ascii=False, default=str) + "\n"
+            ids += f',"parent_span_id":{_dumps(parent)}'
+        body = _dumps(coerce_attributes(attrs)) if attrs else "{}"
+        return f'{head}{ids},"resource":{self._resource_json},"attributes":{body}}}\n'
 
     def _drain(self) -> None:
-        lines: list[str] = []
-        pending = self._pending
-        while pending:
-            try:
-                item = pending.popleft()
-            except IndexError:
-                break
-            try:
-                lines.append(self._line(item))
-            except Exception:  # a bad attribute must never kill the writer thread
-                self.sink.dropped += 1
-        self.sink.write(lines)
+        with self._drain_lock:
+            lines: list[str] = []
+            pending = self._pending
+            while pending:
+                try:
+                    item = pending.popleft()
+                except IndexError:
+                    break
+                try:
+                    lines.append(self._line(item))
+                except Exception:  # a bad attribute must never kill the writer thread
+                    self.sink.dropped += 1
+            self.sink.write(lines)
 
     def _run(self) -> None:
         while not self._closed:
@@ -132,7 +137,7 @@ class JsonlTracer:
         self._closed = True
         self._wake.set()
         if self._thread is not threading.current_thread():
-            self._thread.join(timeout=5)
+            self._thread.join(timeout=30)
         self._drain()
         self.sink.close()
         atexit.unregister(self.close)
