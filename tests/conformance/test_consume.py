@@ -15,6 +15,7 @@ from tests.conformance._support import (
     Inbox,
     body,
     drain_bodies,
+    expect_close,
     get_or_none,
     msg,
     underlay,
@@ -267,3 +268,68 @@ async def test_global_prefetch_is_shared_by_the_channels_consumers(amqp: Amqp) -
     await asyncio.sleep(QUIET)
     delivered = len(first.received) + len(second.received)
     assert delivered == 2, f"a global prefetch of 2 allows 2 unacked deliveries per channel, saw {delivered}"
+
+
+async def test_requeued_messages_keep_their_queue_positions(amqp: Amqp) -> None:
+    """Requeued messages go back to their original positions, ahead of later messages."""
+    channel = await amqp.channel()
+    queue = await _queue_with(amqp, channel, "a", "b", "c", "d")
+    a = await queue.get(no_ack=False, timeout=WAIT)
+    b = await queue.get(no_ack=False, timeout=WAIT)
+    await b.reject(requeue=True)
+    await a.reject(requeue=True)
+    assert await drain_bodies(queue) == [b"a", b"b", b"c", b"d"], "requeue restores the original order"
+
+
+async def test_ack_after_cancel_settles_the_delivery(amqp: Amqp) -> None:
+    """Deliveries stay acknowledgeable after their consumer is cancelled."""
+    connection = await amqp.connect()
+    channel = await amqp.channel(connection)
+    queue = await _queue_with(amqp, channel, "x")
+    inbox = Inbox()
+    tag = await queue.consume(inbox)
+    message = await inbox.next("delivery before cancel")
+    await queue.cancel(tag)
+    await message.ack()
+    await channel.close()
+    other = await amqp.channel(connection)
+    count = (await other.declare_queue(queue.name, passive=True)).declaration_result.message_count
+    assert count == 0, "an ack after basic.cancel must still settle the message"
+
+
+async def test_ack_on_another_channel_is_406(amqp: Amqp) -> None:
+    """Delivery tags are channel-scoped: acking a tag on a channel that never delivered it is 406."""
+    connection = await amqp.connect()
+    channel = await amqp.channel(connection)
+    queue = await _queue_with(amqp, channel, "x")
+    got = await queue.get(no_ack=False, timeout=WAIT)
+    other = await amqp.channel(connection)
+    raw_other = await underlay(other)
+    assert got.delivery_tag is not None
+    await raw_other.basic_ack(got.delivery_tag)
+    await expect_close(other.set_qos(prefetch_count=1), 406, "ack of a tag delivered on another channel")
+    await got.ack()
+
+
+async def test_consumer_priority_prefers_higher_priority_consumer(amqp: Amqp) -> None:
+    """x-priority on basic.consume: the higher-priority consumer gets messages while it has capacity."""
+    channel = await amqp.channel()
+    queue = await channel.declare_queue("", exclusive=True)
+    low, high = Inbox(), Inbox()
+    await queue.consume(low, no_ack=True, arguments={"x-priority": 1})
+    await queue.consume(high, no_ack=True, arguments={"x-priority": 10})
+    for i in range(4):
+        await channel.default_exchange.publish(msg(str(i)), queue.name)
+    await high.take(4, "the high-priority consumer gets every message")
+    await low.quiet("the low-priority consumer gets nothing while the high one has capacity")
+
+
+async def test_many_channels_on_one_connection(amqp: Amqp) -> None:
+    """A connection can hold many channels; each declares, publishes and gets independently."""
+    connection = await amqp.connect()
+    channels = [await amqp.channel(connection) for _ in range(30)]
+    queue = await channels[0].declare_queue("", exclusive=True)
+    await asyncio.gather(
+        *(ch.default_exchange.publish(msg(str(i)), queue.name) for i, ch in enumerate(channels))
+    )
+    assert sorted(await drain_bodies(queue)) == sorted(str(i).encode() for i in range(30))

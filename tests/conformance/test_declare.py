@@ -183,3 +183,64 @@ async def test_server_generates_consumer_tag_when_empty(amqp: Amqp) -> None:
     ok = await raw_channel.rpc(aiormq.spec.Basic.Consume(queue=queue.name, consumer_tag=""), timeout=WAIT)
     assert isinstance(ok, aiormq.spec.Basic.ConsumeOk)
     assert str(ok.consumer_tag).startswith("amq.ctag-"), f"server-generated tag, got {ok.consumer_tag!r}"
+
+
+async def test_queue_delete_if_unused_with_consumer_is_406(amqp: Amqp) -> None:
+    """queue.delete(if_unused) of a queue that has consumers: 406."""
+    connection = await amqp.connect()
+    channel = await amqp.channel(connection)
+    queue = await amqp.queue(channel)
+    await queue.consume(_ignore)
+    other = await amqp.channel(connection)
+    await expect_close(other.queue_delete(queue.name, if_unused=True), 406, "queue.delete(if_unused), in use")
+
+
+async def test_exchange_delete_if_unused_with_bindings_is_406(amqp: Amqp) -> None:
+    """exchange.delete(if_unused) of an exchange that has bindings: 406."""
+    channel = await amqp.channel()
+    exchange = await amqp.exchange(channel, "direct")
+    queue = await channel.declare_queue("", exclusive=True)
+    await queue.bind(exchange, "k")
+    await expect_close(
+        channel.exchange_delete(exchange.name, if_unused=True), 406, "exchange.delete(if_unused)"
+    )
+
+
+async def test_deleting_exchange_removes_its_bindings(amqp: Amqp) -> None:
+    """After exchange.delete and a redeclare, the old bindings are gone."""
+    channel = await amqp.channel()
+    exchange = await amqp.exchange(channel, "direct")
+    queue = await channel.declare_queue("", exclusive=True)
+    await queue.bind(exchange, "k")
+    await channel.exchange_delete(exchange.name)
+    again = await channel.declare_exchange(exchange.name, "direct")
+    await again.publish(msg("m"), "k", mandatory=False)
+    assert await get_or_none(queue) is None, "bindings of a deleted exchange must not survive its redeclare"
+
+
+async def test_deleting_queue_removes_its_bindings(amqp: Amqp) -> None:
+    """After queue.delete and a redeclare of the same name, the old bindings are gone."""
+    channel = await amqp.channel()
+    exchange = await amqp.exchange(channel, "direct")
+    queue = await amqp.queue(channel)
+    await queue.bind(exchange, "k")
+    await channel.queue_delete(queue.name)
+    again = await channel.declare_queue(queue.name)
+    await exchange.publish(msg("m"), "k", mandatory=False)
+    assert await get_or_none(again) is None, "bindings of a deleted queue must not survive its redeclare"
+
+
+async def test_unbinding_a_missing_binding_is_ok(amqp: Amqp) -> None:
+    """queue.unbind of a binding that does not exist answers unbind-ok."""
+    channel = await amqp.channel()
+    exchange = await amqp.exchange(channel, "direct")
+    queue = await channel.declare_queue("", exclusive=True)
+    await queue.unbind(exchange, "never-bound")
+    await channel.declare_exchange("amq.direct", passive=True)
+
+
+async def test_exclusive_durable_queue_is_not_durable(amqp: Amqp) -> None:
+    """exclusive + durable declares a transient queue: redeclaring it durable=False is equivalent."""
+    channel = await amqp.channel()
+    queue = await amqp.queue(channel, exclusive=True, durable=True)
+    await channel.declare_queue(queue.name, exclusive=True, durable=False)

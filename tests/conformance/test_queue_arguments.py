@@ -147,12 +147,12 @@ async def test_x_expires_spares_queue_with_consumer(amqp: Amqp) -> None:
     await probe.declare_queue(queue.name, passive=True)
 
 
-async def _next(queue: AbstractQueue, rule: str) -> Any:
+async def _next(queue: AbstractQueue, rule: str, *, no_ack: bool = True) -> Any:
     """The first message to reach ``queue`` (polls basic.get up to WAIT)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + WAIT
     while loop.time() < deadline:
-        got = await queue.get(no_ack=True, fail=False, timeout=WAIT)
+        got = await queue.get(no_ack=no_ack, fail=False, timeout=WAIT)
         if got is not None:
             return got
         await asyncio.sleep(0.05)
@@ -186,3 +186,44 @@ async def test_max_length_drop_head_dead_letters_with_reason_maxlen(amqp: Amqp) 
     assert isinstance(deaths, list)
     assert isinstance(deaths[0], dict)
     assert deaths[0].get("reason") == "maxlen", "x-death.reason is 'maxlen' for x-max-length drops"
+
+
+async def test_priority_queue_delivers_higher_priority_first(amqp: Amqp) -> None:
+    """x-max-priority: ready messages are delivered highest priority first, FIFO within a priority."""
+    channel = await amqp.channel()
+    queue = await channel.declare_queue("", exclusive=True, arguments={"x-max-priority": 5})
+    for name, priority in (("low1", 1), ("high", 5), ("none", None), ("low2", 1), ("mid", 3)):
+        await channel.default_exchange.publish(msg(name, priority=priority), queue.name)
+    assert await drain_bodies(queue) == [b"high", b"mid", b"low1", b"low2", b"none"]
+
+
+async def test_max_length_bytes_drops_from_head(amqp: Amqp) -> None:
+    """x-max-length-bytes bounds the total body size of ready messages; the oldest are dropped."""
+    channel = await amqp.channel()
+    queue = await channel.declare_queue("", exclusive=True, arguments={"x-max-length-bytes": 10})
+    for body_ in (b"aaaa", b"bbbb", b"cccc"):
+        await channel.default_exchange.publish(msg(body_), queue.name)
+    assert await drain_bodies(queue) == [b"bbbb", b"cccc"], "12 bytes > 10: the oldest message is dropped"
+
+
+async def test_dead_letter_cycle_counts_deaths(amqp: Amqp) -> None:
+    """A message dead-lettered twice from the same queue for the same reason has x-death count 2,
+    and x-first-death-* headers name the first death."""
+    channel = await amqp.channel()
+    name = amqp.queue_name("cycle")
+    dlx = await amqp.exchange(channel, "fanout", "dlx")
+    work = await channel.declare_queue(name, arguments={"x-dead-letter-exchange": dlx.name})
+    await work.bind(dlx)  # dead letters come straight back to the same queue
+    await channel.default_exchange.publish(msg("again"), work.name)
+    for _ in range(2):
+        got = await _next(work, "the dead-lettered message comes back", no_ack=False)
+        await got.reject(requeue=False)
+    final = await _next(work, "the twice-dead-lettered message comes back")
+    deaths = final.headers.get("x-death")
+    assert isinstance(deaths, list)
+    assert len(deaths) == 1, "one x-death entry per (queue, reason)"
+    assert isinstance(deaths[0], dict)
+    assert deaths[0].get("count") == 2, "x-death.count increments on each death"
+    assert final.headers.get("x-first-death-reason") == "rejected"
+    assert final.headers.get("x-first-death-queue") == name
+    assert final.headers.get("x-first-death-exchange") == ""
