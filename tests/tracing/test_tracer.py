@@ -162,3 +162,23 @@ def test_analyze_without_pyspark_says_how_to_install(tmp_path: Path) -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "PySpark is not installed: pip install 'gear[spark]'"
+
+
+def test_full_disk_logs_once_and_never_raises(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not Path("/dev/full").exists():
+        pytest.skip("needs /dev/full")
+    from gear.tracing.sink import RotatingFileSink
+
+    tracer = JsonlTracer(tmp_path, RESOURCE, flush_interval=3600)
+    monkeypatch.setattr(RotatingFileSink, "_next_index", lambda self: 0)
+    (tmp_path / "WEB.h1.WEB.h1.abc.00000.jsonl").symlink_to("/dev/full")
+    with caplog.at_level(logging.WARNING, logger="gear.tracing"):
+        for _ in range(3):
+            tracer.emit(EventName.PUBLISH, attributes={Attr.ATTEMPT: 1})
+            tracer.flush()
+        tracer.close()
+    assert len([r for r in caplog.records if r.name == "gear.tracing"]) == 1
+    assert tracer.sink.dropped == 3
+    assert tracer.sink.written == 0
