@@ -370,3 +370,21 @@ async def test_user_id_other_than_authenticated_user_is_406(amqp: Amqp) -> None:
 
     text = await _soft(amqp, publish, 406, "publish with a forged user_id")
     assert "user_id" in text
+
+
+async def test_message_larger_than_max_message_size(amqp: Amqp) -> None:
+    """A 17 MiB message. The reference broker (4.x default max_message_size 16 MiB): 406 channel error.
+    RabbitMQ 3.x (default 128 MiB, the 3.10 here): accepted and delivered."""
+    size = 17 * 1024 * 1024
+    connection = await amqp.connect()
+    channel = await amqp.channel(connection)
+    queue = await channel.declare_queue("", exclusive=True)
+    publish = channel.default_exchange.publish(msg(b"x" * size), queue.name)
+    if amqp.broker.is_reference:
+        text = await expect_close(publish, 406, "message above max_message_size (16 MiB)")
+        assert "larger than configured max size" in text
+        await _channel_closed_connection_alive(amqp, connection, "max_message_size")
+    else:
+        await publish
+        got = await queue.get(no_ack=True, timeout=WAIT)
+        assert len(got.body) == size

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 from pamqp import body as content_body
-from pamqp import commands, frame
+from pamqp import commands, frame, header
 
 from tests.backends import BrokerHandle
 from tests.conformance._raw import PROTOCOL_HEADER, RawAmqp
@@ -165,5 +165,55 @@ async def test_stray_client_cancel_ok(broker: BrokerHandle) -> None:
             await raw.expect(commands.Basic.QosOk)
         else:
             await raw.expect_connection_close(503, "stray basic.cancel-ok on RabbitMQ 3.x")
+    finally:
+        await raw.close()
+
+
+async def test_channel_close_protocol_after_soft_error(broker: BrokerHandle) -> None:
+    """A soft error sends channel.close carrying the failing method's class/method ids; until close-ok the
+    server ignores other methods on that channel; after close-ok the channel number can be opened again."""
+    raw = await RawAmqp.open(broker.url)
+    try:
+        await raw.open_channel(1)
+        raw.send(1, commands.Queue.Declare(queue="gear.conformance.missing", passive=True))
+        close = await raw.expect(commands.Channel.Close)
+        assert close.reply_code == 404
+        assert (close.class_id, close.method_id) == (50, 10), "channel.close names queue.declare (50, 10)"
+        raw.send(1, commands.Basic.Qos(prefetch_count=1))  # must be ignored, not answered, not an error
+        raw.send(1, commands.Channel.CloseOk())
+        raw.send(1, commands.Channel.Open())
+        channel, reopened = await raw.read_frame()
+        assert isinstance(reopened, commands.Channel.OpenOk), (
+            f"after close-ok the channel reopens (the method sent meanwhile is ignored), got {reopened!r}"
+        )
+        assert channel == 1
+    finally:
+        await raw.close()
+
+
+async def test_content_frames_interleave_across_channels(broker: BrokerHandle) -> None:
+    """Frames of publishes on different channels may interleave; each message is assembled per channel."""
+    raw = await RawAmqp.open(broker.url)
+    try:
+        await raw.open_channel(1)
+        await raw.open_channel(2)
+        raw.send(1, commands.Queue.Declare(queue="", exclusive=True))
+        declared = await raw.expect(commands.Queue.DeclareOk)
+        queue = str(declared.queue)
+        raw.send(1, commands.Basic.Publish(exchange="", routing_key=queue))
+        raw.send(2, commands.Basic.Publish(exchange="", routing_key=queue))
+        raw.send(1, header.ContentHeader(0, 3, commands.Basic.Properties(message_id="one")))
+        raw.send(2, header.ContentHeader(0, 3, commands.Basic.Properties(message_id="two")))
+        raw.send(2, content_body.ContentBody(b"two"))
+        raw.send(1, content_body.ContentBody(b"one"))
+        bodies = []
+        for _ in range(2):
+            raw.send(1, commands.Basic.Get(queue=queue, no_ack=True))
+            await raw.expect(commands.Basic.GetOk)
+            content = await raw.expect(header.ContentHeader)
+            chunk = await raw.expect(content_body.ContentBody)
+            assert content.properties.message_id == chunk.value.decode(), "properties belong to their body"
+            bodies.append(chunk.value)
+        assert sorted(bodies) == [b"one", b"two"]
     finally:
         await raw.close()
