@@ -15,5 +15,6 @@ reference broker follows 3.13/4.x semantics. The differences encoded:
 * a bad protocol header: RabbitMQ 3.x and the reference answer ``AMQP 0-9-1`` for any header; 4.x answers
   non-``AMQP 0 0 9 x`` headers with the AMQP 1.0 header (not exercised here);
 * a tune-ok below frame_max 4096: 3.10 closes the socket, newer brokers may send 530 first (both accepted);
+* a 17 MiB message: accepted by 3.x (max_message_size 128 MiB) vs 406 (4.0+ default 16 MiB, reference);
 * ``basic.qos(global=True)``: shared per channel up to 4.2 (tested), per consumer on 4.3 by default.
 """
