@@ -179,3 +179,22 @@ async def test_delivered_properties_round_trip(amqp: Amqp) -> None:
         "conformance",
     ), "basic properties must be delivered unchanged"
     assert got.headers == headers, "headers (a field table) must be delivered with the same values and types"
+
+
+async def test_acks_and_nacks_each_reach_the_right_publish(amqp: Amqp) -> None:
+    """Interleaved acked and nacked publishes resolve individually: a multiple ack must never cover a
+    nacked or still-unconfirmed lower sequence number."""
+    channel = await amqp.channel()
+    full = await channel.declare_queue(
+        "", exclusive=True, arguments={"x-max-length": 1, "x-overflow": "reject-publish"}
+    )
+    roomy = await channel.declare_queue("", exclusive=True)
+    targets = [full.name, roomy.name, full.name, roomy.name, full.name, roomy.name]
+    results = await asyncio.gather(
+        *(channel.default_exchange.publish(msg(str(i)), name) for i, name in enumerate(targets)),
+        return_exceptions=True,
+    )
+    kinds = ["ack" if isinstance(r, aiormq.spec.Basic.Ack) else type(r).__name__ for r in results]
+    assert kinds == ["ack", "ack", "DeliveryError", "ack", "DeliveryError", "ack"], (
+        f"each publish must get its own outcome (queue full -> nack), got {kinds}"
+    )
