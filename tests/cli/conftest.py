@@ -16,7 +16,7 @@ import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import pytest
@@ -56,6 +56,8 @@ class Running:
     system: System
     background: BackgroundLoop
     broker: Any = None
+    invented_types: list[str] = field(default_factory=list)
+    """TYPEs a test made up; their durable shared queues are deleted from an external RabbitMQ at the end."""
 
     def repo(self, host: str = "repo1") -> str:
         return f"{self.names.repo}.{host}"
@@ -84,11 +86,26 @@ def running() -> Iterator[Running]:
         system = await stack.enter_async_context(running_system(url, names=names))
         return Running(url=url, names=names, system=system, background=background, broker=broker)
 
+    running = background.run(start())
+    running.invented_types += [running.names.repo, running.names.ctrl, running.names.web]
     try:
-        yield background.run(start())
+        yield running
     finally:
         background.run(stack.aclose())
+        if running.broker is None:
+            background.run(_delete(running.url, running.invented_types, running.names.exchange))
         background.close()
+
+
+async def _delete(url: str, queues: list[str], exchange: str) -> None:
+    import aio_pika
+
+    connection = await aio_pika.connect(url)
+    async with connection:
+        channel = await connection.channel()
+        for queue in queues:
+            await channel.queue_delete(queue)
+        await channel.exchange_delete(exchange)
 
 
 Invoke = Callable[..., Result]
@@ -128,6 +145,7 @@ def slow(running: Running) -> Iterator[Slow]:
     import gear
 
     spec = Slow(type="SLOW" if running.broker is not None else f"SLOW_{uuid.uuid4().hex[:6]}")
+    running.invented_types.append(spec.type)
     svc = gear.Service(spec.type, spec.host, url=running.url, exchange=running.names.exchange)
 
     @svc.handler("status")

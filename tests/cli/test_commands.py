@@ -188,6 +188,7 @@ def test_serve_runs_a_module_service_and_stops_gracefully(
 ) -> None:
     host = f"served{sig.value}"
     type_ = f"{running.names.repo}X"
+    running.invented_types.append(type_)
     env = {"GEAR_EXCHANGE": running.names.exchange}
     proc = _start(
         ["serve", "examples.repo:create_service", "--url", running.url, "--type", type_, "--host", host], env
@@ -273,4 +274,3 @@ def test_traces_passes_options_through(monkeypatch: pytest.MonkeyPatch, tmp_path
     assert "dependency_links" in result.stdout
     bad = run_cli("traces", "analyze", str(tmp_path), "--out", str(tmp_path), "--until", "yesterday")
     assert bad.exit_code == ExitCode.USAGE
-

@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import uuid
-
 from examples.scenario import KEYS, run_scenario
 from examples.system import Names, running_system
 from tests.backends import BrokerHandle
 
 
-def _names(broker: BrokerHandle) -> Names:
-    # A shared RabbitMQ may hold other Gear services (or another test run): keep to our own names.
-    return Names() if broker.is_reference else Names.isolated(f"t{uuid.uuid4().hex[:6]}")
-
-
-async def test_scenario_holds_on_every_routing_form(broker: BrokerHandle) -> None:
+async def test_scenario_holds_on_every_routing_form(broker: BrokerHandle, system_names: Names) -> None:
     lines: list[str] = []
-    async with running_system(broker.url, names=_names(broker)) as system:
+    async with running_system(broker.url, names=system_names) as system:
         outcome = await run_scenario(system, lines.append)
     failed = [name for name, passed in outcome.checks.items() if not passed]
     assert not failed, "\n".join(lines)
@@ -24,8 +17,8 @@ async def test_scenario_holds_on_every_routing_form(broker: BrokerHandle) -> Non
         assert any(section in line for line in lines), section
 
 
-async def test_repo_keeps_its_keys_to_itself(broker: BrokerHandle) -> None:
-    async with running_system(broker.url, names=_names(broker)) as system:
+async def test_repo_keeps_its_keys_to_itself(broker: BrokerHandle, system_names: Names) -> None:
+    async with running_system(broker.url, names=system_names) as system:
         for key, value in KEYS.items():
             await system.web.put(key, value)
         replies = await system.web.census(f"{system.names.repo}.*", expected=3)
@@ -40,8 +33,8 @@ async def test_repo_keeps_its_keys_to_itself(broker: BrokerHandle) -> None:
         assert (await system.web.lookup(key)).value == KEYS[key]
 
 
-async def test_reload_can_change_the_ring_ctrl_uses(broker: BrokerHandle) -> None:
-    async with running_system(broker.url, names=_names(broker)) as system:
+async def test_reload_can_change_the_ring_ctrl_uses(broker: BrokerHandle, system_names: Names) -> None:
+    async with running_system(broker.url, names=system_names) as system:
         await system.web.put("alice", "tea")
         owner = system.web.repo_for("alice").split(".")[1]
         # Point every CTRL at a ring without the owner: lookups now ask another REPO, which knows nothing.
