@@ -9,7 +9,6 @@ import aiormq
 from aio_pika.abc import AbstractChannel, AbstractQueue
 
 from tests.conformance._support import (
-    QUIET,
     WAIT,
     Amqp,
     Inbox,
@@ -262,12 +261,11 @@ async def test_global_prefetch_is_shared_by_the_channels_consumers(amqp: Amqp) -
     channel = await amqp.channel()
     await channel.set_qos(prefetch_count=2, global_=True)
     queue = await _queue_with(amqp, channel, *[str(i) for i in range(6)])
-    first, second = Inbox(), Inbox()
-    await queue.consume(first)
-    await queue.consume(second)
-    await asyncio.sleep(QUIET)
-    delivered = len(first.received) + len(second.received)
-    assert delivered == 2, f"a global prefetch of 2 allows 2 unacked deliveries per channel, saw {delivered}"
+    shared = Inbox()  # both consumers deliver into one inbox
+    await queue.consume(shared)
+    await queue.consume(shared)
+    await shared.take(2, "the channel's consumers get 2 deliveries in total")
+    await shared.quiet("a global prefetch of 2 allows only 2 unacked deliveries on the channel")
 
 
 async def test_requeued_messages_keep_their_queue_positions(amqp: Amqp) -> None:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 
 import aiormq
 import pytest
 
-from tests.conformance._support import WAIT, Amqp, body, expect_close, get_or_none, msg, underlay
+from tests.conformance._support import WAIT, Amqp, Inbox, body, expect_close, get_or_none, msg, underlay
 
 SERVER_NAMED = re.compile(r"amq\.gen-[A-Za-z0-9_-]{22}")
 
@@ -45,12 +44,10 @@ async def test_declare_ok_reports_ready_messages_and_consumers(amqp: Amqp) -> No
     consumer_channel = await amqp.channel(connection)
     await consumer_channel.set_qos(prefetch_count=1)
     consumer_queue = await consumer_channel.declare_queue(queue.name, passive=True)
-    await consumer_queue.consume(_ignore)
-    for _ in range(50):  # the consumer takes one message (prefetch 1); the count must settle at 2 ready
-        ok = (await channel.declare_queue(queue.name, passive=True)).declaration_result
-        if ok.message_count == 2:
-            break
-        await asyncio.sleep(0.02)
+    inbox = Inbox()
+    await consumer_queue.consume(inbox)
+    await inbox.next("the consumer (prefetch 1) takes one message")
+    ok = (await channel.declare_queue(queue.name, passive=True)).declaration_result
     assert (ok.message_count, ok.consumer_count) == (2, 1), (
         "declare-ok message_count counts ready messages only (not the unacked one), consumer_count = 1"
     )
