@@ -1,0 +1,1 @@
+"""The `gear` command line: a thin typer layer over the SDK, the reference broker and the examples."""

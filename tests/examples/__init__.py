@@ -1,0 +1,1 @@
+"""Tests of the example services, the demo and the compose file."""
