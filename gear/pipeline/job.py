@@ -1,11 +1,18 @@
 """The ``gear traces analyze`` job: trace files in, Parquet tables + ``summary.json`` + ``report.html`` out.
 
-Run it through the CLI (``gear traces analyze PATH --out DIR``), from Python (:func:`analyze` with your
-own ``SparkSession``), or with spark-submit on any master::
+Run it through the CLI (``gear traces analyze PATH --out DIR [--master URL]``), from Python
+(:func:`analyze` with your own ``SparkSession``), or with spark-submit on any master::
 
-    spark-submit --master 'local[2]' gear/pipeline/job.py /traces --out /tmp/gear-report
-    spark-submit --master spark://HOST:7077 --py-files gear.zip gear/pipeline/job.py \\
+    spark-submit --master 'local[2]' --driver-memory 2g gear/pipeline/job.py /traces --out /tmp/gear-report
+    spark-submit --master spark://HOST:7077 --deploy-mode client gear/pipeline/job.py \\
         hdfs:///gear/traces --out hdfs:///gear/report
+
+The job is DataFrame expressions only (no Python UDFs, no Python RDDs), so executors need nothing but
+Spark; the driver needs ``pip install 'gear[spark]'`` with the cluster's Spark version, and the input
+must be readable by every executor (HDFS, S3, NFS: files left on each node's local disk only work in
+local mode). Parquet tables go to ``--out`` (any Hadoop URL); ``summary.json``, ``dependencies.json``
+(Zipkin's parent/child/callCount/errorCount) and ``report.html`` go there too when it is a local path,
+else to ``./gear-report``.
 
 Every table is written with ``mode("overwrite")`` and the summary and report are rewritten, so running
 again on the same input replaces the previous results and never adds to them.
@@ -32,7 +39,7 @@ from gear.pipeline.load import load_events, resolve_paths
 from gear.pipeline.quality import data_quality
 from gear.pipeline.report import write_report
 
-__all__ = ("TABLES", "analyze", "main", "run", "spark_session")
+__all__ = ("LOCAL_REPORT_DIR", "SORT_KEYS", "TABLES", "analyze", "main", "run", "spark_session")
 
 TABLES = (
     "dependency_links",
@@ -59,6 +66,9 @@ SORT_KEYS: dict[str, tuple[str, ...]] = {
 """Row order of each table."""
 
 _SUMMARY_ROWS = 200
+
+LOCAL_REPORT_DIR = "gear-report"
+"""Where ``summary.json`` and ``report.html`` go when ``--out`` is not a local path (HDFS, S3...)."""
 
 
 def _ns(moment: datetime | None) -> int | None:
@@ -124,11 +134,13 @@ def analyze(
     calls.unpersist()
     loaded.cached.unpersist()
     summary["seconds"] = round(time.monotonic() - started, 3)
-    if "://" not in target:
-        Path(target).mkdir(parents=True, exist_ok=True)
-        Path(target, "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
-        Path(target, "dependencies.json").write_text(json.dumps(summary["zipkin_links"], indent=2) + "\n")
-        write_report(Path(target, "report.html"), summary)
+    local = Path(target) if "://" not in target or target.startswith("file://") else Path(LOCAL_REPORT_DIR)
+    local = Path(str(local).removeprefix("file:"))
+    local.mkdir(parents=True, exist_ok=True)
+    summary["report"] = str(local / "report.html")
+    (local / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    (local / "dependencies.json").write_text(json.dumps(summary["zipkin_links"], indent=2) + "\n")
+    write_report(local / "report.html", summary)
     say("done")
     return summary
 
