@@ -167,7 +167,9 @@ class Renderer:
             typer.echo(json.dumps(jsonable(data), indent=2, sort_keys=True))
 
     def value(self, data: Any) -> str:
-        """A result value formatted for a person: compact JSON on one line."""
+        """A result value formatted for a person: a string as is, anything else as compact JSON."""
+        if isinstance(data, str):
+            return data
         return json.dumps(jsonable(data), sort_keys=True, ensure_ascii=False)
 
     def table(self, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:

@@ -277,6 +277,8 @@ def _ping_info(reply: Any) -> Any:
     if reply.error is None:
         return reply.result
     error = _error_dict(reply.error)
+    if error["type"] == "MethodNotFound":
+        return "alive (it has no built-in gear.ping, so no details)"
     return {"error": f"{error['type']}: {error['message']}"}
 
 
