@@ -152,24 +152,36 @@ async def _route(web: Web, verb: str, path: str, body: str) -> tuple[int, Any]:
     return 404, {"error": f"no route for {verb} {path}"}
 
 
+async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, str]:
+    """``(verb, path, body)`` of one HTTP/1.1 request.
+
+    Raises:
+        ValueError: for a malformed request line or Content-Length.
+    """
+    request_line = (await reader.readline()).decode("latin-1").split()
+    headers: dict[str, str] = {}
+    while line := (await reader.readline()).decode("latin-1").strip():
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    if len(request_line) < 2:
+        raise ValueError("bad request line")
+    length = int(headers.get("content-length", "0"))
+    if not 0 <= length <= 1_000_000:
+        raise ValueError("bad Content-Length")
+    body = (await reader.readexactly(length)).decode()
+    return request_line[0], request_line[1], body
+
+
 async def _handle(web: Web, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     try:
-        request_line = (await reader.readline()).decode("latin-1").split()
-        headers: dict[str, str] = {}
-        while line := (await reader.readline()).decode("latin-1").strip():
-            name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip()
-        body = (await reader.readexactly(int(headers.get("content-length", "0")))).decode()
-        if len(request_line) < 2:
-            code, result = 400, {"error": "bad request line"}
-        else:
-            try:
-                code, result = await _route(web, request_line[0], request_line[1], body)
-            except ValueError as exc:
-                code, result = 400, {"error": str(exc)}
-            except gear.GearError as exc:
-                status = next((c for cls, c in _ERRORS.items() if isinstance(exc, cls)), 500)
-                code, result = status, {"error": type(exc).__name__, "message": str(exc)}
+        try:
+            code, result = await _route(web, *await _read_request(reader))
+        except (ValueError, asyncio.IncompleteReadError) as exc:
+            code, result = 400, {"error": str(exc)}
+        except gear.GearError as exc:
+            # Gear's typed errors map onto HTTP statuses: the client sees why, not just "500".
+            status = next((c for cls, c in _ERRORS.items() if isinstance(exc, cls)), 500)
+            code, result = status, {"error": type(exc).__name__, "message": str(exc)}
         payload = json.dumps(result).encode()
         writer.write(
             f"HTTP/1.1 {code} {'OK' if code < 400 else 'Error'}\r\nContent-Type: application/json\r\n"

@@ -45,3 +45,8 @@ async def test_http_front_end_uses_every_address_form(broker: BrokerHandle) -> N
             assert len(statuses) == len(system.services)
             assert (await _request(port, "GET", "/nowhere"))[0] == 404
             assert (await _request(port, "POST", "/reload", "seven"))[0] == 400
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"GET /status HTTP/1.1\r\nContent-Length: lots\r\n\r\n")
+            assert (await reader.read()).startswith(b"HTTP/1.1 400")
+            writer.close()
+            await writer.wait_closed()
