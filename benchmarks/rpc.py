@@ -183,7 +183,8 @@ async def measure(call: Call, concurrency: int, seconds: float) -> dict[str, flo
             latencies.append(perf() - t0)
 
     started = perf()
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    # a broker that blocks or drops us (a shared RabbitMQ) must not hang the whole run
+    await asyncio.wait_for(asyncio.gather(*(worker() for _ in range(concurrency))), seconds + 60)
     elapsed = perf() - started
     latencies.sort()
     n = len(latencies)
@@ -202,9 +203,9 @@ async def run(url: str, rounds: int, seconds: float, peers: list[str]) -> None:
     tag = uuid.uuid4().hex[:6]
     procs = {}
     for name in peers:
-        proc = subprocess.Popen(
+        proc = subprocess.Popen(  # noqa: ASYNC220 - started once, before any measurement
             [sys.executable, __file__, "--serve", name, "--url", url, "--tag", tag],
-            stdout=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True,
         )
         assert proc.stdout is not None
         line = await asyncio.to_thread(proc.stdout.readline)
@@ -214,7 +215,7 @@ async def run(url: str, rounds: int, seconds: float, peers: list[str]) -> None:
     clients = {name: await PEERS[name][1](url, tag) for name in peers}
     results: dict[tuple[str, int], list[dict[str, float]]] = {}
     try:
-        for name, (call, _close) in clients.items():  # warm-up
+        for call, _close in clients.values():  # warm-up
             await measure(call, 16, min(1.0, seconds))
         for r in range(rounds):
             for c in CONCURRENCY:
@@ -233,12 +234,14 @@ async def run(url: str, rounds: int, seconds: float, peers: list[str]) -> None:
 def report(results: dict[tuple[str, int], list[dict[str, float]]], peers: list[str], rounds: int) -> None:
     print(f"\nRPC benchmark: median of {rounds} interleaved rounds, 100 B JSON payload, "
           f"client and server in separate processes, cpus={os.cpu_count()}\n")
-    head = f"{'peer':<14} {'c=1 p50 ms':>11} {'c=1 p99 ms':>11}" + "".join(f"{f'rps c={c}':>11}" for c in CONCURRENCY)
+    head = f"{'peer':<14} {'c=1 p50 ms':>11} {'c=1 p99 ms':>11}"
+    head += "".join(f"{f'rps c={c}':>11}" for c in CONCURRENCY)
     print(head)
     print("-" * len(head))
     for name in peers:
         lat = results[(name, 1)]
-        row = f"{name:<14} {_median([x['p50'] for x in lat]):>11.3f} {_median([x['p99'] for x in lat]):>11.3f}"
+        p50, p99 = _median([x["p50"] for x in lat]), _median([x["p99"] for x in lat])
+        row = f"{name:<14} {p50:>11.3f} {p99:>11.3f}"
         row += "".join(f"{_median([x['rps'] for x in results[(name, c)]]):>11.0f}" for c in CONCURRENCY)
         print(row)
     if "gear" not in peers:
@@ -249,23 +252,40 @@ def report(results: dict[tuple[str, int], list[dict[str, float]]], peers: list[s
             continue
         parts = []
         for c in CONCURRENCY:
-            ratios = [g["rps"] / p["rps"] for g, p in zip(results[("gear", c)], results[(name, c)], strict=True)]
+            pairs = zip(results[("gear", c)], results[(name, c)], strict=True)
+            ratios = [g["rps"] / p["rps"] for g, p in pairs]
             parts.append(f"rps c={c}: {_median(ratios):.2f}x")
         p50 = [g["p50"] / p["p50"] for g, p in zip(results[("gear", 1)], results[(name, 1)], strict=True)]
         parts.append(f"p50 c=1: {_median(p50):.2f}x")
         print(f"  vs {name:<13} " + ", ".join(parts))
 
 
+def _exit_with_parent() -> None:
+    """A server child exits as soon as the benchmark (its stdin's writer) is gone, however it ended."""
+    import threading
+
+    def watch() -> None:
+        sys.stdin.read()
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--url", default=os.environ.get("GEAR_URL", "amqp://guest:guest@127.0.0.1:5672/"))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=3.0)
-    parser.add_argument("--peers", default=",".join(PEERS), help="comma-separated subset of: " + ", ".join(PEERS))
+    parser.add_argument(
+        "--peers", default=",".join(PEERS), help="comma-separated subset of: " + ", ".join(PEERS)
+    )
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     parser.add_argument("--tag", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
+        _exit_with_parent()
         asyncio.run(PEERS[args.serve][0](args.url, args.tag))
         return
     peers = [p.strip() for p in args.peers.split(",") if p.strip()]
