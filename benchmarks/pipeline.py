@@ -38,7 +38,15 @@ def main() -> None:
     size = sum(p.stat().st_size for p in traces.iterdir())
     mb = size / 1e6
     print(f"generated {truth.lines:,} lines ({mb:,.0f} MB, {len(truth.calls):,} calls) in {generated:.1f} s")
-    summary = run_analyze(traces, out, master=args.master)
+    stages: dict[str, float] = {}
+    last = [time.monotonic(), "start"]
+
+    def progress(message: str) -> None:
+        now = time.monotonic()
+        stages[str(last[1])] = round(now - float(last[0]), 1)
+        last[0], last[1] = now, message
+
+    summary = run_analyze(traces, out, master=args.master, progress=progress)
     expected = {f"{a}->{b}": v["calls"] for (a, b), v in truth.links().items()}
     got = {f"{r['parent']}->{r['child']}": r["callCount"] for r in summary["zipkin_links"]}
     result = {
@@ -48,6 +56,7 @@ def main() -> None:
         "analysis_s": summary["seconds"],
         "events_per_s": round(summary["data_quality"]["lines"] / summary["seconds"]),
         "links_match_truth": got == expected,
+        "stage_seconds": stages,
     }
     print(json.dumps(result, indent=2))
 

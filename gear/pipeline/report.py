@@ -126,7 +126,7 @@ def _cards(summary: dict[str, Any]) -> str:
         "<div class=cards>"
         + "".join(
             (
-                _card("calls", f"{calls:,}", "ok"),
+                _card("calls", f"{quality.get('calls', calls):,}", "ok"),
                 _card("error rate", f"{rate:.2%}", level(rate, 0.01, 0.05)),
                 _card("timeouts", f"{sum(r['timeouts'] for r in links):,}", level(rate, 0.01, 0.05)),
                 _card(
