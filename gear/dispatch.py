@@ -296,6 +296,20 @@ class Dispatcher:
             await self._publisher.publish(msg, until)
         except (GearError, TimeoutError) as exc:
             log.warning("reply to %s for %r not delivered: %r", meta.reply_to, meta.method, exc)
+            if self._tracer.enabled:
+                self._tracer.emit(EventName.UNROUTABLE, trace_id=meta.trace_id, attributes={
+                    Attr.REQUEST_ID: meta.request_id, Attr.CONVERSATION_ID: meta.request_id,
+                    Attr.RPC_METHOD: meta.method, Attr.RPC_KIND: "reply", Attr.ERROR_TYPE: "unroutable",
+                    Attr.CALLER: self._identity,
+                })
+            return
+        if self._tracer.enabled:
+            self._tracer.emit(EventName.REPLY_SENT, trace_id=meta.trace_id, attributes={
+                Attr.REQUEST_ID: meta.request_id, Attr.CONVERSATION_ID: meta.request_id,
+                Attr.RPC_METHOD: meta.method, Attr.RPC_KIND: "reply", Attr.CALLER: self._identity,
+                Attr.PEER_SERVICE: meta.sender.split(".")[0],
+                **({} if ok else {Attr.ERROR_TYPE: "remote"}),
+            })
 
     # -- shutdown ----------------------------------------------------------------------------------
 

@@ -25,8 +25,10 @@ from gear.envelope import DEADLINE, METHOD, PARENT, TRACE, ErrorBody, Kind, Meta
 from gear.errors import (
     CallTimeoutError,
     ConfigurationError,
+    ConnectionLostError,
     GearError,
     RemoteError,
+    UnroutableError,
     remote_error_from_wire,
 )
 from gear.publisher import Outgoing, Publisher, RepublishPolicy
@@ -250,6 +252,13 @@ class RPC:
         except TimeoutError:
             self._trace_timeout(rid, pending)
             raise CallTimeoutError(address, method, remaining) from None
+        except UnroutableError as exc:
+            if self._tracer.enabled:
+                self._tracer.emit(EventName.UNROUTABLE, trace_id=msg.trace_id, span_id=rid, attributes={
+                    Attr.REQUEST_ID: rid, Attr.RPC_METHOD: method, Attr.PEER_SERVICE: addr.type or "*",
+                    Attr.ERROR_TYPE: "unroutable", Attr.CALLER: self._identity, Attr.ATTEMPT: exc.attempts,
+                })
+            raise
         finally:
             self._pending.pop(rid, None)
         result = decode_reply(ok, body)
@@ -313,8 +322,6 @@ class RPC:
             ConnectionLostError: no connection (or a blocked one) for the whole budget.
             ConfigurationError: a bad address, method or payload.
         """
-        from gear.errors import ConnectionLostError, UnroutableError
-
         budget = self._cast_budget if retry_budget is None else retry_budget
         _addr, msg, _remaining, until = self._prepare(address, method, payload, budget, Kind.CAST)
         msg.deadline_unix = None

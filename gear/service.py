@@ -37,7 +37,7 @@ from gear.reconnect import Backoff, Connector
 from gear.rpc import RPC
 from gear.settings import Settings
 from gear.topology import Topology
-from gear.tracing.api import NullTracer, Tracer
+from gear.tracing.api import Tracer
 
 __all__ = ("Service",)
 
@@ -89,7 +89,7 @@ class Service:
         host: this instance's HOST word (``GEAR_HOST``, else the short host name).
         url: one broker URL or a list (a cluster, tried in turn); ``GEAR_URL`` if omitted.
         settings: a full :class:`Settings`; the other arguments override it.
-        tracer: where trace events go (off by default).
+        tracer: where trace events go; default: JSON lines under ``$GEAR_TRACE`` if set, else off.
         serve: declare and consume the shared TYPE queue and the multicast/broadcast bindings.
             Default: True when a handler or reply handler is registered at start.
         **overrides: any other :class:`Settings` field (``timeout=2``, ``prefetch=16``...).
@@ -143,7 +143,12 @@ class Service:
             raise ConfigurationError(str(exc)) from exc
         self.identity = self.address.routing_key
         self._serve = serve
-        self._tracer: Tracer = tracer or NullTracer()
+        self._own_tracer = tracer is None
+        if tracer is None:
+            from gear.tracing.tracer import tracer_from_env
+
+            tracer = tracer_from_env(self.type, self.host, f"{self.identity}.{os.getpid()}")
+        self._tracer: Tracer = tracer
         s = self.settings
         self._connector = Connector(
             s.url,
@@ -324,6 +329,8 @@ class Service:
             self._executor = None
         self._started = False
         self._stop_event.set()
+        if self._own_tracer:
+            self._tracer.close()
         log.info("%s stopped", self.identity)
 
     async def run_forever(self) -> None:

@@ -39,6 +39,25 @@ class Fleet:
 
     async def stop(self) -> None:
         await asyncio.gather(*(s.stop() for s in self.services), return_exceptions=True)
+        if not self.broker.is_reference:  # leave nothing behind on a shared RabbitMQ
+            await _delete_queues(self.broker.url, {q.name for s in self.services for q in s.topology.queues})
+
+
+async def _delete_queues(url: str, names: set[str]) -> None:
+    import aiormq
+
+    try:
+        conn = await aiormq.connect(url)
+    except Exception:
+        return
+    try:
+        ch = await conn.channel()
+        for name in sorted(names):
+            await ch.queue_delete(queue=name)
+    except Exception:
+        pass
+    finally:
+        await conn.close()
 
 
 @pytest.fixture
