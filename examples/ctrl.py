@@ -70,8 +70,8 @@ def create_service(
         owner = state.ring.host_for(query.key)
         budget = gear.remaining_budget()
         # No timeout here on purpose: the nested call's deadline is the one this request arrived with.
-        reply = await svc.rpc.call(f"{repo_type}.{owner}", "get", query.model_dump())
-        found = ItemFound.model_validate(reply)
+        # The payload can be the model itself; result_type validates the JSON reply back into a model.
+        found: ItemFound = await svc.rpc.call(f"{repo_type}.{owner}", "get", query, result_type=ItemFound)
         return found.model_copy(
             update={"ctrl_host": svc.host, "budget_ms": None if budget is None else round(budget * 1000)}
         )

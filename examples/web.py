@@ -32,7 +32,16 @@ from typing import Any
 import gear
 from examples import ctrl, repo
 from examples.hashring import HashRing
-from examples.models import InstanceStatus, ItemFound, Refresh, ReloadConfig, StatusQuery, Stored
+from examples.models import (
+    InstanceStatus,
+    Item,
+    ItemFound,
+    ItemQuery,
+    Refresh,
+    ReloadConfig,
+    StatusQuery,
+    Stored,
+)
 from gear.tracing.api import Tracer
 
 __all__ = ("DEFAULT_TYPE", "Web", "create_web", "main", "serve_http", "start_http")
@@ -57,25 +66,28 @@ class Web:
 
     async def put(self, key: str, value: str, timeout: float = 5.0) -> Stored:  # noqa: ASYNC109
         """Store ``value`` on the REPO instance that owns ``key`` (point-to-point)."""
-        reply = await self.service.rpc.call(
-            self.repo_for(key), "put", {"key": key, "value": value}, timeout=timeout
+        item = Item(key=key, value=value)  # a bad key fails here, before anything is sent
+        stored: Stored = await self.service.rpc.call(
+            self.repo_for(key), "put", item, timeout=timeout, result_type=Stored
         )
-        return Stored.model_validate(reply)
+        return stored
 
     async def lookup(self, key: str, timeout: float = 5.0) -> ItemFound:  # noqa: ASYNC109
         """Ask any CTRL instance (round-robin); it asks the owning REPO within our deadline."""
-        reply = await self.service.rpc.call(self.ctrl_type, "lookup", {"key": key}, timeout=timeout)
-        return ItemFound.model_validate(reply)
+        found: ItemFound = await self.service.rpc.call(
+            self.ctrl_type, "lookup", ItemQuery(key=key), timeout=timeout, result_type=ItemFound
+        )
+        return found
 
     async def reload(self, version: int, repo_hosts: Sequence[str] = ()) -> None:
         """Push configuration ``version`` to every CTRL instance (multicast, fire-and-forget)."""
         config = ReloadConfig(version=version, repo_hosts=list(repo_hosts))
-        await self.service.rpc.cast(f"{self.ctrl_type}.*", "reload", config.model_dump())
+        await self.service.rpc.cast(f"{self.ctrl_type}.*", "reload", config)
         self.config_version = version
 
     async def refresh(self, reason: str = "") -> None:
         """Tell every instance of every type to refresh (broadcast, fire-and-forget)."""
-        await self.service.rpc.cast("*.*", "refresh", Refresh(reason=reason).model_dump())
+        await self.service.rpc.cast("*.*", "refresh", Refresh(reason=reason))
 
     async def census(
         self,
