@@ -178,9 +178,13 @@ def _exchange_bind(channel: Channel, method: commands.Exchange.Bind) -> None:
 def _exchange_unbind(channel: Channel, method: commands.Exchange.Unbind) -> None:
     _check_default(method.source)
     _check_default(method.destination)
-    destination = _exchange(channel, method.destination)
-    source = _exchange(channel, method.source)
-    if source.unbind(destination, method.routing_key, method.arguments or {}):
+    destination = channel.vhost.exchanges.get(method.destination)
+    source = channel.vhost.exchanges.get(method.source)
+    if (
+        source is not None
+        and destination is not None
+        and source.unbind(destination, method.routing_key, method.arguments or {})
+    ):
         channel.vhost.maybe_auto_delete(source)
     if not method.nowait:
         channel.conn.send_method(channel.number, commands.Exchange.UnbindOk())
@@ -296,9 +300,19 @@ def _queue_bind(channel: Channel, method: commands.Queue.Bind) -> None:
 
 
 def _queue_unbind(channel: Channel, method: commands.Queue.Unbind) -> None:
-    queue, exchange = _bind_target(channel, method.queue, method.exchange)
-    if exchange.unbind(queue, method.routing_key, method.arguments or {}):
-        channel.vhost.maybe_auto_delete(exchange)
+    # Unbinding is idempotent in RabbitMQ: a missing queue, exchange or binding is not an error.
+    _check_default(method.exchange)
+    vhost = channel.vhost
+    queue = vhost.queues.get(_clean(method.queue) or channel.last_queue)
+    exchange = vhost.exchanges.get(method.exchange)
+    if queue is not None:
+        _check_exclusive(channel, queue)
+    if (
+        queue is not None
+        and exchange is not None
+        and exchange.unbind(queue, method.routing_key, method.arguments or {})
+    ):
+        vhost.maybe_auto_delete(exchange)
     channel.conn.send_method(channel.number, commands.Queue.UnbindOk())
 
 

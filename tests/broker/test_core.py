@@ -295,3 +295,16 @@ def test_direct_reply_to_round_trip() -> None:
     out = requester.turn()
     assert names(out) == ["Basic.Deliver", "ContentHeader", "ContentBody"]
     assert out[2][1].value == b"answer"
+
+
+def test_unbind_is_idempotent_like_rabbitmq() -> None:
+    core, _ = make_core()
+    client = Client(core)
+    client.handshake()
+    client.open_channel(1)
+    out = client.send(1, commands.Queue.Unbind(queue="missing", exchange="amq.direct", routing_key="k"))
+    assert names(out) == ["Queue.UnbindOk"]
+    out = client.send(1, commands.Queue.Unbind(queue="missing", exchange="no-exchange", routing_key="k"))
+    assert names(out) == ["Queue.UnbindOk"]
+    out = client.send(1, commands.Exchange.Unbind(destination="a", source="b", routing_key="k"))
+    assert names(out) == ["Exchange.UnbindOk"]
