@@ -31,8 +31,13 @@ def _parse_time(value: str | None, option: str) -> datetime | None:
 
 @app.command()
 def analyze(
-    path: Annotated[Path, typer.Argument(help="A trace file or a directory of *.jsonl files.", exists=True)],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for the results and report.html.")],
+    path: Annotated[
+        str,
+        typer.Argument(help="A trace file or directory of *.jsonl files (local, or a URL Spark can read)."),
+    ],
+    out: Annotated[
+        str, typer.Option("--out", "-o", help="Directory for the tables, summary.json and report.html.")
+    ],
     master: Annotated[
         str | None, typer.Option(help="Spark master URL (default: local mode).", show_default=False)
     ] = None,
@@ -60,10 +65,13 @@ def analyze(
             )
         except pipeline.SparkMissingError as exc:
             fail(str(exc) or INSTALL_HINT, ExitCode.MISSING_DEPENDENCY, render)
+        except FileNotFoundError as exc:
+            fail(f"no trace files at {path}: {exc}", ExitCode.USAGE, render)
     render.document(summary)
     tables = summary.get("tables", {}) if isinstance(summary, dict) else {}
     render.table(
         ["table", "rows"],
         [[name, str(info.get("rows", "?"))] for name, info in tables.items() if isinstance(info, dict)],
     )
-    render.line(f"report: {out / 'report.html'}  (tables and summary.json in {out})")
+    report = summary.get("report") if isinstance(summary, dict) else None
+    render.line(f"report: {report or Path(out, 'report.html')}  (tables in {out})")

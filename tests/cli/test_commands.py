@@ -274,3 +274,10 @@ def test_traces_passes_options_through(monkeypatch: pytest.MonkeyPatch, tmp_path
     assert "dependency_links" in result.stdout
     bad = run_cli("traces", "analyze", str(tmp_path), "--out", str(tmp_path), "--until", "yesterday")
     assert bad.exit_code == ExitCode.USAGE
+
+
+def test_traces_missing_input_is_a_usage_error(tmp_path: Path) -> None:
+    pytest.importorskip("pyspark")
+    result = run_cli("traces", "analyze", str(tmp_path / "nothing-here"), "--out", str(tmp_path / "o"))
+    assert result.exit_code == ExitCode.USAGE, result.output
+    assert "no trace files" in result.stderr
