@@ -24,6 +24,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Generic, TypeVar, overload
@@ -39,7 +40,10 @@ from gear.settings import Settings
 from gear.topology import Topology
 from gear.tracing.api import Tracer
 
-__all__ = ("Service",)
+__all__ = ("PING_METHOD", "Service")
+
+PING_METHOD = "gear.ping"
+"""Every serving instance answers this method with a description of itself (see ``gear nodes``)."""
 
 log = logging.getLogger("gear.service")
 
@@ -190,6 +194,7 @@ class Service:
         self._dispatcher.rpc = self.rpc
         self._topology: Topology | None = None
         self._started = False
+        self._started_at = 0.0
         self._stopping = False
         self._stop_event = asyncio.Event()
 
@@ -300,6 +305,9 @@ class Service:
         if self._started:
             raise RuntimeError(f"{self.identity} is already started")
         self._topology = self._make_topology()
+        if self._topology.type_queue is not None and PING_METHOD not in self._dispatcher.handlers:
+            self._dispatcher.register(PING_METHOD, self._ping)
+        self._started_at = time.time()
         self._started = True
         self._stopping = False
         try:
@@ -367,6 +375,19 @@ class Service:
         return f"<gear.Service {self.identity} connected={self.connected}>"
 
     # -- internals ---------------------------------------------------------------------------------
+
+    async def _ping(self, _: Any = None) -> dict[str, Any]:
+        """The built-in ``gear.ping``: who and how this instance is (``gear nodes`` shows it)."""
+        return {
+            "instance": self.identity,
+            "type": self.type,
+            "host": self.host,
+            "pid": os.getpid(),
+            "uptime_s": round(time.time() - self._started_at, 3),
+            "methods": sorted(m for m in self._dispatcher.handlers if m != PING_METHOD),
+            "handlers_in_flight": self._dispatcher.in_flight,
+            "reconnects": self._connector.reconnects,
+        }
 
     async def _on_link_ready(self, link: Link) -> None:
         topology = self._topology or self._make_topology()

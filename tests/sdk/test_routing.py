@@ -76,3 +76,9 @@ async def test_topology_matches_the_declared_data(fleet: Fleet) -> None:
     assert topo.host_queue.name == f"{t}.h7"
     assert topo.host_queue.arguments["x-expires"] == 120_000
     assert {b.routing_key for b in topo.bindings} == {t, f"{t}.h7", f"{t}.@all", "@all.@all"}
+
+    cli = fleet.client()
+    await cli.start()
+    ping = await cli.rpc.gather(f"{t}.*", "gear.ping", timeout=2, expected=1)
+    assert [r.result["instance"] for r in ping] == [f"{t}.h7"]
+    assert ping[0].result["methods"] == ["x"]
