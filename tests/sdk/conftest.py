@@ -19,9 +19,11 @@ class Fleet:
     def __init__(self, broker: BrokerHandle) -> None:
         self.broker = broker
         self.services: list[gear.Service] = []
+        self.exchange = unique("gear-test-")  # broadcasts stay inside this test
 
     def service(self, type_: str, host: str, **kw: Any) -> gear.Service:
         kw.setdefault("url", self.broker.url)
+        kw.setdefault("exchange", self.exchange)
         kw.setdefault("timeout", 5.0)
         kw.setdefault("connect_wait", 10.0)
         kw.setdefault("handshake_timeout", 5.0)
@@ -40,10 +42,11 @@ class Fleet:
     async def stop(self) -> None:
         await asyncio.gather(*(s.stop() for s in self.services), return_exceptions=True)
         if not self.broker.is_reference:  # leave nothing behind on a shared RabbitMQ
-            await _delete_queues(self.broker.url, {q.name for s in self.services for q in s.topology.queues})
+            names = {q.name for s in self.services for q in s.topology.queues}
+            await _delete_queues(self.broker.url, names, self.exchange)
 
 
-async def _delete_queues(url: str, names: set[str]) -> None:
+async def _delete_queues(url: str, names: set[str], exchange: str) -> None:
     import aiormq
 
     try:
@@ -54,6 +57,7 @@ async def _delete_queues(url: str, names: set[str]) -> None:
         ch = await conn.channel()
         for name in sorted(names):
             await ch.queue_delete(queue=name)
+        await ch.exchange_delete(exchange=exchange)
     except Exception:
         pass
     finally:
