@@ -68,7 +68,10 @@ def run_cast(address: Address, method: str, payload: Any, to: Target, out: Rende
     with map_errors(out):
         asyncio.run(main())
     out.document({"ok": True, "address": str(address), "method": method, "sent": True})
-    out.line(f"sent {method} to {address} (confirmed by the broker; no reply expected)")
+    out.line(
+        f"sent {method} to {address} (routing key {address.routing_key!r}; "
+        "confirmed by the broker, no reply expected)"
+    )
 
 
 async def _census(
