@@ -14,6 +14,7 @@ an element of the data (the nearest rank) and is exact on small groups.
 
 from __future__ import annotations
 
+from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as sf
 
@@ -46,23 +47,30 @@ def _not_reply() -> Column:
     return sf.col("kind").isNull() | (sf.col("kind") != "reply")
 
 
-def build_calls(events: DataFrame, since_ns: int | None, until_ns: int | None) -> tuple[DataFrame, DataFrame]:
-    """Return ``(calls, caller_orphans)``: one row per call, and caller events with no publish."""
+def build_calls(
+    events: DataFrame, since_ns: int | None, until_ns: int | None
+) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """Return ``(calls, caller_orphans, cached)``: one row per call, caller events with no publish, and
+    the cached per-request aggregate both derive from (unpersist it when done)."""
     mine = events.filter(sf.col("name").isin([str(n) for n in CALLER_EVENTS]) & _not_reply())
     first = sf.struct("t", "service", "peer", "route", "method", "kind", "trace_id", "parent_span_id")
-    grouped = mine.groupBy("instance", "rid").agg(
-        sf.min(sf.when(_is(E.PUBLISH), first)).alias("first"),
-        sf.count(sf.lit(1)).alias("n_events"),
-        count_where(_is(E.RETURN)).alias("returns"),
-        count_where(_is(E.REPUBLISH)).alias("republishes"),
-        count_where(_is(E.NACK)).alias("nacks"),
-        count_where(_is(E.CONFIRM)).alias("confirms"),
-        sf.min(sf.when(_is(E.REPLY_RECEIVED), sf.col("t"))).alias("t_response"),
-        count_where(_is(E.REPLY_RECEIVED) & sf.col("error_type").isNull()).alias("ok_replies"),
-        count_where(_is(E.REPLY_RECEIVED) & sf.col("error_type").isNotNull()).alias("error_replies"),
-        count_where(_is(E.TIMEOUT)).alias("timeout_events"),
-        count_where(_is(E.LATE_REPLY)).alias("late_replies"),
-        count_where(_is(E.UNROUTABLE)).alias("unroutable_events"),
+    grouped = (
+        mine.groupBy("instance", "rid")
+        .agg(
+            sf.min(sf.when(_is(E.PUBLISH), first)).alias("first"),
+            sf.count(sf.lit(1)).alias("n_events"),
+            count_where(_is(E.RETURN)).alias("returns"),
+            count_where(_is(E.REPUBLISH)).alias("republishes"),
+            count_where(_is(E.NACK)).alias("nacks"),
+            count_where(_is(E.CONFIRM)).alias("confirms"),
+            sf.min(sf.when(_is(E.REPLY_RECEIVED), sf.col("t"))).alias("t_response"),
+            count_where(_is(E.REPLY_RECEIVED) & sf.col("error_type").isNull()).alias("ok_replies"),
+            count_where(_is(E.REPLY_RECEIVED) & sf.col("error_type").isNotNull()).alias("error_replies"),
+            count_where(_is(E.TIMEOUT)).alias("timeout_events"),
+            count_where(_is(E.LATE_REPLY)).alias("late_replies"),
+            count_where(_is(E.UNROUTABLE)).alias("unroutable_events"),
+        )
+        .persist(StorageLevel.MEMORY_AND_DISK)
     )
     orphans = grouped.filter(sf.col("first").isNull())
     c = sf.col
@@ -97,12 +105,13 @@ def build_calls(events: DataFrame, since_ns: int | None, until_ns: int | None) -
         calls = calls.filter(c("t") >= since_ns)
     if until_ns is not None:
         calls = calls.filter(c("t") < until_ns)
-    return calls, orphans
+    return calls, orphans, grouped
 
 
 def _delivered_types(events: DataFrame) -> DataFrame:
     return (
-        events.filter(_is(E.DELIVER) & _not_reply())
+        # Only broadcasts need this; their deliveries say so by route (or by the @all.@all routing key).
+        events.filter(_is(E.DELIVER) & _not_reply() & (sf.col("route").isNull() | (sf.col("route") == "all")))
         .select("rid", sf.col("service").alias("delivered_to"))
         .distinct()
     )

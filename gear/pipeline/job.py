@@ -101,8 +101,7 @@ def analyze(
     loaded = load_events(spark, inputs)
     events = loaded.events
     say("building calls")
-    calls, caller_orphans = build_calls(events, since_ns, until_ns)
-    calls = calls.cache()
+    calls, caller_orphans, per_request = build_calls(events, since_ns, until_ns)
     tables: dict[str, DataFrame] = {
         "dependency_links": dependency_links(calls, events),
         "latency": latency(calls),
@@ -131,7 +130,7 @@ def analyze(
         {k: row[k] for k in ("parent", "child", "callCount", "errorCount")}
         for row in summary["tables"]["dependency_links"]["sample"]
     ]
-    calls.unpersist()
+    per_request.unpersist()
     loaded.cached.unpersist()
     summary["seconds"] = round(time.monotonic() - started, 3)
     local = Path(target) if "://" not in target or target.startswith("file://") else Path(LOCAL_REPORT_DIR)
