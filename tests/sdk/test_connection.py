@@ -192,3 +192,26 @@ async def test_idempotency_window_drops_duplicates(fleet: Fleet) -> None:
     # a call with its cached reply: a repeat gets the first run's answer
     first = await web.rpc.call(f"{repo}.h1", "reload", 8)
     assert first == {"version": 8, "run": 2}
+
+
+async def test_redelivery_after_a_cut_runs_an_idempotent_handler_once(fleet: Fleet) -> None:
+    repo = unique("REPO")
+    runs: list[int] = []
+    async with TCPProxy.for_url(fleet.broker.url) as proxy:
+        server = fleet.service(repo, "h1", url=proxy.url(fleet.broker.url), reconnect_initial=0.05)
+
+        @server.handler("charge", idempotency_window=60)
+        async def charge(amount: int) -> int:
+            runs.append(amount)
+            await asyncio.sleep(0.5)
+            return len(runs)
+
+        web = fleet.client()
+        await fleet.start()
+        call = asyncio.create_task(web.rpc.call(f"{repo}.h1", "charge", 5, timeout=10))
+        await eventually(lambda: server.stats["handlers_in_flight"] == 1)
+        await proxy.disconnect_all()  # the broker requeues the unacked request: a redelivery
+        assert await call == 1
+        await eventually(lambda: server.stats["duplicates"] >= 1, what="the redelivery was recognised")
+        assert runs == [5]  # the redelivered copy did not run the handler again
+        assert await web.rpc.call(f"{repo}.h1", "charge", 6, timeout=10) == 2
