@@ -446,7 +446,7 @@ class Connection:
             self.flow_blocked = blocked
             if not blocked:
                 self.resume_pending = True
-                self.core.mark_dirty(self)
+                self.core.resume_later(self)
 
     def queue_deleted(self, queue: Queue) -> None:
         """Forget credit towards a deleted queue."""
@@ -474,7 +474,7 @@ class Connection:
             self.alarm_blocked = False
             self._last_recv = self.core.now
             self.resume_pending = True
-            self.core.mark_dirty(self)
+            self.core.resume_later(self)
 
     def resume(self) -> None:
         """Continue parsing buffered frames after flow or an alarm released the connection."""

@@ -39,6 +39,7 @@ class BrokerCore:
         self.reply_channels: dict[str, Channel] = {}
         self._drain: dict[Queue, None] = {}
         self._dirty: dict[Connection, None] = {}
+        self._resume: dict[Connection, None] = {}
         self.wake: Callable[[], None] = lambda: None
         self._woken = False
         self.internal_errors = 0
@@ -53,6 +54,11 @@ class BrokerCore:
         """``connection`` has output to flush at the end of this turn."""
         self._dirty[connection] = None
         self._request()
+
+    def resume_later(self, connection: Connection) -> None:
+        """``connection`` may parse its buffered frames again (flow or alarm released it)."""
+        self._resume[connection] = None
+        self.mark_dirty(connection)
 
     def _request(self) -> None:
         if not self._woken:
@@ -69,9 +75,16 @@ class BrokerCore:
             queues, self._drain = self._drain, {}
             for queue in queues:
                 queue.drain()
-        for connection in list(self.connections):
-            if connection.resume_pending:
-                connection.resume()
+        while self._resume:
+            resume, self._resume = self._resume, {}
+            for connection in resume:
+                if connection.resume_pending and not connection.finished:
+                    connection.resume()
+            while self._drain and rounds < 32:
+                rounds += 1
+                queues, self._drain = self._drain, {}
+                for queue in queues:
+                    queue.drain()
         if self._drain:
             self._request()
         dirty, self._dirty = list(self._dirty), {}

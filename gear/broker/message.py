@@ -47,6 +47,12 @@ class Message:
             return None
         return self.decoded.headers
 
+    def priority(self) -> int:
+        """The ``priority`` property (0 when absent)."""
+        if not self.has_property(0x0800):
+            return 0
+        return int(self.decoded.priority or 0)
+
     def expiration_ms(self) -> int | None:
         """The per-message TTL from ``expiration`` in milliseconds, or None (invalid values are ignored)."""
         if not self.has_property(0x0100):
@@ -68,13 +74,14 @@ class Message:
 class Entry:
     """One message's place in one queue: its sequence number, redelivered flag and deadline."""
 
-    __slots__ = ("deadline", "message", "redelivered", "seq")
+    __slots__ = ("deadline", "message", "priority", "redelivered", "seq")
 
     def __init__(self, message: Message, seq: int, deadline: float | None) -> None:
         self.message = message
         self.seq = seq
         self.redelivered = False
         self.deadline = deadline
+        self.priority = 0
 
 
 def dead_lettered(

@@ -45,7 +45,17 @@ class Publisher(Protocol):
 class Consumer:
     """A ``basic.consume`` subscription."""
 
-    __slots__ = ("arguments", "channel", "exclusive", "no_ack", "prefetch", "queue", "tag", "unacked")
+    __slots__ = (
+        "arguments",
+        "channel",
+        "exclusive",
+        "no_ack",
+        "prefetch",
+        "priority",
+        "queue",
+        "tag",
+        "unacked",
+    )
 
     def __init__(
         self,
@@ -66,6 +76,8 @@ class Consumer:
         self.prefetch = prefetch
         self.arguments = arguments
         self.unacked = 0
+        priority = _int_arg(arguments, "x-priority")
+        self.priority = priority or 0
 
 
 class Queue:
@@ -105,6 +117,10 @@ class Queue:
         self.overflow = _str_arg(arguments, "x-overflow") or "drop-head"
         self.dlx = _str_arg(arguments, "x-dead-letter-exchange")
         self.dlrk = _str_arg(arguments, "x-dead-letter-routing-key")
+        max_priority = _int_arg(arguments, "x-max-priority")
+        self.max_priority = None if max_priority is None else max(0, min(max_priority, 255))
+        self.single_active = arguments.get("x-single-active-consumer") is True
+        self._special = self.single_active
         self.last_used = vhost.now()
 
     def __repr__(self) -> str:
@@ -151,12 +167,26 @@ class Queue:
         entry = Entry(message, self._seq, deadline)
         message.refs += 1
         self.vhost.memory_changed(message.size if message.refs == 1 else 0)
-        self.ready.append(entry)
+        if self.max_priority is not None:
+            self._insert_by_priority(entry, min(message.priority(), self.max_priority))
+        else:
+            self.ready.append(entry)
         self.ready_bytes += len(message.body)
         if self.max_length is not None or self.max_length_bytes is not None:
             while self.ready and self._full(0, extra=0):
                 self._drop(self._pop_head(), "maxlen")
         return True
+
+    def _insert_by_priority(self, entry: Entry, priority: int) -> None:
+        entry.priority = priority
+        ready = self.ready
+        pos = len(ready)
+        while pos and ready[pos - 1].priority < priority:
+            pos -= 1
+        if pos == len(ready):
+            ready.append(entry)
+        else:
+            ready.insert(pos, entry)
 
     def _full(self, size: int, extra: int) -> bool:
         if self.max_length is not None and len(self.ready) + extra > self.max_length:
@@ -169,6 +199,9 @@ class Queue:
         consumers = self.consumers
         ready = self.ready
         if not consumers or not ready:
+            return
+        if self._special:
+            self._deliver_special()
             return
         expiring = ready[0].deadline is not None or self.message_ttl is not None
         idle = 0
@@ -190,6 +223,38 @@ class Queue:
                 self.unacked += 1
                 consumer.unacked += 1
             consumer.channel.deliver(consumer, self, entry)
+
+    def _deliver_special(self) -> None:
+        """Delivery with consumer priorities (``x-priority``) or a single active consumer."""
+        ready = self.ready
+        while ready:
+            consumer = self._pick()
+            if consumer is None:
+                return
+            self.expire(self.vhost.now())
+            if not ready:
+                return
+            entry = self._pop_head()
+            if consumer.no_ack:
+                self._release(entry)
+            else:
+                self.unacked += 1
+                consumer.unacked += 1
+            consumer.channel.deliver(consumer, self, entry)
+
+    def _pick(self) -> Consumer | None:
+        consumers = self.consumers
+        if self.single_active:
+            first = consumers[0]
+            return first if first.channel.can_deliver(first) else None
+        best: Consumer | None = None
+        for consumer in consumers:
+            if consumer.channel.can_deliver(consumer) and (best is None or consumer.priority > best.priority):
+                best = consumer
+        if best is not None:  # round-robin among consumers of equal priority
+            consumers.remove(best)
+            consumers.append(best)
+        return best
 
     def get(self) -> Entry | None:
         """Take the head for ``basic.get`` (caller tracks the ack)."""
@@ -238,11 +303,11 @@ class Queue:
             for entry, _ in entries:
                 self._release(entry)
             return
-        back = sorted((e for e, _ in entries), key=lambda e: e.seq)
-        if not self.ready or back[-1].seq < self.ready[0].seq:
+        back = sorted((e for e, _ in entries), key=_position)
+        if not self.ready or _position(back[-1]) < _position(self.ready[0]):
             self.ready.extendleft(reversed(back))
         else:
-            merged = sorted([*self.ready, *back], key=lambda e: e.seq)
+            merged = sorted([*self.ready, *back], key=_position)
             self.ready = deque(merged)
         self.ready_bytes += sum(len(e.message.body) for e in back)
         self.deliver_ready()
@@ -272,6 +337,7 @@ class Queue:
     def add_consumer(self, consumer: Consumer) -> None:
         """Attach a consumer and start delivering to it."""
         self.consumers.append(consumer)
+        self._special = self.single_active or any(c.priority for c in self.consumers)
         self.had_consumers = True
         self.last_used = self.vhost.now()
         self.deliver_ready()
@@ -282,6 +348,7 @@ class Queue:
             self.consumers.remove(consumer)
         except ValueError:
             return
+        self._special = self.single_active or any(c.priority for c in self.consumers)
         self.last_used = self.vhost.now()
         if self.auto_delete and not self.consumers and self.had_consumers:
             self.vhost.delete_queue(self)
@@ -305,6 +372,11 @@ class Queue:
         for consumer in gone:
             self.consumers.remove(consumer)
         return gone
+
+
+def _position(entry: Entry) -> tuple[int, int]:
+    """Queue order: higher priority first, then publish order."""
+    return -entry.priority, entry.seq
 
 
 def _int_arg(arguments: dict[str, Any], key: str) -> int | None:

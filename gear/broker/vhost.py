@@ -130,12 +130,11 @@ class VirtualHost:
         """Timers: message TTL at queue heads and ``x-expires`` of unused queues."""
         for queue in list(self.expiring):
             queue.expire(now)
-            if not any(e.deadline is not None for e in queue.ready):
+            if not queue.ready:
                 self.expiring.discard(queue)
-        for queue in list(self.queues.values()):
+        for queue in [q for q in self.queues.values() if q.expires is not None]:
             if (
-                queue.expires is not None
-                and not queue.consumers
+                not queue.consumers
                 and now - queue.last_used >= queue.expires / 1000
             ):
                 self.delete_queue(queue)

@@ -308,3 +308,49 @@ def test_unbind_is_idempotent_like_rabbitmq() -> None:
     assert names(out) == ["Queue.UnbindOk"]
     out = client.send(1, commands.Exchange.Unbind(destination="a", source="b", routing_key="k"))
     assert names(out) == ["Exchange.UnbindOk"]
+
+
+def _bodies(out: list[tuple[int, object]]) -> list[bytes]:
+    return [obj.value for _, obj in out if type(obj).__name__ == "ContentBody"]  # type: ignore[attr-defined]
+
+
+def test_priority_queue_delivers_highest_priority_first() -> None:
+    core, _ = make_core()
+    client = Client(core)
+    client.handshake()
+    client.open_channel(1)
+    _declare(client, "pq", arguments={"x-max-priority": 5})
+    for body, priority in ((b"low", 1), (b"high", 9), (b"none", None), (b"mid", 3)):
+        client.publish(1, "", "pq", body, properties=commands.Basic.Properties(priority=priority))
+    got = [_bodies(client.send(1, commands.Basic.Get(queue="pq", no_ack=True)))[0] for _ in range(4)]
+    assert got == [b"high", b"mid", b"low", b"none"]
+
+
+def test_consumer_priorities_prefer_the_highest_with_capacity() -> None:
+    core, _ = make_core()
+    client = Client(core)
+    client.handshake()
+    client.open_channel(1)
+    _declare(client, "cq")
+    client.send(1, commands.Basic.Qos(prefetch_count=1))
+    client.send(1, commands.Basic.Consume(queue="cq", consumer_tag="low", arguments={"x-priority": 1}))
+    client.send(1, commands.Basic.Consume(queue="cq", consumer_tag="high", arguments={"x-priority": 10}))
+    out = client.publish(1, "", "cq", b"a")
+    out += client.publish(1, "", "cq", b"b")
+    tags = [obj.consumer_tag for _, obj in out if isinstance(obj, commands.Basic.Deliver)]
+    assert tags == ["high", "low"]
+
+
+def test_single_active_consumer_gets_everything_until_it_goes() -> None:
+    core, _ = make_core()
+    client = Client(core)
+    client.handshake()
+    client.open_channel(1)
+    _declare(client, "sac", arguments={"x-single-active-consumer": True})
+    client.send(1, commands.Basic.Consume(queue="sac", consumer_tag="first", no_ack=True))
+    client.send(1, commands.Basic.Consume(queue="sac", consumer_tag="second", no_ack=True))
+    out = client.feed(b"".join(client.publish_bytes(1, "", "sac", b"m") for _ in range(3)))
+    assert {obj.consumer_tag for _, obj in out if isinstance(obj, commands.Basic.Deliver)} == {"first"}
+    client.send(1, commands.Basic.Cancel(consumer_tag="first"))
+    out = client.publish(1, "", "sac", b"m")
+    assert [obj.consumer_tag for _, obj in out if isinstance(obj, commands.Basic.Deliver)] == ["second"]
