@@ -281,3 +281,17 @@ def test_traces_missing_input_is_a_usage_error(tmp_path: Path) -> None:
     result = run_cli("traces", "analyze", str(tmp_path / "nothing-here"), "--out", str(tmp_path / "o"))
     assert result.exit_code == ExitCode.USAGE, result.output
     assert "no trace files" in result.stderr
+
+
+def test_ctrl_c_while_waiting_exits_130(running: Running, slow: Any) -> None:
+    env = {"GEAR_EXCHANGE": running.names.exchange}
+    proc = _start(["-vv", "call", slow.address, "status", "--url", running.url, "-t", "20"], env)
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:  # INFO logs: the CLI's own instance is up, the call is in flight
+            if " started" in line:
+                break
+    finally:
+        code, _out, err = _stop(proc, signal.SIGINT)
+    assert code == ExitCode.INTERRUPTED, err
+    assert err.rstrip().endswith("gear: interrupted")
