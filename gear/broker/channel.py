@@ -25,7 +25,7 @@ from gear.broker.codec import (
 )
 from gear.broker.credit import CreditLedger
 from gear.broker.errors import AMQPError, resource
-from gear.broker.message import Entry, Message
+from gear.broker.message import Entry, Message, sender_selected
 from gear.broker.queue import Consumer, Queue
 
 if TYPE_CHECKING:
@@ -203,6 +203,12 @@ class Channel:
                 if self._direct_reply(message):
                     self._confirm_now(seq)
                     return
+            elif b"CC" in message.properties and message.has_property(0x2000):
+                keys, message = sender_selected(message)
+                found: dict[Queue, None] = {}
+                for key in keys:
+                    found.update(dict.fromkeys(vhost.route(exchange, message, key)))
+                queues = list(found)
             else:
                 queues = vhost.route(exchange, message)
         if not queues:

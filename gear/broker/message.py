@@ -13,7 +13,7 @@ from pamqp import commands
 
 from gear.broker.codec import decode_properties, encode_properties
 
-__all__ = ("Entry", "Message", "dead_lettered")
+__all__ = ("Entry", "Message", "dead_lettered", "sender_selected")
 
 
 class Message:
@@ -82,6 +82,27 @@ class Entry:
         self.redelivered = False
         self.deadline = deadline
         self.priority = 0
+
+
+def sender_selected(message: Message) -> tuple[list[str], Message]:
+    """Routing keys from the ``CC`` and ``BCC`` headers, and the message with ``BCC`` removed.
+
+    RabbitMQ's sender-selected distribution: both lists add routing keys; ``BCC`` is not delivered.
+    """
+    headers = message.headers() or {}
+    keys = [message.routing_key]
+    for name in ("CC", "BCC"):
+        values = headers.get(name)
+        if isinstance(values, list):
+            keys.extend(v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in values)
+    if "BCC" not in headers:
+        return keys, message
+    old = message.decoded
+    props = commands.Basic.Properties(
+        **{name: getattr(old, name) for name in old.__slots__ if name != "cluster_id"}
+    )
+    props.headers = {k: v for k, v in headers.items() if k != "BCC"}
+    return keys, message.with_properties(props, message.exchange, message.routing_key)
 
 
 def dead_lettered(

@@ -61,12 +61,12 @@ class VirtualHost:
         self.expiring.add(queue)
 
     # -- routing ----------------------------------------------------------------------------------
-    def route(self, exchange: Exchange, message: Message) -> list[Queue]:
-        """Queues ``message`` goes to from ``exchange`` (each once)."""
+    def route(self, exchange: Exchange, message: Message, routing_key: str | None = None) -> list[Queue]:
+        """Queues ``message`` goes to from ``exchange`` (each once), by its or the given routing key."""
+        rk = message.routing_key if routing_key is None else routing_key
         if exchange.name == "":
-            queue = self.queues.get(message.routing_key)
+            queue = self.queues.get(rk)
             return [queue] if queue is not None else []
-        rk = message.routing_key
         headers: Callable[[], Any] = message.headers
         found = exchange.route(rk, headers)
         if found and len(found) == 1 and isinstance(found[0], Queue) and exchange.alternate is None:
@@ -133,8 +133,6 @@ class VirtualHost:
             if not queue.ready:
                 self.expiring.discard(queue)
         for queue in [q for q in self.queues.values() if q.expires is not None]:
-            if (
-                not queue.consumers
-                and now - queue.last_used >= queue.expires / 1000
-            ):
+            expires = queue.expires or 0
+            if not queue.consumers and now - queue.last_used >= expires / 1000:
                 self.delete_queue(queue)
