@@ -28,7 +28,7 @@ from typing import Any
 __all__ = ("main",)
 
 PAYLOAD = {"data": "x" * 80}
-CONCURRENCY = (1, 16, 64, 256)
+CONCURRENCY: tuple[int, ...] = (1, 16, 64, 256)
 
 
 # -- servers (run in child processes) ---------------------------------------------------------------
@@ -170,7 +170,19 @@ PEERS: dict[str, tuple[Callable[[str, str], Awaitable[None]],
 # -- measurement -----------------------------------------------------------------------------------
 
 
-async def measure(call: Call, concurrency: int, seconds: float) -> dict[str, float]:
+def _proc_cpu(pid: int) -> float:
+    """User + system CPU seconds of a child process (Linux)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def measure(
+    call: Call, concurrency: int, seconds: float, server_pid: int | None = None
+) -> dict[str, float]:
     latencies: list[float] = []
     loop = asyncio.get_running_loop()
     end = loop.time() + seconds
@@ -182,14 +194,19 @@ async def measure(call: Call, concurrency: int, seconds: float) -> dict[str, flo
             await call()
             latencies.append(perf() - t0)
 
+    cpu0 = time.process_time()
+    srv0 = _proc_cpu(server_pid) if server_pid else float("nan")
     started = perf()
     # a broker that blocks or drops us (a shared RabbitMQ) must not hang the whole run
     await asyncio.wait_for(asyncio.gather(*(worker() for _ in range(concurrency))), seconds + 60)
     elapsed = perf() - started
+    cpu = time.process_time() - cpu0
+    srv = (_proc_cpu(server_pid) - srv0) if server_pid else float("nan")
     latencies.sort()
     n = len(latencies)
     return {
         "rps": n / elapsed,
+        "cpu_us": (cpu + srv) / n * 1e6,
         "p50": latencies[n // 2] * 1000,
         "p99": latencies[min(n - 1, int(n * 0.99))] * 1000,
     }
@@ -220,7 +237,8 @@ async def run(url: str, rounds: int, seconds: float, peers: list[str]) -> None:
         for r in range(rounds):
             for c in CONCURRENCY:
                 for name, (call, _close) in clients.items():
-                    results.setdefault((name, c), []).append(await measure(call, c, seconds))
+                    result = await measure(call, c, seconds, procs[name].pid)
+                    results.setdefault((name, c), []).append(result)
             print(f"round {r + 1}/{rounds} done", file=sys.stderr, flush=True)
     finally:
         for _call, close in clients.values():
@@ -233,9 +251,10 @@ async def run(url: str, rounds: int, seconds: float, peers: list[str]) -> None:
 
 def report(results: dict[tuple[str, int], list[dict[str, float]]], peers: list[str], rounds: int) -> None:
     print(f"\nRPC benchmark: median of {rounds} interleaved rounds, 100 B JSON payload, "
-          f"client and server in separate processes, cpus={os.cpu_count()}\n")
+          f"client and server in separate processes, cpus={os.cpu_count()}; CPU us/call is client + "
+          f"server process CPU per call at c={max(CONCURRENCY)} (the broker's is not included)\n")
     head = f"{'peer':<14} {'c=1 p50 ms':>11} {'c=1 p99 ms':>11}"
-    head += "".join(f"{f'rps c={c}':>11}" for c in CONCURRENCY)
+    head += "".join(f"{f'rps c={c}':>11}" for c in CONCURRENCY) + f"{'CPU us/call':>13}"
     print(head)
     print("-" * len(head))
     for name in peers:
@@ -243,6 +262,8 @@ def report(results: dict[tuple[str, int], list[dict[str, float]]], peers: list[s
         p50, p99 = _median([x["p50"] for x in lat]), _median([x["p99"] for x in lat])
         row = f"{name:<14} {p50:>11.3f} {p99:>11.3f}"
         row += "".join(f"{_median([x['rps'] for x in results[(name, c)]]):>11.0f}" for c in CONCURRENCY)
+        busiest = max(CONCURRENCY)
+        row += f"{_median([x['cpu_us'] for x in results[(name, busiest)]]):>13.0f}"
         print(row)
     if "gear" not in peers:
         return
@@ -257,6 +278,9 @@ def report(results: dict[tuple[str, int], list[dict[str, float]]], peers: list[s
             parts.append(f"rps c={c}: {_median(ratios):.2f}x")
         p50 = [g["p50"] / p["p50"] for g, p in zip(results[("gear", 1)], results[(name, 1)], strict=True)]
         parts.append(f"p50 c=1: {_median(p50):.2f}x")
+        busiest = max(CONCURRENCY)
+        pairs = zip(results[("gear", busiest)], results[(name, busiest)], strict=True)
+        parts.append(f"CPU/call: {_median([g['cpu_us'] / p['cpu_us'] for g, p in pairs]):.2f}x")
         print(f"  vs {name:<13} " + ", ".join(parts))
 
 
@@ -281,6 +305,7 @@ def main() -> None:
     parser.add_argument(
         "--peers", default=",".join(PEERS), help="comma-separated subset of: " + ", ".join(PEERS)
     )
+    parser.add_argument("--concurrency", default="1,16,64,256", help="calls in flight, comma-separated")
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     parser.add_argument("--tag", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -289,6 +314,8 @@ def main() -> None:
         asyncio.run(PEERS[args.serve][0](args.url, args.tag))
         return
     peers = [p.strip() for p in args.peers.split(",") if p.strip()]
+    global CONCURRENCY
+    CONCURRENCY = tuple(sorted({1, *(int(c) for c in args.concurrency.split(","))}))
     asyncio.run(run(args.url, args.rounds, args.seconds, peers))
 
 
