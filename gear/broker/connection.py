@@ -45,30 +45,18 @@ from gear.broker.frames import (
     PROTOCOL_HEADER,
     FrameReader,
 )
+from gear.broker.handshake import ACCEPTED_HEADERS, check_tune, plain_credentials, server_properties
 from gear.broker.status import ConnectionStatus
 
 if TYPE_CHECKING:
     from gear.broker.core import BrokerCore
     from gear.broker.queue import Queue
 
-__all__ = ("SERVER_CAPABILITIES", "Connection")
+__all__ = ("Connection",)
 
 log = logging.getLogger("gear.broker")
 
-SERVER_CAPABILITIES: dict[str, Any] = {
-    "publisher_confirms": True,
-    "exchange_exchange_bindings": True,
-    "basic.nack": True,
-    "consumer_cancel_notify": True,
-    "connection.blocked": True,
-    "consumer_priorities": True,
-    "authentication_failure_close": True,
-    "per_consumer_qos": True,
-    "direct_reply_to": True,
-}
-_ACCEPTED_HEADERS = (PROTOCOL_HEADER, b"AMQP\x01\x01\x00\x09")
 _CLOSE_TIMEOUT = 3.0
-_VERSION = "0.1.0"
 
 
 class Connection:
@@ -189,22 +177,16 @@ class Connection:
                 self.send(PROTOCOL_HEADER)
                 self._drop()
             return False
-        if data not in _ACCEPTED_HEADERS:
+        if data not in ACCEPTED_HEADERS:
             self.send(PROTOCOL_HEADER)
             self._drop()
             return False
         self.state = "start-ok"
-        props: dict[str, Any] = {
-            "product": "Gear reference broker",
-            "version": _VERSION,
-            "platform": "Python/asyncio",
-            "copyright": "Gear contributors",
-            "information": "In-memory AMQP 0-9-1 broker with RabbitMQ semantics; see gear.broker",
-            "cluster_name": "gear",
-            "capabilities": dict(SERVER_CAPABILITIES),
-        }
         self.send_method(
-            0, commands.Connection.Start(server_properties=props, mechanisms="PLAIN", locales="en_US")
+            0,
+            commands.Connection.Start(
+                server_properties=server_properties(), mechanisms="PLAIN", locales="en_US"
+            ),
         )
         return True
 
@@ -288,13 +270,10 @@ class Connection:
             raise AMQPError(
                 403, f"unsupported authentication mechanism {method.mechanism!s}", class_id=10, method_id=11
             )
-        response = method.response
-        raw = response.encode("utf-8") if isinstance(response, str) else bytes(response or b"")
-        parts = raw.split(b"\x00")
-        user, password = (parts[1], parts[2]) if len(parts) == 3 else (b"", b"")
+        credentials = plain_credentials(method.response)
         users = self.core.config.users
-        if users.get(user.decode("utf-8", "replace")) != password.decode("utf-8", "replace") or not user:
-            log.info("login refused for user %s from %s", user.decode("utf-8", "replace"), self.peer)
+        if credentials is None or users.get(credentials[0]) != credentials[1]:
+            log.info("login refused for user %s from %s", credentials and credentials[0], self.peer)
             if self.client_capabilities.get("authentication_failure_close"):
                 self._fail(
                     AMQPError(
@@ -308,7 +287,7 @@ class Connection:
                 )
             self._drop()
             return
-        self.user = user.decode()
+        self.user = credentials[0]
         self.state = "tune-ok"
         config = self.core.config
         self.send_method(
@@ -319,25 +298,7 @@ class Connection:
         )
 
     def _tune_ok(self, method: commands.Connection.TuneOk) -> None:
-        config = self.core.config
-        for field, value, minimum, server in (
-            ("frame_max", method.frame_max, 4096, config.frame_max),
-            ("channel_max", method.channel_max, 1, config.channel_max),
-        ):
-            if value and value < minimum:
-                raise AMQPError(
-                    530,
-                    f"negotiated {field} = {value} is lower than the minimum allowed value ({minimum})",
-                    class_id=10,
-                    method_id=31,
-                )
-            if server and (value == 0 or value > server):
-                raise AMQPError(
-                    530,
-                    f"negotiated {field} = {value} is higher than the maximum allowed value ({server})",
-                    class_id=10,
-                    method_id=31,
-                )
+        check_tune(method, self.core.config)
         self.frame_max = method.frame_max
         self.channel_max = method.channel_max
         self.heartbeat = method.heartbeat
