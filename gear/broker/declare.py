@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from pamqp import commands
 
+from gear.broker import arguments as arguments_rules
 from gear.broker.codec import declare_ok_frame
 from gear.broker.errors import AMQPError, resource
 from gear.broker.exchange import EXCHANGE_TYPES, Exchange
@@ -18,26 +19,9 @@ if TYPE_CHECKING:
 
     from gear.broker.channel import Channel
 
-__all__ = ("HANDLERS", "QUEUE_ARGUMENTS", "generated_name", "lookup_queue")
+__all__ = ("HANDLERS", "generated_name", "lookup_queue")
 
 REPLY_TO = "amq.rabbitmq.reply-to"
-#: Queue arguments compared on redeclare (classic queue ``queue_arguments``).
-QUEUE_ARGUMENTS = (
-    "x-expires",
-    "x-message-ttl",
-    "x-dead-letter-exchange",
-    "x-dead-letter-routing-key",
-    "x-max-length",
-    "x-max-length-bytes",
-    "x-max-priority",
-    "x-overflow",
-    "x-queue-mode",
-    "x-queue-version",
-    "x-single-active-consumer",
-    "x-queue-type",
-    "x-queue-master-locator",
-    "x-queue-leader-locator",
-)
 
 
 def generated_name(prefix: str) -> str:
@@ -209,7 +193,13 @@ def _queue_declare(channel: Channel, method: commands.Queue.Declare) -> None:
     arguments = dict(method.arguments or {})
     found = vhost.queues.get(name)
     if found is None:
-        _validate_arguments(arguments, what)
+        arguments_rules.validate(
+            arguments,
+            what,
+            durable=method.durable,
+            exclusive=method.exclusive,
+            auto_delete=method.auto_delete,
+        )
         queue = Queue(
             vhost,
             name,
@@ -237,30 +227,9 @@ def _queue_declare(channel: Channel, method: commands.Queue.Declare) -> None:
         ):
             if wanted != actual:
                 raise _inequivalent(flag, what, wanted, actual)
-        for arg in QUEUE_ARGUMENTS:
-            received, current = arguments.get(arg), queue.arguments.get(arg)
-            if _text(received) != _text(current) and not (received is None and current is None):
-                raise _inequivalent(
-                    arg,
-                    what,
-                    "none" if received is None else received,
-                    "none" if current is None else current,
-                )
+        arguments_rules.assert_equivalent(arguments, queue.arguments, what)
         queue.last_used = vhost.now()
     _declare_ok(channel, method, queue)
-
-
-def _validate_arguments(arguments: dict[str, Any], what: str) -> None:
-    for key in ("x-message-ttl", "x-expires", "x-max-length", "x-max-length-bytes"):
-        value = arguments.get(key)
-        if value is None:
-            continue
-        minimum = 1 if key == "x-expires" else 0
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise AMQPError(406, f"invalid arg '{key}' for {what}: value {_text(value)!r} is not valid")
-    overflow = arguments.get("x-overflow")
-    if overflow is not None and _text(overflow) not in ("drop-head", "reject-publish", "reject-publish-dlx"):
-        raise AMQPError(406, f"invalid arg 'x-overflow' for {what}: {_text(overflow)!r}")
 
 
 def _declare_ok(channel: Channel, method: commands.Queue.Declare, queue: Queue) -> None:

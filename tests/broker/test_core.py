@@ -354,3 +354,41 @@ def test_single_active_consumer_gets_everything_until_it_goes() -> None:
     client.send(1, commands.Basic.Cancel(consumer_tag="first"))
     out = client.publish(1, "", "sac", b"m")
     assert [obj.consumer_tag for _, obj in out if isinstance(obj, commands.Basic.Deliver)] == ["second"]
+
+
+def _channel_close(client: Client, method: object) -> commands.Channel.Close:
+    out = client.send(1, method)
+    close = out[-1][1]
+    assert isinstance(close, commands.Channel.Close), out
+    client.send(1, commands.Channel.CloseOk())
+    client.open_channel(1)
+    return close
+
+
+def test_queue_argument_errors_use_rabbitmq_wording() -> None:
+    core, _ = make_core()
+    client = Client(core)
+    client.handshake()
+    client.open_channel(1)
+    what = "queue 'q' in vhost '/'"
+    cases = [
+        ({"x-message-ttl": -1}, f"invalid arg 'x-message-ttl' for {what}: {{value_negative,-1}}"),
+        ({"x-expires": 0}, f"invalid arg 'x-expires' for {what}: {{value_zero,0}}"),
+        (
+            {"x-max-length": "ten"},
+            f"invalid arg 'x-max-length' for {what}: \"expected integer, got longstr\"",
+        ),
+        ({"x-overflow": "bogus"}, f"invalid arg 'x-overflow' for {what}: invalid_overflow"),
+        ({"x-dead-letter-exchange": 5}, f"invalid type 'byte' for arg 'x-dead-letter-exchange' in {what}"),
+    ]
+    for arguments, text in cases:
+        close = _channel_close(client, commands.Queue.Declare(queue="q", arguments=arguments))
+        assert (close.reply_code, close.reply_text) == (406, "PRECONDITION_FAILED - " + text)
+    _declare(client, "q", arguments={"x-max-length": 5})
+    close = _channel_close(client, commands.Queue.Declare(queue="q"))
+    assert close.reply_text == (
+        f"PRECONDITION_FAILED - inequivalent arg 'x-max-length' for {what}: "
+        "received none but current is the value '5' of type 'byte'"
+    )
+    close = _channel_close(client, commands.Queue.Declare(queue="q", arguments={"x-max-length": 6}))
+    assert close.reply_text.endswith("received '6' but current is '5'")
