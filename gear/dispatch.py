@@ -27,7 +27,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from gear.adapter import Delivery, ack
 from gear.context import RequestContext, _current
-from gear.envelope import METHOD, STATUS, TRACE, EnvelopeError, ErrorBody, Kind, Meta, parse_meta
+from gear.envelope import METHOD, STATUS, EnvelopeError, ErrorBody, Kind, Meta, parse_meta
 from gear.errors import ConfigurationError, GearError, RemoteError
 from gear.publisher import Outgoing, Publisher
 from gear.rpc import RPC, Reply, decode_reply
@@ -282,9 +282,10 @@ class Dispatcher:
 
     async def _reply(self, meta: Meta, ok: bool, body: bytes) -> None:
         assert meta.reply_to is not None
-        headers: dict[str, Any] = {METHOD: meta.method, STATUS: "ok" if ok else "error"}
-        if meta.trace_id:
-            headers[TRACE] = meta.trace_id
+        # the caller knows the trace; the status is only spelled out for errors (absent means ok)
+        headers: dict[str, Any] = {METHOD: meta.method}
+        if not ok:
+            headers[STATUS] = "error"
         msg = Outgoing(
             routing_key=meta.reply_to, address=meta.reply_to, body=body, request_id=meta.request_id,
             kind=Kind.REPLY.value, headers=headers, method=meta.method, trace_id=meta.trace_id,

@@ -9,8 +9,9 @@ A request is an AMQP message with:
 ``app_id``         the sender's ``TYPE.HOST``
 ``reply_to``       the routing key the reply goes to (calls and gathers only)
 ``expiration``     the remaining budget in ms, so the broker drops it too
-``headers``        ``x-gear-method``, ``x-gear-deadline`` (absolute, unix ms), ``x-gear-attempt``,
-                   ``x-gear-trace`` / ``x-gear-parent`` (trace identity), ``x-gear-status`` (replies)
+``headers``        ``x-gear-method``, ``x-gear-deadline`` (absolute, unix ms), ``x-gear-attempt`` (only
+                   from the second attempt on), ``x-gear-trace`` / ``x-gear-parent`` (trace identity,
+                   requests only), ``x-gear-status: error`` (error replies only)
 body               the payload or result as JSON (never pickle); an error reply's body is
                    :class:`ErrorBody`
 =================  =========================================================================

@@ -120,7 +120,8 @@ class Publisher:
                 link = await connector.wait_ready(until)
             if not connector.unblocked.is_set():
                 await connector.wait_unblocked(until)
-            msg.headers[ATTEMPT] = attempt
+            if attempt > 1:  # absent means 1: a smaller header table on the hot path
+                msg.headers[ATTEMPT] = attempt
             expiration_ms: int | None = None
             if msg.deadline_unix is not None:
                 expiration_ms = int((msg.deadline_unix - time.time()) * 1000)
