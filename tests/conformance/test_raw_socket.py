@@ -200,12 +200,18 @@ async def test_content_frames_interleave_across_channels(broker: BrokerHandle) -
         raw.send(1, commands.Queue.Declare(queue="", exclusive=True))
         declared = await raw.expect(commands.Queue.DeclareOk)
         queue = str(declared.queue)
+        for channel in (1, 2):  # confirms tell when both messages are queued (channels are not ordered)
+            raw.send(channel, commands.Confirm.Select())
+            await raw.expect(commands.Confirm.SelectOk)
         raw.send(1, commands.Basic.Publish(exchange="", routing_key=queue))
         raw.send(2, commands.Basic.Publish(exchange="", routing_key=queue))
         raw.send(1, header.ContentHeader(0, 3, commands.Basic.Properties(message_id="one")))
         raw.send(2, header.ContentHeader(0, 3, commands.Basic.Properties(message_id="two")))
         raw.send(2, content_body.ContentBody(b"two"))
         raw.send(1, content_body.ContentBody(b"one"))
+        confirms = [await raw.read_frame() for _ in range(2)]
+        assert all(isinstance(f, commands.Basic.Ack) for _, f in confirms), f"expected acks: {confirms}"
+        assert {ch for ch, _ in confirms} == {1, 2}, "each channel's publish is confirmed on its channel"
         bodies = []
         for _ in range(2):
             raw.send(1, commands.Basic.Get(queue=queue, no_ack=True))
