@@ -359,7 +359,7 @@ class Channel:
             self.number,
             commands.Channel.Close(
                 reply_code=error.code,
-                reply_text=error.text[:255],
+                reply_text=error.text,
                 class_id=error.class_id,
                 method_id=error.method_id,
             ),

@@ -344,7 +344,7 @@ class Connection:
             0,
             commands.Connection.Close(
                 reply_code=error.code,
-                reply_text=error.text[:255],
+                reply_text=error.text,
                 class_id=error.class_id,
                 method_id=error.method_id,
             ),
@@ -358,11 +358,9 @@ class Connection:
         if self.state in ("header", "start-ok", "tune-ok", "open"):
             self._drop()
             return
+        forced = AMQPError(320, reason)
         self.send_method(
-            0,
-            commands.Connection.Close(
-                reply_code=320, reply_text=f"CONNECTION_FORCED - {reason}"[:255], class_id=0, method_id=0
-            ),
+            0, commands.Connection.Close(reply_code=320, reply_text=forced.text, class_id=0, method_id=0)
         )
         self._enter_closing()
 

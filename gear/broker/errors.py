@@ -54,7 +54,9 @@ class AMQPError(Exception):
 
     def __init__(self, code: int, explanation: str, *, class_id: int = 0, method_id: int = 0) -> None:
         self.code = code
-        self.text = f"{REPLY_NAMES.get(code, 'ERROR')} - {explanation}"
+        text = f"{REPLY_NAMES.get(code, 'ERROR')} - {explanation}"
+        # reply-text is a shortstr: at most 255 bytes of UTF-8
+        self.text = text.encode("utf-8")[:255].decode("utf-8", "ignore")
         self.class_id = class_id
         self.method_id = method_id
         super().__init__(code, self.text)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from pamqp import commands, header
+from pamqp import commands, frame, header
+from pamqp.body import ContentBody
 
-from tests.broker._harness import PROTOCOL_HEADER, Client, make_core, names
+from tests.broker._harness import PROTOCOL_HEADER, Client, make_core, names, unvalidated
 
 
 def _declare(client: Client, name: str, channel: int = 1, **kwargs: object) -> None:
@@ -392,3 +393,30 @@ def test_queue_argument_errors_use_rabbitmq_wording() -> None:
     )
     close = _channel_close(client, commands.Queue.Declare(queue="q", arguments={"x-max-length": 6}))
     assert close.reply_text.endswith("received '6' but current is '5'")
+
+
+def test_long_unicode_names_never_break_reply_texts() -> None:
+    core, _ = make_core()
+    client = Client(core)
+    client.handshake()
+    client.open_channel(1)
+    name = "é" * 127  # 254 bytes: legal, but the reply text around it exceeds a shortstr
+    close = _channel_close(client, unvalidated(commands.Queue.Declare, queue=name, passive=True))
+    assert close.reply_code == 404
+    assert len(close.reply_text.encode()) <= 255
+    # names pamqp's outbound validation would reject still deliver
+    odd = "ex*1 é"
+    assert names(client.send(1, unvalidated(commands.Queue.Declare, queue=odd))) == ["Queue.DeclareOk"]
+    out = client.send(1, unvalidated(commands.Exchange.Declare, exchange=odd, exchange_type="fanout"))
+    assert names(out) == ["Exchange.DeclareOk"]
+    assert names(client.send(1, unvalidated(commands.Queue.Bind, queue=odd, exchange=odd))) == [
+        "Queue.BindOk"
+    ]
+    client.feed(
+        frame.marshal(unvalidated(commands.Basic.Publish, exchange=odd, routing_key=""), 1)
+        + frame.marshal(header.ContentHeader(0, 1), 1)
+        + frame.marshal(ContentBody(b"m"), 1)
+    )
+    out = client.send(1, unvalidated(commands.Basic.Get, queue=odd, no_ack=True))
+    assert names(out) == ["Basic.GetOk", "ContentHeader", "ContentBody"]
+    assert out[0][1].exchange == odd
