@@ -11,6 +11,15 @@ from __future__ import annotations
 
 from gear.broker.config import BrokerConfig
 from gear.broker.server import Broker, running, serve
-from gear.broker.status import BrokerStatus, ConnectionStatus, QueueStatus
+from gear.broker.status import BrokerStatus, ConnectionStatus, QueueStatus, format_status
 
-__all__ = ("Broker", "BrokerConfig", "BrokerStatus", "ConnectionStatus", "QueueStatus", "running", "serve")
+__all__ = (
+    "Broker",
+    "BrokerConfig",
+    "BrokerStatus",
+    "ConnectionStatus",
+    "QueueStatus",
+    "format_status",
+    "running",
+    "serve",
+)

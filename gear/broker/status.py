@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ("BrokerStatus", "ConnectionStatus", "QueueStatus")
+__all__ = ("BrokerStatus", "ConnectionStatus", "QueueStatus", "format_status")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,3 +43,24 @@ class BrokerStatus:
     alarms: list[str] = field(default_factory=list)
     memory_used: int = 0
     memory_limit: int = 0
+
+    def __str__(self) -> str:
+        return format_status(self)
+
+
+def format_status(status: BrokerStatus) -> str:
+    """A plain-text overview, like the management UI's connections and queues tabs."""
+    lines = [
+        f"memory: {status.memory_used:,} of {status.memory_limit:,} bytes"
+        f"{'  ALARM: ' + ', '.join(status.alarms) if status.alarms else ''}",
+        "",
+        f"{'connection':<40} {'state':<9} {'channels':>8}",
+    ]
+    lines += [f"{c.name[:40]:<40} {c.state:<9} {c.channels:>8}" for c in status.connections]
+    lines += ["", f"{'queue':<40} {'vhost':<6} {'ready':>8} {'unacked':>8} {'consumers':>9} {'state':<8}"]
+    lines += [
+        f"{q.name[:40]:<40} {q.vhost[:6]:<6} {q.messages_ready:>8} {q.messages_unacked:>8} {q.consumers:>9} "
+        f"{q.state:<8}"
+        for q in status.queues
+    ]
+    return "\n".join(lines)

@@ -39,6 +39,9 @@ async def test_url_port_and_status_snapshot() -> None:
             )
             assert status.alarms == []
             assert status.memory_used > 0
+            text = str(status)
+            assert "status-q" in text
+            assert "running" in text
 
 
 async def test_config_object_and_keyword_fields_are_exclusive() -> None:
