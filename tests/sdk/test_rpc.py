@@ -158,7 +158,7 @@ async def test_gather_collects_until_expected_or_timeout(fleet: Fleet) -> None:
     assert by_sender[f"{ctrl}.h3"].error is not None
     assert by_sender[f"{ctrl}.h3"].error.type == "RuntimeError"
 
-    partial = await web.rpc.gather(f"{ctrl}.*", "status", timeout=0.5, expected=10)
+    partial = await web.rpc.gather(f"{ctrl}.*", "status", timeout=1.5, expected=10)
     assert len(partial) == 3
     assert await web.rpc.gather(f"{unique('NOBODY')}.*", "status", timeout=0.5) == []
 
