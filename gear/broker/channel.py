@@ -306,11 +306,11 @@ class Channel:
     # -- credit -----------------------------------------------------------------------------------
     def grant_credit(self, queue: Queue, amount: int) -> None:
         """``queue`` processed ``amount`` of our messages."""
-        if self.ledger.grant(queue, amount) or queue in self.ledger.blocked_on:
-            pass
+        self.ledger.grant(queue, amount)
         if queue not in self.ledger.blocked_on:
             queue.blocked_senders.discard(self)
-        self.conn.credit_changed()
+            if self.conn.flow_blocked:
+                self.conn.credit_changed()
 
     def queue_deleted(self, queue: Queue) -> None:
         """Forget credit and consumers of a deleted queue."""

@@ -411,6 +411,8 @@ class Connection:
         """Forget credit towards a deleted queue."""
         for channel in self.channels.values():
             channel.queue_deleted(queue)
+        if self.flow_blocked:
+            self.credit_changed()
 
     def publish_seen(self) -> None:
         """A publish arrived: under an alarm, block this connection after it."""
