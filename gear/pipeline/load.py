@@ -16,7 +16,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as sf
 
 from gear.pipeline.schema import CORRUPT_COLUMN, read_schema
-from gear.tracing.api import Attr
+from gear.tracing.api import Attr, EventName
 
 __all__ = ("Loaded", "attr", "count_where", "load_events", "resolve_paths")
 
@@ -78,6 +78,9 @@ class Loaded:
     lines: int
     corrupt: int
     invalid: int
+    unknown: int
+    """Valid lines whose event name is not an ``EventName``."""
+    instances: int
 
 
 def resolve_paths(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[str]:
@@ -128,25 +131,29 @@ def load_events(spark: SparkSession, paths: list[str]) -> Loaded:
         .withColumn("route", sf.coalesce("route", _route_from_key()))
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
-    counts = flat.agg(
-        sf.count(sf.lit(1)).alias("lines"),
-        count_where(sf.col("corrupt").isNotNull()).alias("corrupt"),
-        count_where(
-            sf.col("corrupt").isNull()
-            & (
-                sf.col("t").isNull()
-                | sf.col("name").isNull()
-                | sf.col("instance").isNull()
-                | sf.col("service").isNull()
-            )
-        ).alias("invalid"),
-    ).first()
-    assert counts is not None
-    valid = flat.filter(
+    ok = (
         sf.col("corrupt").isNull()
         & sf.col("t").isNotNull()
         & sf.col("name").isNotNull()
         & sf.col("instance").isNotNull()
         & sf.col("service").isNotNull()
-    ).drop("corrupt")
-    return Loaded(valid, flat, int(counts["lines"]), int(counts["corrupt"]), int(counts["invalid"]))
+    )
+    known = [str(name) for name in EventName]
+    counts = flat.agg(
+        sf.count(sf.lit(1)).alias("lines"),
+        count_where(sf.col("corrupt").isNotNull()).alias("corrupt"),
+        count_where(sf.col("corrupt").isNull() & ~ok).alias("invalid"),
+        count_where(ok & ~sf.col("name").isin(known)).alias("unknown"),
+        sf.countDistinct(sf.when(ok, sf.col("instance"))).alias("instances"),
+    ).first()
+    assert counts is not None
+    valid = flat.filter(ok).drop("corrupt")
+    return Loaded(
+        valid,
+        flat,
+        lines=int(counts["lines"]),
+        corrupt=int(counts["corrupt"]),
+        invalid=int(counts["invalid"]),
+        unknown=int(counts["unknown"]),
+        instances=int(counts["instances"]),
+    )

@@ -17,7 +17,6 @@ from pyspark.sql import functions as sf
 from pyspark.sql import types as st
 
 from gear.pipeline.load import Loaded, count_where
-from gear.tracing.api import EventName
 
 __all__ = ("QUALITY_SCHEMA", "data_quality")
 
@@ -49,32 +48,25 @@ def data_quality(
     delivery_orphans: DataFrame,
 ) -> DataFrame:
     """A one-row DataFrame of data-quality counters (see the module docstring)."""
-    known = [str(name) for name in EventName]
-    event_counts = loaded.events.agg(
-        sf.count(sf.lit(1)).alias("events"),
-        count_where(~sf.col("name").isin(known)).alias("unknown"),
-        sf.countDistinct("instance").alias("instances"),
-    ).first()
     call_counts = calls.agg(
         sf.count(sf.lit(1)).alias("calls"), count_where(sf.col("outcome") == "none").alias("none")
     ).first()
     orphan_caller = caller_orphans.agg(sf.coalesce(sf.sum("n_events"), sf.lit(0)).alias("n")).first()
     orphan_delivery = delivery_orphans.count()
-    assert event_counts is not None
     assert call_counts is not None
     assert orphan_caller is not None
     row = (
         loaded.lines,
         loaded.corrupt,
         loaded.invalid,
-        int(event_counts["events"]),
-        int(event_counts["unknown"]),
+        loaded.lines - loaded.corrupt - loaded.invalid,
+        loaded.unknown,
         int(orphan_caller["n"]) + orphan_delivery,
         int(orphan_caller["n"]),
         orphan_delivery,
         int(call_counts["calls"]),
         int(call_counts["none"]),
-        int(event_counts["instances"]),
+        loaded.instances,
     )
     # Literals in a one-row range rather than createDataFrame(list): no Python worker on executors.
     return spark.range(1).select(
