@@ -127,12 +127,16 @@ def test_gather_error_replies(gear_cli: Invoke, running: Running) -> None:
 def test_nodes_lists_the_live_instances(gear_cli: Invoke, running: Running) -> None:
     result = gear_cli("nodes", "--json", "-t", "0.7")
     assert result.exit_code == 0, result.output
-    found = {n["instance"] for n in json_out(result)["nodes"]}
+    nodes = {n["instance"]: n["info"] for n in json_out(result)["nodes"]}
+    found = set(nodes)
     assert {f"{s.type}.{s.host}" for s in running.system.services} <= found
+    # The SDK's built-in gear.ping says who the instance is and what it serves.
+    assert {"get", "put", "status"} <= set(nodes[running.repo()]["methods"])
     assert not any(name.startswith("CLI.") for name in found), "the CLI must not list itself"
     one_type = gear_cli("nodes", running.names.ctrl, "-t", "0.7")
     assert one_type.exit_code == 0
     assert "2 instance(s) alive" in one_type.stdout
+    assert "lookup, refresh, reload, status" in one_type.stdout
 
 
 # -- errors: one line on stderr, a distinct exit code ------------------------------------------
