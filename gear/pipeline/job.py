@@ -14,6 +14,10 @@ local mode). Parquet tables go to ``--out`` (any Hadoop URL); ``summary.json``, 
 (Zipkin's parent/child/callCount/errorCount) and ``report.html`` go there too when it is a local path,
 else to ``./gear-report``.
 
+``--since``/``--until`` select calls by the caller's first publish time (their later events are still
+used, so a call near the end keeps its outcome), deliveries by delivery time, and blocked periods and
+reconnects by their start; corrupt lines and orphans are counted over the whole input.
+
 Every table is written with ``mode("overwrite")`` and the summary and report are rewritten, so running
 again on the same input replaces the previous results and never adds to them.
 """
@@ -31,6 +35,7 @@ from typing import Any
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as sf
 
 from gear.pipeline.calls import build_calls, dependency_links, latency, route_rates
 from gear.pipeline.connection import blocked_periods, reconnects
@@ -106,8 +111,8 @@ def analyze(
         "dependency_links": dependency_links(calls, events),
         "latency": latency(calls),
         "route_rates": route_rates(calls),
-        "duplicate_deliveries": duplicate_deliveries(events),
-        "redeliveries": redeliveries(events),
+        "duplicate_deliveries": duplicate_deliveries(_window(events, since_ns, until_ns)),
+        "redeliveries": redeliveries(_window(events, since_ns, until_ns)),
         "blocked_periods": blocked_periods(events, since_ns, until_ns),
         "reconnects": reconnects(events, since_ns, until_ns),
     }
@@ -155,6 +160,14 @@ def _write(df: DataFrame, path: str, order: tuple[str, ...]) -> dict[str, Any]:
     count = len(rows) if len(rows) < _SUMMARY_ROWS else table.count()
     table.unpersist()
     return {"rows": count, "sample": rows}
+
+
+def _window(events: DataFrame, since_ns: int | None, until_ns: int | None) -> DataFrame:
+    if since_ns is not None:
+        events = events.filter(sf.col("t") >= since_ns)
+    if until_ns is not None:
+        events = events.filter(sf.col("t") < until_ns)
+    return events
 
 
 def _join(base: str, name: str) -> str:

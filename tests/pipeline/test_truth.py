@@ -133,4 +133,5 @@ def test_window_selects_calls_by_first_publish(
     )
     assert windowed["tables"]["dependency_links"]["rows"] == 0
     assert windowed["tables"]["blocked_periods"]["rows"] == 0
+    assert windowed["tables"]["duplicate_deliveries"]["rows"] == 0
     assert windowed["data_quality"]["corrupt_lines"] > 0
