@@ -83,8 +83,10 @@ class Channel:
             if isinstance(method, commands.Channel.CloseOk):
                 self.closing = False
                 self.conn.channel_closed(self)
-            elif isinstance(method, commands.Channel.Close):
+            elif isinstance(method, commands.Channel.Close):  # both sides closed at once: done
                 self.conn.send_method(self.number, commands.Channel.CloseOk())
+                self.closing = False
+                self.conn.channel_closed(self)
             return
         if self._publish is not None:
             raise AMQPError(505, "expected content header for class 60, got non content header frame instead")
