@@ -54,6 +54,7 @@ class Channel:
         self._props = b""
         self._size = 0
         self._parts: list[bytes] = []
+        self._held = 0
         self._got = 0
         # confirms and transactions
         self.confirm_mode = False
@@ -165,7 +166,16 @@ class Channel:
         self._parts.append(payload)
         if self._got == self._size:
             parts, self._parts = self._parts, []
+            self._release_held()
             self._finish(parts[0] if len(parts) == 1 else b"".join(parts))
+        else:  # a large message arriving in pieces counts against the memory watermark too
+            self._held += len(payload)
+            self.conn.core.memory_changed(len(payload))
+
+    def _release_held(self) -> None:
+        if self._held:
+            self.conn.core.memory_changed(-self._held)
+            self._held = 0
 
     def _finish(self, body: bytes) -> None:
         method = self._publish
@@ -374,6 +384,7 @@ class Channel:
         self.released = True
         self._publish = None
         self._parts = []
+        self._release_held()
         self.tx_publishes = []
         self._unconfirmed.clear()
         self._acks = []

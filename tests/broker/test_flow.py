@@ -139,3 +139,21 @@ def test_heartbeat_on_channel_one_is_505() -> None:
     close = out[-1][1]
     assert isinstance(close, commands.Connection.Close)
     assert close.reply_code == 505
+
+
+def test_partly_received_large_messages_count_against_the_watermark() -> None:
+    from pamqp import body as pbody
+    from pamqp import frame, header
+
+    core, _ = make_core(memory_high_watermark=10_000)
+    client = Client(core)
+    _setup(client)
+    client.feed(
+        frame.marshal(commands.Basic.Publish(exchange="", routing_key="q"), 1)
+        + frame.marshal(header.ContentHeader(0, 30_000), 1)
+        + frame.marshal(pbody.ContentBody(b"x" * 12_000), 1)
+    )
+    assert core.status().alarms == ["memory"]
+    client.send(1, commands.Channel.Close(reply_code=200, reply_text="", class_id=0, method_id=0))
+    assert core.status().alarms == []
+    assert core.status().memory_used == 0
