@@ -74,7 +74,7 @@ class BrokerCore:
             rounds += 1
             queues, self._drain = self._drain, {}
             for queue in queues:
-                queue.drain()
+                self._drain_one(queue)
         while self._resume:
             resume, self._resume = self._resume, {}
             for connection in resume:
@@ -84,13 +84,20 @@ class BrokerCore:
                 rounds += 1
                 queues, self._drain = self._drain, {}
                 for queue in queues:
-                    queue.drain()
+                    self._drain_one(queue)
         if self._drain:
             self._request()
         dirty, self._dirty = list(self._dirty), {}
         for connection in dirty:
             connection.before_flush()
         return dirty
+
+    def _drain_one(self, queue: Queue) -> None:
+        try:
+            queue.drain()
+        except Exception:  # a bug in one queue must not stall every connection's output
+            self.internal_errors += 1
+            log.exception("internal error draining queue %s", queue.name)
 
     # -- timers -----------------------------------------------------------------------------------
     def tick(self) -> None:
