@@ -17,7 +17,8 @@ from gear.errors import (
     RemoteError,
     UnroutableError,
 )
-from gear.rpc import RPC, Reply
+from gear.reply import Reply
+from gear.rpc import RPC
 from gear.service import Service
 from gear.settings import Settings
 from gear.topology import Topology

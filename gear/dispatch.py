@@ -30,7 +30,8 @@ from gear.context import RequestContext, _current
 from gear.envelope import METHOD, STATUS, EnvelopeError, ErrorBody, Kind, Meta, parse_meta
 from gear.errors import ConfigurationError, GearError, RemoteError
 from gear.publisher import Outgoing, Publisher
-from gear.rpc import RPC, Reply, decode_reply
+from gear.reply import Reply, decode_reply
+from gear.rpc import RPC
 from gear.tracing.api import Attr, EventName, NullTracer, Tracer
 
 __all__ = ("Dispatcher", "Handler")

@@ -94,6 +94,7 @@ class Connector:
         self.on_blocked_hook: Callable[..., object] | None = None
         self.on_unblocked_hook: Callable[..., object] | None = None
         self.reconnects = 0
+        self.started = False
         self._closing = False
         self._reconnect_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -108,6 +109,8 @@ class Connector:
             ConnectError: no broker could be reached in time (the message says why).
             ConfigurationError: the broker refused the topology.
         """
+        self._closing = False
+        self.started = True
         loop = asyncio.get_running_loop()
         give_up = loop.time() + self._connect_wait
         last: BaseException | None = None
@@ -138,6 +141,10 @@ class Connector:
             ConnectionLostError: the connector is closing.
         """
         while True:
+            if not self.started:
+                raise ConnectionLostError(
+                    "the service is not started: use `async with svc:` or `await svc.start()` first"
+                )
             if self._closing:
                 raise ConnectionLostError("the service is stopping")
             link = self.link
@@ -159,6 +166,7 @@ class Connector:
     async def close(self) -> None:
         """Stop reconnecting and close the link."""
         self._closing = True
+        self.started = False
         self.ready.clear()
         if self._reconnect_task is not None:
             self._reconnect_task.cancel()

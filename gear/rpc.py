@@ -17,11 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pydantic_core
-from pydantic import TypeAdapter, ValidationError
 
 from gear.address import Address
 from gear.context import current_request
-from gear.envelope import DEADLINE, METHOD, PARENT, TRACE, ErrorBody, Kind, Meta, new_request_id, new_trace_id
+from gear.envelope import DEADLINE, METHOD, PARENT, TRACE, Kind, Meta, new_request_id, new_trace_id
 from gear.errors import (
     CallTimeoutError,
     ConfigurationError,
@@ -29,12 +28,12 @@ from gear.errors import (
     GearError,
     RemoteError,
     UnroutableError,
-    remote_error_from_wire,
 )
 from gear.publisher import Outgoing, Publisher, RepublishPolicy
+from gear.reply import Reply, decode_reply, validate_result
 from gear.tracing.api import Attr, EventName, NullTracer, Tracer
 
-__all__ = ("NESTED_MARGIN", "RPC", "Reply", "ReplyCallback", "decode_reply")
+__all__ = ("NESTED_MARGIN", "RPC", "ReplyCallback")
 
 log = logging.getLogger("gear.rpc")
 
@@ -45,45 +44,6 @@ _NO_RETRY = RepublishPolicy(retry=False)
 
 NESTED_MARGIN = 0.1
 """Seconds (at most 10 % of what is left) a nested call leaves to the handler that makes it."""
-
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """One answer collected by :meth:`RPC.gather` (or passed to a reply handler).
-
-    Attributes:
-        sender: the replying instance, ``TYPE.HOST``.
-        result: the decoded JSON result (``None`` on error).
-        error: the remote error, or ``None``.
-        request_id: the request this answers.
-        method: the method that was called.
-    """
-
-    sender: str
-    result: Any = None
-    error: RemoteError | None = None
-    request_id: str = ""
-    method: str = ""
-
-    @property
-    def ok(self) -> bool:
-        """True when the remote handler returned normally."""
-        return self.error is None
-
-
-def decode_reply(ok: bool, body: bytes) -> Any:
-    """The result of a reply body, or raise its error.
-
-    Raises:
-        RemoteError: (or a subclass) for an error reply.
-    """
-    if ok:
-        return pydantic_core.from_json(body) if body else None
-    try:
-        err = ErrorBody.model_validate_json(body)
-    except ValidationError:
-        raise RemoteError("MalformedErrorReply", body[:200].decode("utf-8", "replace")) from None
-    raise remote_error_from_wire(err.type, err.message, err.details)
 
 
 @dataclass(slots=True, eq=False)
@@ -262,7 +222,7 @@ class RPC:
         finally:
             self._pending.pop(rid, None)
         result = decode_reply(ok, body)
-        return result if result_type is None else _validate(result_type, result)
+        return result if result_type is None else validate_result(result_type, result)
 
     async def _publish_bounded(
         self, msg: Outgoing, until: float, address: str, method: str, remaining: float
@@ -293,7 +253,7 @@ class RPC:
             try:
                 value = decode_reply(ok, body)
                 if result_type is not None:
-                    value = _validate(result_type, value)
+                    value = validate_result(result_type, value)
             except GearError as err:
                 value = err
         try:
@@ -455,16 +415,6 @@ class RPC:
             attrs[Attr.ERROR_TYPE] = "remote"
         self._tracer.emit(EventName.REPLY_RECEIVED, trace_id=pending.trace_id, span_id=meta.request_id,
                           attributes=attrs)
-
-
-_adapters: dict[Any, TypeAdapter[Any]] = {}
-
-
-def _validate(result_type: Any, value: Any) -> Any:
-    adapter = _adapters.get(result_type)
-    if adapter is None:
-        adapter = _adapters[result_type] = TypeAdapter(result_type)
-    return adapter.validate_python(value)
 
 
 def _log_task_error(task: asyncio.Task[Any]) -> None:

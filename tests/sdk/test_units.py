@@ -16,7 +16,8 @@ from gear.envelope import ATTEMPT, DEADLINE, METHOD, EnvelopeError, ErrorBody, K
 from gear.errors import BadPayloadError, MethodNotFoundError, RemoteError
 from gear.publisher import Outgoing, RepublishPolicy
 from gear.reconnect import Backoff
-from gear.rpc import RPC, decode_reply
+from gear.reply import decode_reply
+from gear.rpc import RPC
 
 
 def test_topology_for_a_serving_instance() -> None:
@@ -189,3 +190,11 @@ async def test_deadline_inheritance_inside_a_handler() -> None:
         rpc._prepare("REPO.h2", "", {}, None, Kind.CALL)
     with pytest.raises(gear.ConfigurationError):
         rpc._prepare("REPO.h2", "m", {}, -1, Kind.CALL)
+
+
+async def test_calling_before_start_says_so() -> None:
+    svc = gear.Service("WEB", "w1", url="amqp://guest:guest@127.0.0.1:1/")
+    with pytest.raises(gear.ConnectionLostError, match="not started"):
+        await svc.rpc.call("REPO.h1", "status", timeout=1)
+    with pytest.raises(gear.ConnectionLostError, match="not started"):
+        await svc.rpc.cast("REPO.h1", "status")
