@@ -152,11 +152,22 @@ async def test_exclusive_queue_from_another_connection_is_405(amqp: Amqp) -> Non
         queue = await channel.get_queue(name, ensure=False)
         await queue.get(timeout=WAIT)
 
+    async def bind(channel: AbstractChannel) -> None:
+        queue = await channel.get_queue(name, ensure=False)
+        await queue.bind("amq.direct", "k")
+
+    async def purge(channel: AbstractChannel) -> None:
+        queue = await channel.get_queue(name, ensure=False)
+        await queue.purge()
+
     calls: dict[str, Any] = {
         "declare": lambda ch: ch.declare_queue(name, exclusive=True),
         "passive declare": lambda ch: ch.declare_queue(name, passive=True),
         "consume": consume,
         "get": get,
+        "bind": bind,
+        "purge": purge,
+        "delete": lambda ch: ch.queue_delete(name),
     }
     for what, call in calls.items():
         text = await _soft(amqp, call, 405, f"{what} of another connection's exclusive queue")
@@ -388,3 +399,24 @@ async def test_message_larger_than_max_message_size(amqp: Amqp) -> None:
         await publish
         got = await queue.get(no_ack=True, timeout=WAIT)
         assert len(got.body) == size
+
+
+@pytest.mark.parametrize(
+    ("arguments", "arg"),
+    [
+        ({"x-message-ttl": -1}, "x-message-ttl"),
+        ({"x-max-length": "ten"}, "x-max-length"),
+        ({"x-expires": 0}, "x-expires"),
+        ({"x-overflow": "explode"}, "x-overflow"),
+    ],
+    ids=["negative-ttl", "string-max-length", "zero-expires", "unknown-overflow"],
+)
+async def test_invalid_queue_argument_is_406(amqp: Amqp, arguments: dict[str, Any], arg: str) -> None:
+    """queue.declare with an invalid x-argument value: 406 PRECONDITION_FAILED 'invalid arg ...'."""
+    text = await _soft(
+        amqp,
+        lambda ch: ch.declare_queue("", exclusive=True, arguments=arguments),
+        406,
+        f"queue.declare with invalid {arg}",
+    )
+    assert f"invalid arg '{arg}'" in text
