@@ -331,3 +331,36 @@ async def test_many_channels_on_one_connection(amqp: Amqp) -> None:
         *(ch.default_exchange.publish(msg(str(i)), queue.name) for i, ch in enumerate(channels))
     )
     assert sorted(await drain_bodies(queue)) == sorted(str(i).encode() for i in range(30))
+
+
+async def test_bulk_publish_and_consume_lose_nothing(amqp: Amqp) -> None:
+    """1000 confirmed publishes and a prefetch-50 consumer that acks: every message arrives once, in order."""
+    count = 1000
+    connection = await amqp.connect()
+    publisher = await amqp.channel(connection)
+    queue = await publisher.declare_queue("", exclusive=True)
+    consumer = await amqp.channel(connection)
+    await consumer.set_qos(prefetch_count=50)
+    received: list[bytes] = []
+    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    async def on_message(message: aio_pika.abc.AbstractIncomingMessage) -> None:
+        received.append(message.body)
+        await message.ack()
+        if len(received) == count and not done.done():
+            done.set_result(None)
+
+    await (await consumer.declare_queue(queue.name, passive=True)).consume(on_message)
+    payload = b"p" * 1000
+    for start in range(0, count, 250):
+        await asyncio.gather(
+            *(
+                publisher.default_exchange.publish(msg(payload + str(i).encode()), queue.name)
+                for i in range(start, start + 250)
+            )
+        )
+    try:
+        await asyncio.wait_for(done, WAIT * 2)
+    except TimeoutError:
+        raise AssertionError(f"only {len(received)} of {count} messages were delivered") from None
+    assert received == [payload + str(i).encode() for i in range(count)], "every message once, in order"
