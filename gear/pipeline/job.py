@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -174,6 +175,25 @@ def _join(base: str, name: str) -> str:
     return f"{base.rstrip('/')}/{name}"
 
 
+_LOG4J2 = """rootLogger.level = {level}
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{{HH:mm:ss}} %p %c{{1}}: %m%n
+"""
+
+
+def _log_config() -> str:
+    """A log4j2 file that keeps the local JVM quiet (level ``GEAR_SPARK_LOG_LEVEL``, default ERROR)."""
+    level = os.environ.get("GEAR_SPARK_LOG_LEVEL", "ERROR").lower()
+    path = Path(tempfile.gettempdir()) / f"gear-spark-log4j2-{level}.properties"
+    if not path.exists():
+        path.write_text(_LOG4J2.format(level=level))
+    return str(path)
+
+
 def spark_session(master: str | None = None) -> SparkSession:
     """A session for the job: ``master`` if given, else spark-submit's, else ``SPARK_MASTER`` or ``local[*]``.
 
@@ -185,8 +205,10 @@ def spark_session(master: str | None = None) -> SparkSession:
     if chosen:
         builder = builder.master(chosen)
     if chosen and chosen.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no "hostname resolves to loopback" warning
         builder = (
-            builder.config("spark.sql.shuffle.partitions", "4")
+            builder.config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile={_log_config()}")
+            .config("spark.sql.shuffle.partitions", "4")
             .config("spark.ui.enabled", "false")
             .config("spark.driver.bindAddress", "127.0.0.1")
             .config("spark.driver.host", "127.0.0.1")
