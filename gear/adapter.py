@@ -33,9 +33,11 @@ import aiormq
 import aiormq.connection
 import aiormq.exceptions
 from aiormq import spec
+from aiormq.abc import ChannelFrame
 from yarl import URL
 
 from gear.errors import ConfigurationError, ConnectError, ConnectionLostError, NotConfirmedError
+from gear.frames import encode_publish
 from gear.topology import Topology
 
 __all__ = ("Delivery", "Link", "LinkEvents", "ack", "open_link")
@@ -436,26 +438,32 @@ class Link:
             ConnectionLostError: the channel or connection closed before the confirm (outcome
                 unknown).
         """
-        props = spec.Basic.Properties(
-            content_type="application/json",
-            delivery_mode=2 if persistent else 1,
-            message_id=message_id,
-            correlation_id=correlation_id,
-            message_type=kind,
-            app_id=app_id,
-            headers=headers,
-            reply_to=reply_to,
-            expiration=None if expiration_ms is None else str(max(1, expiration_ms)),
-        )
         try:
-            outcome = await self._pub.basic_publish(
-                body,
-                exchange=exchange,
-                routing_key=routing_key,
-                properties=props,
-                mandatory=True,
-                wait=False,
-            )
+            payload: bytes | None = None
+            expiration = None if expiration_ms is None else str(max(1, expiration_ms))
+            if len(body) <= self._pub.max_content_size:
+                try:
+                    payload = encode_publish(
+                        self._pub.number, exchange, routing_key, body, mandatory=True,
+                        content_type="application/json", delivery_mode=2 if persistent else 1,
+                        correlation_id=correlation_id, reply_to=reply_to, expiration=expiration,
+                        message_id=message_id, message_type=kind, app_id=app_id, headers=headers,
+                    )
+                except TypeError:
+                    payload = None
+            if payload is not None:
+                outcome = await _publish_encoded(self._pub, payload, message_id)
+            else:
+                outcome = await self._pub.basic_publish(
+                    body,
+                    exchange=exchange,
+                    routing_key=routing_key,
+                    properties=_properties(
+                        message_id, correlation_id, kind, app_id, headers, reply_to, expiration, persistent
+                    ),
+                    mandatory=True,
+                    wait=False,
+                )
         except aiormq.exceptions.DeliveryError as exc:
             raise NotConfirmedError(f"broker nacked the publish to {routing_key!r}") from exc
         except _LIB_ERRORS as exc:
@@ -473,6 +481,62 @@ class Link:
             await self._pub.queue_delete(queue=queue)
         except _LIB_ERRORS as exc:
             raise ConnectionLostError(f"cannot delete {queue!r}: {exc!r}") from exc
+
+
+def _properties(
+    message_id: str,
+    correlation_id: str,
+    kind: str,
+    app_id: str,
+    headers: dict[str, Any],
+    reply_to: str | None,
+    expiration: str | None,
+    persistent: bool,
+) -> Any:
+    return spec.Basic.Properties(
+        content_type="application/json",
+        delivery_mode=2 if persistent else 1,
+        message_id=message_id,
+        correlation_id=correlation_id,
+        message_type=kind,
+        app_id=app_id,
+        headers=headers,
+        reply_to=reply_to,
+        expiration=expiration,
+    )
+
+
+async def _publish_encoded(ch: Any, payload: bytes, message_id: str) -> Any:
+    """``basic_publish`` for frames encoded by :func:`gear.frames.encode_publish`.
+
+    The confirm bookkeeping is aiormq's own (the delivery tag under the channel lock, the confirmation
+    future, the message id that routes a ``basic.return`` to it), so acks, nacks, returns and a
+    closing channel resolve the future exactly as for aiormq's publish; only the encoding differs.
+    """
+    if ch.is_closed:
+        raise aiormq.exceptions.ChannelInvalidStateError(f"{ch!r} closed")
+    async with ch.lock:
+        ch.delivery_tag += 1
+        tag = ch.delivery_tag
+        confirmation = ch.create_future()
+        ch.confirmations[tag] = confirmation
+        ch.message_id_delivery_tag[message_id] = tag
+        try:
+            await ch.write_queue.put(ChannelFrame(payload=payload, should_close=False))
+        except BaseException:
+            # never written: give the sequence number back, as aiormq does
+            ch.delivery_tag -= 1
+            ch.confirmations.pop(tag, None)
+            ch.message_id_delivery_tag.pop(message_id, None)
+            confirmation.cancel()
+            raise
+
+    def forget(_: Any) -> None:
+        if ch.message_id_delivery_tag.get(message_id) == tag:
+            del ch.message_id_delivery_tag[message_id]
+
+    confirmation.add_done_callback(forget)
+    return await confirmation
 
 
 async def ack(delivery: Delivery) -> None:

@@ -70,6 +70,10 @@ class Outgoing:
     method: str = ""
     trace_id: str | None = None
     parent_id: str | None = None
+    returned: int = 0
+    """How many attempts the broker returned so far."""
+    routed: bool = False
+    """True once an attempt was confirmed without a return."""
 
 
 class Publisher:
@@ -157,10 +161,12 @@ class Publisher:
                     self._trace(EventName.NACK, msg, message_id, attempt, {Attr.ERROR_TYPE: "nack"})
                 raise
             if routed:
+                msg.routed = True
                 if self._tracer.enabled:
                     self._trace(EventName.CONFIRM, msg, message_id, attempt, {})
                 return True
             self.returns += 1
+            msg.returned += 1
             if self._tracer.enabled:
                 self._trace(EventName.RETURN, msg, message_id, attempt, {Attr.REPLY_CODE: 312})
             if not policy.retry:

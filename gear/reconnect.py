@@ -234,7 +234,16 @@ class Connector:
         )
         self.link = link
         try:
-            await self._on_ready(link)
+            # declarations and consumes are RPCs too: a broker that stops answering mid-setup must
+            # not stall recovery, so setup gets the same bound as the handshake
+            async with asyncio.timeout(self._handshake_timeout):
+                await self._on_ready(link)
+        except TimeoutError:
+            self.link = None
+            await link.close()
+            raise ConnectionLostError(
+                f"topology setup on {link.where} took longer than {self._handshake_timeout:g}s"
+            ) from None
         except BaseException:
             self.link = None
             await link.close()

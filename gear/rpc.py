@@ -210,14 +210,14 @@ class RPC:
                 await self._publisher.publish(msg, until)
                 ok, body = await fut
         except TimeoutError:
+            if msg.returned and not msg.routed:  # the deadline fell during a republish
+                exc = UnroutableError(address, msg.returned)
+                self._trace_unroutable(msg, addr, exc)
+                raise exc from None
             self._trace_timeout(rid, pending)
             raise CallTimeoutError(address, method, remaining) from None
         except UnroutableError as exc:
-            if self._tracer.enabled:
-                self._tracer.emit(EventName.UNROUTABLE, trace_id=msg.trace_id, span_id=rid, attributes={
-                    Attr.REQUEST_ID: rid, Attr.RPC_METHOD: method, Attr.PEER_SERVICE: addr.type or "*",
-                    Attr.ERROR_TYPE: "unroutable", Attr.CALLER: self._identity, Attr.ATTEMPT: exc.attempts,
-                })
+            self._trace_unroutable(msg, addr, exc)
             raise
         finally:
             self._pending.pop(rid, None)
@@ -240,6 +240,7 @@ class RPC:
             pending.future.set_exception(
                 CallTimeoutError(pending.address, pending.method, pending.timeout)
             )
+            pending.future.exception()  # retrieved here: a callback may be the only consumer
 
     def _run_callback(self, callback: ReplyCallback, fut: asyncio.Future[Any], result_type: Any) -> None:
         value: Any
@@ -387,11 +388,23 @@ class RPC:
                     pending.future.set_result(None)
                 else:
                     pending.future.set_exception(exc)
+                    pending.future.exception()  # its caller may already have given up
 
     @property
     def in_flight(self) -> int:
         """Calls and gathers waiting for replies."""
         return len(self._pending)
+
+    def _trace_unroutable(self, msg: Outgoing, addr: Address, exc: UnroutableError) -> None:
+        if self._tracer.enabled:
+            attrs = {
+                Attr.REQUEST_ID: msg.request_id, Attr.RPC_METHOD: msg.method,
+                Attr.PEER_SERVICE: addr.type or "*", Attr.ERROR_TYPE: "unroutable",
+                Attr.CALLER: self._identity, Attr.ATTEMPT: exc.attempts,
+            }
+            self._tracer.emit(
+                EventName.UNROUTABLE, trace_id=msg.trace_id, span_id=msg.request_id, attributes=attrs
+            )
 
     def _trace_timeout(self, rid: str, pending: _Pending) -> None:
         if self._tracer.enabled:

@@ -198,3 +198,48 @@ async def test_calling_before_start_says_so() -> None:
         await svc.rpc.call("REPO.h1", "status", timeout=1)
     with pytest.raises(gear.ConnectionLostError, match="not started"):
         await svc.rpc.cast("REPO.h1", "status")
+
+
+def test_fast_publish_encoding_decodes_with_pamqp() -> None:
+    import pamqp.frame
+
+    from gear.frames import encode_publish
+
+    headers = {"x-gear-method": "status", "x-gear-deadline": 1_790_000_000_123, "x-flag": True}
+    data = encode_publish(
+        5, "gear", "REPO.h2", b'{"a": 1}', mandatory=True, content_type="application/json",
+        delivery_mode=2, correlation_id="c" * 16, reply_to="WEB.w1", expiration="1500",
+        message_id="c" * 16 + ".1", message_type="gear.call", app_id="WEB.w1", headers=headers,
+    )
+    frames = []
+    while data:
+        used, channel, frame = pamqp.frame.unmarshal(data)
+        assert channel == 5
+        frames.append(frame)
+        data = data[used:]
+    method, header, body = frames
+    assert (method.exchange, method.routing_key, method.mandatory) == ("gear", "REPO.h2", True)
+    assert header.body_size == len(b'{"a": 1}')
+    p = header.properties
+    assert (p.content_type, p.delivery_mode, p.correlation_id, p.reply_to) == (
+        "application/json", 2, "c" * 16, "WEB.w1"
+    )
+    assert (p.expiration, p.message_id) == ("1500", "c" * 16 + ".1")
+    assert (p.message_type, p.app_id) == ("gear.call", "WEB.w1")
+    assert p.headers == headers
+    assert body.value == b'{"a": 1}'
+
+    empty = encode_publish(
+        1, "", "q", b"", mandatory=False, content_type=None, delivery_mode=1, correlation_id=None,
+        reply_to=None, expiration=None, message_id="m", message_type=None, app_id=None, headers=None,
+    )
+    used, _, _method = pamqp.frame.unmarshal(empty)
+    _, _, head = pamqp.frame.unmarshal(empty[used:])
+    assert head.body_size == 0
+    assert head.properties.message_id == "m"
+    with pytest.raises(TypeError):
+        encode_publish(
+            1, "", "q", b"", mandatory=False, content_type=None, delivery_mode=1, correlation_id=None,
+            reply_to=None, expiration=None, message_id="m", message_type=None, app_id=None,
+            headers={"x": 1.5},
+        )

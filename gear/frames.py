@@ -1,0 +1,116 @@
+"""A fast encoder for the three frames of one ``basic.publish`` (method, content header, body).
+
+The general-purpose codec spends most of a publish's CPU on the content header (about 4 us per
+property and 7 us per header-table entry here). Gear publishes the same few properties every time, so
+this module packs them with precompiled ``struct`` formats. Only what Gear sends is supported:
+short-string properties, ``delivery_mode``, and a headers table of ``str``, ``int`` and ``bool``
+values; anything else raises ``TypeError`` and the caller falls back to the general codec. The output
+is byte-for-byte valid AMQP 0-9-1 (the unit tests decode it with pamqp).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+__all__ = ("encode_publish",)
+
+_FRAME_END = b"\xce"
+_METHOD = struct.Struct(">BHI")  # frame type, channel, size
+_PUBLISH_PREFIX = struct.pack(">HHH", 60, 40, 0)  # basic.publish, reserved ticket
+_HEADER = struct.Struct(">HHQH")  # class 60, weight 0, body size, property flags
+_LONG = struct.Struct(">I")
+_LONGLONG = struct.Struct(">q")
+
+# property flag bits, most significant first (AMQP 0-9-1 basic properties)
+_F_CONTENT_TYPE = 1 << 15
+_F_HEADERS = 1 << 13
+_F_DELIVERY_MODE = 1 << 12
+_F_CORRELATION_ID = 1 << 10
+_F_REPLY_TO = 1 << 9
+_F_EXPIRATION = 1 << 8
+_F_MESSAGE_ID = 1 << 7
+_F_TYPE = 1 << 5
+_F_APP_ID = 1 << 3
+
+
+def _short(value: str) -> bytes:
+    raw = value.encode()
+    if len(raw) > 255:
+        raise TypeError("short string longer than 255 bytes")
+    return bytes((len(raw),)) + raw
+
+
+def _table(headers: dict[str, Any]) -> bytes:
+    parts: list[bytes] = []
+    for key, value in headers.items():
+        parts.append(_short(key))
+        if isinstance(value, bool):
+            parts.append(b"t\x01" if value else b"t\x00")
+        elif isinstance(value, int):
+            parts.append(b"l" + _LONGLONG.pack(value))
+        elif isinstance(value, str):
+            raw = value.encode()
+            parts.append(b"S" + _LONG.pack(len(raw)) + raw)
+        else:
+            raise TypeError(f"header {key!r}: {type(value).__name__} is not supported here")
+    table = b"".join(parts)
+    return _LONG.pack(len(table)) + table
+
+
+def encode_publish(
+    channel: int,
+    exchange: str,
+    routing_key: str,
+    body: bytes,
+    *,
+    mandatory: bool,
+    content_type: str | None,
+    delivery_mode: int,
+    correlation_id: str | None,
+    reply_to: str | None,
+    expiration: str | None,
+    message_id: str,
+    message_type: str | None,
+    app_id: str | None,
+    headers: dict[str, Any] | None,
+) -> bytes:
+    """The wire bytes of ``basic.publish`` + content header + one body frame.
+
+    Raises:
+        TypeError: a value this fast path does not encode (the caller uses the general codec).
+    """
+    method = _PUBLISH_PREFIX + _short(exchange) + _short(routing_key) + (b"\x01" if mandatory else b"\x00")
+    flags = _F_DELIVERY_MODE | _F_MESSAGE_ID
+    props: list[bytes] = []
+    if content_type is not None:
+        flags |= _F_CONTENT_TYPE
+        props.append(_short(content_type))
+    if headers:
+        flags |= _F_HEADERS
+        props.append(_table(headers))
+    props.append(bytes((delivery_mode,)))
+    if correlation_id is not None:
+        flags |= _F_CORRELATION_ID
+        props.append(_short(correlation_id))
+    if reply_to is not None:
+        flags |= _F_REPLY_TO
+        props.append(_short(reply_to))
+    if expiration is not None:
+        flags |= _F_EXPIRATION
+        props.append(_short(expiration))
+    props.append(_short(message_id))
+    if message_type is not None:
+        flags |= _F_TYPE
+        props.append(_short(message_type))
+    if app_id is not None:
+        flags |= _F_APP_ID
+        props.append(_short(app_id))
+    header = _HEADER.pack(60, 0, len(body), flags) + b"".join(props)
+    out = [
+        _METHOD.pack(1, channel, len(method)), method, _FRAME_END,
+        _METHOD.pack(2, channel, len(header)), header, _FRAME_END,
+    ]
+    if body:
+        out += [_METHOD.pack(3, channel, len(body)), body, _FRAME_END]
+    return b"".join(out)
