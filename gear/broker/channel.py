@@ -332,7 +332,7 @@ class Channel:
     # -- consuming helpers used by queues ---------------------------------------------------------
     def can_deliver(self, consumer: Consumer) -> bool:
         """True if ``consumer`` may receive one more message now."""
-        if self.closing or self.released or self.conn.write_paused:
+        if self.closing or self.released or not self.conn.can_send:
             return False
         if consumer.no_ack:
             return True

@@ -52,11 +52,13 @@ if TYPE_CHECKING:
     from gear.broker.core import BrokerCore
     from gear.broker.queue import Queue
 
-__all__ = ("Connection",)
+__all__ = ("OUTPUT_BATCH_LIMIT", "Connection")
 
 log = logging.getLogger("gear.broker")
 
 _CLOSE_TIMEOUT = 3.0
+#: Deliveries stop for the rest of a turn once this much output is queued for one connection.
+OUTPUT_BATCH_LIMIT = 1 << 20
 
 
 class Connection:
@@ -81,6 +83,8 @@ class Connection:
         self.sent_blocked = False
         self.resume_pending = False
         self.write_paused = False
+        self.starved = False
+        self.out_bytes = 0
         self.publishes = 0
         self._reader = FrameReader()
         self._out: list[bytes] = []
@@ -99,6 +103,7 @@ class Connection:
         if not self._out:
             self.core.mark_dirty(self)
         self._out.append(data)
+        self.out_bytes += len(data)
 
     def send_method(self, channel: int, method: Any) -> None:
         """Queue one pamqp method frame."""
@@ -116,8 +121,28 @@ class Connection:
             return b""
         data = b"".join(self._out) if len(self._out) > 1 else self._out[0]
         self._out = []
+        self.out_bytes = 0
         self._last_sent = self.core.now
+        if self.starved and not self.write_paused:
+            self.kick_consumers()  # room again: the next batch goes out in the next turn
         return data
+
+    @property
+    def can_send(self) -> bool:
+        """False while the socket pushes back or this turn's batch is full (deliveries wait)."""
+        if self.write_paused or self.out_bytes >= OUTPUT_BATCH_LIMIT:
+            self.starved = True
+            return False
+        return True
+
+    def kick_consumers(self) -> None:
+        """Let the queues of this connection's consumers deliver again."""
+        self.starved = False
+        for channel in list(self.channels.values()):
+            for consumer in list(channel.consumers.values()):
+                queue = consumer.queue
+                if queue is not None and not queue.deleted and queue.ready:
+                    queue.deliver_ready()
 
     @property
     def reading(self) -> bool:

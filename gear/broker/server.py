@@ -76,11 +76,9 @@ class _Protocol(asyncio.Protocol):
     def resume_writing(self) -> None:
         if self.conn is not None:
             self.conn.write_paused = False
-            for channel in list(self.conn.channels.values()):
-                for consumer in list(channel.consumers.values()):
-                    if consumer.queue is not None:
-                        consumer.queue.deliver_ready()
-            self.broker.flush()
+            if self.conn.starved:
+                self.conn.kick_consumers()
+                self.broker.flush()
 
     def eof_received(self) -> bool:
         return False

@@ -157,3 +157,27 @@ def test_partly_received_large_messages_count_against_the_watermark() -> None:
     client.send(1, commands.Channel.Close(reply_code=200, reply_text="", class_id=0, method_id=0))
     assert core.status().alarms == []
     assert core.status().memory_used == 0
+
+
+def test_a_large_backlog_goes_out_in_bounded_batches() -> None:
+    from gear.broker.connection import OUTPUT_BATCH_LIMIT
+
+    core, _ = make_core()
+    client = Client(core)
+    _setup(client)
+    body = b"x" * 10_000
+    client.feed(b"".join(client.publish_bytes(1, "", "q", body) for _ in range(300)))
+    client.conn.take_output()
+    from pamqp import frame
+
+    client.conn.feed(frame.marshal(commands.Basic.Consume(queue="q", consumer_tag="c", no_ack=True), 1))
+    batches = []
+    while True:
+        core.run_turn()
+        data = client.conn.take_output()
+        if not data:
+            break
+        batches.append(len(data))
+    assert len(batches) > 1
+    assert max(batches) < OUTPUT_BATCH_LIMIT + 20_000
+    assert sum(batches) > 300 * len(body)
