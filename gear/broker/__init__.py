@@ -1,10 +1,33 @@
 """Gear's reference AMQP 0-9-1 broker: a pure-Python, in-memory server with RabbitMQ 3.13/4.x semantics.
 
-aio-pika, aiormq and pika connect to it over TCP. It keeps every message and declaration in memory:
-durable declarations are accepted, but nothing survives a restart yet.
+aio-pika, aiormq and pika connect to it over TCP::
 
     async with Broker(port=0) as broker:
         connection = await aio_pika.connect(broker.url)
+
+Messages and declarations live in memory only: durable queues and persistent messages are accepted and
+reported as such, but nothing survives a restart yet (persistence is planned).
+
+Layout: a sans-I/O core (``frames``, ``codec``, ``handshake``, ``connection``, ``channel``, ``declare``,
+``consume``, ``exchange``, ``queue``, ``arguments``, ``message``, ``vhost``, ``credit``, ``alarms``,
+``core``, ``status``) driven by one asyncio shell (``server``).
+
+Where it knowingly differs from RabbitMQ:
+
+* An unknown exchange type is a 406 channel error, as in 4.x (3.13 closed the connection with 503).
+* A bad protocol header is always answered with the 0-9-1 header, as in 3.13 (4.x answers some with the
+  AMQP 1.0 header).
+* ``basic.qos(global=true)`` is a per-channel limit (3.13-4.2); 4.3 reinterprets it as per-consumer.
+  Transient non-exclusive queues are allowed (4.3 denies them by default).
+* ``x-queue-type`` quorum and stream are accepted with their declaration rules (durable, not exclusive,
+  not auto-delete) but run as in-memory classic queues.
+* PLAIN only; every configured user may use every vhost, and guest is not restricted to loopback.
+* The memory watermark measures the bytes of messages held (including partly received bodies), not the
+  process size; there is no disk alarm. Credit flow meters the channel -> queue link; the reader hands
+  frames to channels synchronously, so that link needs no credit.
+* A silent client is dropped after two heartbeat intervals (RabbitMQ: two to three).
+* Sockets over ``max_connections`` are accepted, never answered, and closed after ``handshake_timeout``.
+* No consumer delivery timeout (as 4.3 for classic queues), no streams, no lazy mode, no policies.
 """
 
 from __future__ import annotations
