@@ -142,3 +142,120 @@ def test_a_normal_client_works_after_the_fuzzing(threaded: _ThreadBroker) -> Non
 
     asyncio.run(check())
     assert threaded.broker.core.internal_errors == 0
+
+
+_METHODS = st.sampled_from(
+    [
+        commands.Queue.Declare(queue="q", arguments={"x-max-length": 2, "x-dead-letter-exchange": "dlx"}),
+        commands.Queue.Declare(queue="", exclusive=True),
+        commands.Queue.Declare(queue="q", passive=True),
+        commands.Exchange.Declare(exchange="dlx", exchange_type="fanout"),
+        commands.Exchange.Declare(
+            exchange="t", exchange_type="topic", arguments={"alternate-exchange": "dlx"}
+        ),
+        commands.Exchange.Bind(destination="dlx", source="t", routing_key="#"),
+        commands.Queue.Bind(queue="q", exchange="dlx"),
+        commands.Queue.Bind(queue="q", exchange="t", routing_key="a.*"),
+        commands.Queue.Unbind(queue="q", exchange="t", routing_key="a.*"),
+        commands.Queue.Purge(queue="q"),
+        commands.Queue.Delete(queue="q"),
+        commands.Exchange.Delete(exchange="t"),
+        commands.Basic.Qos(prefetch_count=1),
+        commands.Basic.Qos(prefetch_count=2, global_=True),
+        commands.Basic.Consume(queue="q", consumer_tag="c"),
+        commands.Basic.Consume(queue="q", consumer_tag="n", no_ack=True),
+        commands.Basic.Consume(queue="amq.rabbitmq.reply-to", consumer_tag="r", no_ack=True),
+        commands.Basic.Cancel(consumer_tag="c"),
+        commands.Basic.Get(queue="q"),
+        commands.Basic.Ack(delivery_tag=1),
+        commands.Basic.Ack(delivery_tag=0, multiple=True),
+        commands.Basic.Nack(delivery_tag=2, multiple=True, requeue=False),
+        commands.Basic.Reject(delivery_tag=1, requeue=True),
+        commands.Basic.Recover(requeue=True),
+        commands.Confirm.Select(),
+        commands.Tx.Select(),
+        commands.Tx.Commit(),
+        commands.Tx.Rollback(),
+        commands.Channel.Flow(active=True),
+        commands.Channel.Close(reply_code=200, reply_text="", class_id=0, method_id=0),
+        commands.Channel.CloseOk(),
+        commands.Channel.Open(),
+    ]
+)
+_PUBLISH_PROPS = st.sampled_from(
+    [
+        commands.Basic.Properties(),
+        commands.Basic.Properties(expiration="0"),
+        commands.Basic.Properties(reply_to="amq.rabbitmq.reply-to", priority=5),
+        commands.Basic.Properties(headers={"CC": ["q"], "BCC": ["x"]}, user_id="guest"),
+    ]
+)
+
+
+@st.composite
+def _session(draw: st.DrawFn) -> list[tuple[int, object]]:
+    steps: list[tuple[int, object]] = []
+    for _ in range(draw(st.integers(1, 25))):
+        channel = draw(st.sampled_from([1, 1, 1, 2]))
+        if draw(st.booleans()):
+            steps.append((channel, draw(_METHODS)))
+        else:
+            steps.append(
+                (
+                    channel,
+                    (
+                        "publish",
+                        draw(st.sampled_from(["", "t", "dlx"])),
+                        draw(st.sampled_from(["q", "a.b", "amq.rabbitmq.reply-to.x"])),
+                        draw(_PUBLISH_PROPS),
+                        draw(st.booleans()),
+                    ),
+                )
+            )
+        if draw(st.integers(0, 9)) == 0:
+            steps.append((0, ("tick", draw(st.floats(0, 5)))))
+    return steps
+
+
+@settings(max_examples=300, deadline=None)
+@given(_session())
+def test_random_method_sequences_keep_the_core_consistent(steps: list[tuple[int, object]]) -> None:
+    from tests.broker._harness import Client, make_core
+
+    core, clock = make_core()
+    client, other = Client(core), Client(core)
+    client.handshake()
+    other.handshake()
+    client.open_channel(1)
+    client.open_channel(2)
+    for channel, step in steps:
+        if client.conn.finished:
+            break
+        if isinstance(step, tuple) and step[0] == "tick":
+            clock.now += float(step[1])  # type: ignore[arg-type]
+            core.tick()
+            continue
+        if isinstance(step, tuple):
+            _, exchange, key, props, mandatory = step
+            client.publish(channel, exchange, key, b"body", mandatory=mandatory, properties=props)
+        else:
+            client.send(channel, step)
+    assert core.internal_errors == 0
+    # the broker's books balance: no negative counts, and a fresh client still works
+    for vhost in core.vhosts.values():
+        for queue in vhost.queues.values():
+            assert queue.unacked >= 0
+            assert all(c.unacked >= 0 for c in queue.consumers)
+    client.conn.connection_lost()
+    core.run_turn()
+    assert all(q.unacked == 0 for v in core.vhosts.values() for q in v.queues.values())
+    held = {
+        id(e.message): e.message.size
+        for v in core.vhosts.values()
+        for q in v.queues.values()
+        for e in q.ready
+    }
+    assert core.alarm.used == sum(held.values()), "memory accounting must match the messages held"
+    other.open_channel(1)
+    out = other.send(1, commands.Queue.Declare(queue="fresh"))
+    assert isinstance(out[-1][1], commands.Queue.DeclareOk)
