@@ -112,7 +112,7 @@ def _get(channel: Channel, method: commands.Basic.Get) -> None:
     channel.next_tag += 1
     tag = channel.next_tag
     if method.no_ack:
-        queue._release(entry)
+        queue.release(entry)
     else:
         queue.unacked += 1
         channel.unacked[tag] = (queue, entry, None)

@@ -218,7 +218,7 @@ class Queue:
             idle = 0
             entry = self._pop_head()
             if consumer.no_ack:
-                self._release(entry)
+                self.release(entry)
             else:
                 self.unacked += 1
                 consumer.unacked += 1
@@ -236,7 +236,7 @@ class Queue:
                 return
             entry = self._pop_head()
             if consumer.no_ack:
-                self._release(entry)
+                self.release(entry)
             else:
                 self.unacked += 1
                 consumer.unacked += 1
@@ -269,7 +269,8 @@ class Queue:
         self.ready_bytes -= len(entry.message.body)
         return entry
 
-    def _release(self, entry: Entry) -> None:
+    def release(self, entry: Entry) -> None:
+        """The entry left the queue for good (delivered without ack, acked, dropped): free its memory."""
         message = entry.message
         message.refs -= 1
         if message.refs == 0:
@@ -281,7 +282,7 @@ class Queue:
         self.unacked -= 1
         if consumer is not None:
             consumer.unacked -= 1
-        self._release(entry)
+        self.release(entry)
 
     def rejected(self, entry: Entry, consumer: Consumer | None) -> None:
         """An unacked delivery was rejected without requeue: dead-letter or drop."""
@@ -301,7 +302,7 @@ class Queue:
             entry.redelivered = True
         if self.deleted:
             for entry, _ in entries:
-                self._release(entry)
+                self.release(entry)
             return
         back = sorted((e for e, _ in entries), key=_position)
         if not self.ready or _position(back[-1]) < _position(self.ready[0]):
@@ -321,7 +322,7 @@ class Queue:
 
     def _drop(self, entry: Entry, reason: str) -> None:
         self._dead_letter(entry.message, reason)
-        self._release(entry)
+        self.release(entry)
 
     def _dead_letter(self, message: Message, reason: str) -> None:
         if self.dlx is None or (self.deleted and reason != "expired"):
@@ -357,7 +358,7 @@ class Queue:
         """Drop every ready message; returns how many."""
         count = len(self.ready)
         for entry in self.ready:
-            self._release(entry)
+            self.release(entry)
         self.ready.clear()
         self.ready_bytes = 0
         return count
