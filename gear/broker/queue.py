@@ -37,6 +37,8 @@ class ConsumerChannel(Protocol):
 class Publisher(Protocol):
     """What a queue needs from a publishing channel: confirms and credit."""
 
+    released: bool
+
     def settle_confirm(self, seq: int, ok: bool) -> None: ...
 
     def grant_credit(self, queue: Queue, amount: int) -> None: ...
@@ -139,7 +141,7 @@ class Queue:
         meter = self.meter
         for message, publisher, seq in inbox:
             accepted = self._accept(message)
-            if publisher is not None:
+            if publisher is not None and not publisher.released:
                 if seq:
                     publisher.settle_confirm(seq, accepted)
                 grant = meter.processed(publisher)
