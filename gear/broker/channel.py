@@ -36,6 +36,7 @@ __all__ = ("REPLY_TO", "Channel")
 
 REPLY_TO = "amq.rabbitmq.reply-to"
 _REPLY_PREFIX = REPLY_TO + "."
+_REPLY_MARK = b"\x15" + REPLY_TO.encode()
 _SIZE = struct.Struct(">HHQ")
 Handler = Callable[["Channel", Any], None]
 
@@ -193,7 +194,8 @@ class Channel:
                         class_id=60,
                         method_id=40,
                     )
-            if message.has_property(0x0200):
+            # decode only when reply_to may be the direct reply-to pseudo queue (a shortstr of 21 bytes)
+            if message.has_property(0x0200) and _REPLY_MARK in message.properties:
                 message = self._reply_to(message)
         self.conn.publish_seen()
         if self.tx_mode:
