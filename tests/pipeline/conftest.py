@@ -31,6 +31,7 @@ def spark() -> Iterator[Any]:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "1")
         .config("spark.default.parallelism", "1")
+        .config("spark.sql.adaptive.enabled", "false")  # tiny inputs, one partition: AQE only adds stages
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
