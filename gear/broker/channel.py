@@ -217,7 +217,9 @@ class Channel:
                 if self._direct_reply(message):
                     self._confirm_now(seq)
                     return
-            elif b"CC" in message.properties and message.has_property(0x2000):
+            elif (
+                b"\x02CC" in message.properties or b"\x03BCC" in message.properties
+            ) and message.has_property(0x2000):
                 keys, message = sender_selected(message)
                 found: dict[Queue, None] = {}
                 for key in keys:
