@@ -134,6 +134,7 @@ class _CorkedWriter:
         self.transport = writer.transport
         self.pending: asyncio.Queue[Any] | None = None
         """The connection's frame queue: while it holds more frames, writes are buffered."""
+        self._lazy: asyncio.TimerHandle | None = None
 
     def write(self, data: bytes) -> None:
         self._buffer.append(data)
@@ -144,8 +145,21 @@ class _CorkedWriter:
             self._scheduled = True
             self._loop.call_soon(self._flush)
 
+    def write_lazily(self, data: bytes, within: float) -> None:
+        """Queue ``data`` to go out with the next write, or after ``within`` seconds at the latest.
+
+        For acknowledgements of replies: with one call at a time, the ack rides along with the next
+        request instead of costing a send (and a broker wake-up) of its own.
+        """
+        self._buffer.append(data)
+        if self._lazy is None:
+            self._lazy = self._loop.call_later(within, self._flush)
+
     def _flush(self) -> None:
         self._scheduled = False
+        if self._lazy is not None:
+            self._lazy.cancel()
+            self._lazy = None
         if not self._buffer:
             return
         data = b"".join(self._buffer) if len(self._buffer) > 1 else self._buffer[0]
@@ -183,6 +197,7 @@ class _CorkingTransportFactory(aiormq.connection.TransportFactory):
 
     def __init__(self) -> None:
         self.pending: asyncio.Queue[Any] | None = None
+        self.writer: _CorkedWriter | None = None
 
     async def create(self, url: URL, **kwargs: Any) -> tuple[asyncio.StreamReader, Any]:
         inner = (
@@ -193,6 +208,7 @@ class _CorkingTransportFactory(aiormq.connection.TransportFactory):
         reader, writer = await inner.create(url, **kwargs)
         corked = _CorkedWriter(writer)
         corked.pending = self.pending
+        self.writer = corked
         return reader, corked
 
 
@@ -251,6 +267,7 @@ async def open_link(
         await _quiet_close(conn)
         raise ConnectError(f"cannot connect to {safe}: {exc!r}") from exc
     link = Link(conn, channels[0], channels[1], channels[2], events, str(safe))
+    link.writer = factory.writer
     return link
 
 
@@ -266,6 +283,7 @@ class Link:
         self, conn: Any, pub: Any, type_ch: Any, host_ch: Any, events: LinkEvents, where: str
     ) -> None:
         self._conn = conn
+        self.writer: _CorkedWriter | None = None
         self._pub = pub
         self._type = type_ch
         self._host = host_ch
@@ -392,7 +410,7 @@ class Link:
             )
             work = callback(delivery)
             if work is None:
-                await self.ack(delivery)
+                self._ack_lazily(delivery)
             else:
                 spawn(work)
 
@@ -409,6 +427,15 @@ class Link:
             self._tags.pop(tag, None)
             with contextlib.suppress(*_CANCEL_ERRORS):
                 await asyncio.wait_for(ch.basic_cancel(tag), 5)
+
+    def _ack_lazily(self, delivery: Delivery) -> None:
+        """Ack a delivery handled inline (a reply) with the next outgoing frame, or within 5 ms."""
+        ch = delivery.channel
+        writer = self.writer
+        if writer is None or ch.is_closed or writer.is_closing():
+            return
+        frame = ChannelFrame.marshall(ch.number, [spec.Basic.Ack(delivery_tag=delivery.delivery_tag)])
+        writer.write_lazily(frame.payload, 0.005)
 
     async def ack(self, delivery: Delivery) -> None:
         """Acknowledge a delivery on its channel; a no-op if that channel is gone (it is requeued)."""
