@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -219,8 +220,13 @@ async def running(config: BrokerConfig | None = None, **fields: Any) -> AsyncIte
 
 
 async def serve(config: BrokerConfig, on_ready: Callable[[str], object] | None = None) -> None:
-    """Run a broker until cancelled; ``on_ready`` gets the URL once it listens (the CLI uses this)."""
+    """Run a broker until cancelled; ``on_ready`` gets the URL once it listens (the CLI uses this).
+
+    ``on_ready`` may be a plain function or return an awaitable, which is awaited.
+    """
     async with Broker(config) as broker:
         if on_ready is not None:
-            on_ready(broker.url)
+            result = on_ready(broker.url)
+            if inspect.isawaitable(result):
+                await result
         await asyncio.Event().wait()
