@@ -21,6 +21,11 @@ towards a queue (*flow*), or after a publish arrives during a resource alarm (*b
 told with ``connection.blocked`` if it advertised that capability). Unparsed bytes stay buffered; the
 shell pauses the socket so TCP pushes back on the client.
 
+Output: frames are queued with :meth:`send` and taken once per event-loop turn, so the shell makes one
+``transport.write`` per connection per turn. Deliveries stop for the rest of a turn once
+``OUTPUT_BATCH_LIMIT`` bytes are queued, or while the socket's write buffer is full; taking the output
+(or the socket draining) lets the connection's consumers continue with the next batch.
+
 Heartbeats: with a negotiated interval ``hb``, a heartbeat frame goes out when nothing was sent for
 ``hb/2``; the socket is dropped when nothing arrived for ``2*hb`` (the receive timer is paused while
 blocked, as in RabbitMQ).
