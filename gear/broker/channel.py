@@ -101,10 +101,8 @@ class Channel:
         handler = _HANDLERS.get(type(method))
         try:
             if handler is None:
-                raise AMQPError(
-                    540 if method.name.startswith(("Access", "Basic.Recover")) else 503,
-                    f"unimplemented method {method.name}",
-                )
+                # a server-to-client method, or a connection method on a channel: RabbitMQ's 503
+                raise AMQPError(503, f"unimplemented method {method.name}")
             handler(self, method)
         except AMQPError as error:
             if not error.class_id:

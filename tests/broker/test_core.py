@@ -420,3 +420,14 @@ def test_long_unicode_names_never_break_reply_texts() -> None:
     out = client.send(1, unvalidated(commands.Basic.Get, queue=odd, no_ack=True))
     assert names(out) == ["Basic.GetOk", "ContentHeader", "ContentBody"]
     assert out[0][1].exchange == odd
+
+
+def test_server_methods_from_a_client_are_503() -> None:
+    core, _ = make_core()
+    client = Client(core)
+    client.handshake()
+    client.open_channel(1)
+    out = client.send(1, commands.Basic.GetEmpty())
+    close = out[-1][1]
+    assert isinstance(close, commands.Connection.Close)
+    assert (close.reply_code, close.class_id, close.method_id) == (503, 60, 72)
