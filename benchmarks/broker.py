@@ -1,6 +1,7 @@
 """Reference broker vs RabbitMQ, measured in the same run.
 
-    python benchmarks/broker.py [--rabbitmq amqp://guest:guest@127.0.0.1:5672/] [--messages 20000]
+    python benchmarks/broker.py [--rabbitmq amqp://guest:guest@127.0.0.1:5672/] [--rounds 3]
+        [--messages 10000] [--seconds 4] [--backlog 100000] [--skip-rabbitmq]
 
 Prints a table with:
 
@@ -12,7 +13,9 @@ Prints a table with:
 * the reference broker's peak RSS while a 100k-message backlog sits in one queue.
 
 The reference broker runs in its own process (``python -m gear.broker``), like RabbitMQ, so the client
-and the broker do not share an event loop.
+and the broker do not share an event loop. The two brokers are measured in interleaved rounds and the
+median of the per-round ratios is reported, so a busy machine penalises both alike. The SDK's own
+``benchmarks/rpc.py --url ...`` measures real Gear calls; run it once per broker to compare.
 """
 
 from __future__ import annotations
