@@ -432,7 +432,8 @@ class Link:
 
     def _ack_lazily(self, delivery: Delivery) -> None:
         """Ack a delivery handled inline (a reply) with the next outgoing frame, or within 5 ms."""
-        _ack_lazily(delivery)
+        if not _ack_lazily(delivery) and not delivery.channel.is_closed:
+            self._spawn(ack(delivery))
 
     async def ack(self, delivery: Delivery) -> None:
         """Acknowledge a delivery on its channel; a no-op if that channel is gone (it is requeued)."""
@@ -584,6 +585,11 @@ async def ack(delivery: Delivery) -> None:
     ch = delivery.channel
     if ch.is_closed or _ack_lazily(delivery):
         return
+    await _ack_now(delivery)
+
+
+async def _ack_now(delivery: Delivery) -> None:
+    ch = delivery.channel
     with contextlib.suppress(*_LIB_ERRORS):
         await ch.basic_ack(delivery.delivery_tag, wait=False)
 
