@@ -40,7 +40,7 @@ from gear.errors import ConfigurationError, ConnectError, ConnectionLostError, N
 from gear.frames import encode_publish
 from gear.topology import Topology
 
-__all__ = ("ACK_DELAY", "Delivery", "Link", "LinkEvents", "ack", "open_link")
+__all__ = ("ACK_DELAY", "Delivery", "Link", "LinkEvents", "ack", "open_link", "reject")
 
 log = logging.getLogger("gear.adapter")
 
@@ -433,11 +433,11 @@ class Link:
     def _ack_lazily(self, delivery: Delivery) -> None:
         """Ack a delivery handled inline (a reply) with the next outgoing frame, or within 5 ms."""
         if not _ack_lazily(delivery) and not delivery.channel.is_closed:
-            self._spawn(ack(delivery))
+            self._spawn(_ack_now(delivery))
 
-    async def ack(self, delivery: Delivery) -> None:
-        """Acknowledge a delivery on its channel; a no-op if that channel is gone (it is requeued)."""
-        await ack(delivery)
+    async def ack(self, delivery: Delivery) -> bool:
+        """Acknowledge a delivery on its channel; False if that channel is gone (it is requeued)."""
+        return await ack(delivery)
 
     # -- publishing --------------------------------------------------------------------------------
 
@@ -578,14 +578,28 @@ ACK_DELAY = 0.005
 """Seconds an acknowledgement may wait to share a send with the next outgoing frame."""
 
 
-async def ack(delivery: Delivery) -> None:
-    """Acknowledge a delivery on the channel it came from; a no-op if that channel is gone (the broker
-    requeues the message then). The ack goes out with the next outgoing frame, or within
+async def ack(delivery: Delivery) -> bool:
+    """Acknowledge a delivery on the channel it came from; False (a no-op) if that channel is gone (the
+    broker requeues the message then). The ack goes out with the next outgoing frame, or within
     ``ACK_DELAY``: with one call at a time that saves a send and a broker wake-up per message."""
     ch = delivery.channel
-    if ch.is_closed or _ack_lazily(delivery):
-        return
-    await _ack_now(delivery)
+    if ch.is_closed:
+        return False
+    if not _ack_lazily(delivery):
+        await _ack_now(delivery)
+    return True
+
+
+async def reject(delivery: Delivery, *, requeue: bool = False) -> bool:
+    """Reject a delivery (``basic.reject``); False if its channel is gone (the broker requeues it then)."""
+    ch = delivery.channel
+    if ch.is_closed:
+        return False
+    try:
+        await ch.basic_reject(delivery.delivery_tag, requeue=requeue, wait=False)
+    except _LIB_ERRORS:
+        return False
+    return True
 
 
 async def _ack_now(delivery: Delivery) -> None:

@@ -25,14 +25,15 @@ from typing import Any
 import pydantic_core
 from pydantic import TypeAdapter, ValidationError
 
-from gear.adapter import Delivery, ack
+from gear.adapter import Delivery, ack, reject
 from gear.context import RequestContext, _current
 from gear.envelope import METHOD, STATUS, EnvelopeError, ErrorBody, Kind, Meta, parse_meta
 from gear.errors import ConfigurationError, GearError, RemoteError
 from gear.publisher import Outgoing, Publisher
 from gear.reply import Reply, decode_reply
 from gear.rpc import RPC
-from gear.tracing.api import Attr, EventName, NullTracer, Tracer
+from gear.tracing.api import NullTracer, Settlement
+from gear.tracing.emitter import Emitter
 
 __all__ = ("Dispatcher", "Handler")
 
@@ -100,12 +101,12 @@ class Dispatcher:
         identity: str,
         publisher: Publisher,
         executor: Callable[[], Executor],
-        tracer: Tracer | None = None,
+        events: Emitter | None = None,
     ) -> None:
         self._identity = identity
         self._publisher = publisher
         self._executor = executor
-        self._tracer: Tracer = tracer or NullTracer()
+        self._events = events or Emitter(NullTracer(), identity)
         self.rpc: RPC | None = None
         self.handlers: dict[str, Handler] = {}
         self.reply_handlers: dict[str, Callable[[Reply], Any]] = {}
@@ -156,8 +157,8 @@ class Dispatcher:
                 delivery.headers,
             )
         except EnvelopeError as exc:
-            log.warning("dropping a non-Gear message from %r: %s", delivery.queue, exc)
-            return None
+            log.warning("rejecting a non-Gear message from %r: %s", delivery.queue, exc)
+            return self._reject_foreign(delivery, str(exc))
         if meta.kind is Kind.REPLY:
             if self.rpc is not None:
                 self.rpc.on_reply(meta, delivery.body)
@@ -190,29 +191,39 @@ class Dispatcher:
         except Exception:
             log.exception("reply handler for %r failed", reply.method)
 
+    async def _reject_foreign(self, delivery: Delivery, reason: str) -> None:
+        if await reject(delivery, requeue=False):
+            self._events.rejected_foreign(delivery, reason)
+
     async def _serve(self, delivery: Delivery, meta: Meta) -> None:
+        events = self._events
         try:
-            await self._serve_one(delivery, meta)
+            with events.server_span(delivery, meta, delivery.headers):
+                await self._serve_one(delivery, meta)
         except Exception:
             log.exception("serving %r failed", meta.method)
         finally:
-            await ack(delivery)
+            if await ack(delivery):
+                events.settle(delivery, meta, Settlement.ACK)
             self._in_flight -= 1
             if self._in_flight == 0:
                 self._idle.set()
 
     async def _serve_one(self, delivery: Delivery, meta: Meta) -> None:
         now = time.time()
-        if self._tracer.enabled:
-            self._trace(EventName.DELIVER, delivery, meta, {})
-        if meta.deadline_ms is not None and now * 1000 >= meta.deadline_ms:
+        handler = self.handlers.get(meta.method)
+        expired = meta.deadline_ms is not None and now * 1000 >= meta.deadline_ms
+        duplicate, cached = False, None
+        if handler is not None and handler.window is not None and not expired:
+            duplicate, cached = self._check_duplicate(handler, meta.request_id, now)
+        self._events.deliver(delivery, meta, duplicate=duplicate)  # one event per delivery
+        if expired:
             self.expired += 1
-            if self._tracer.enabled:
-                self._trace(EventName.EXPIRED, delivery, meta, {Attr.ERROR_TYPE: "expired"})
+            self._events.expired(delivery, meta)
             return
         wants_reply = meta.kind is not Kind.CAST and meta.reply_to is not None
-        handler = self.handlers.get(meta.method)
         if handler is None:
+            self._events.failed("MethodNotFound")
             if wants_reply:
                 err = ErrorBody(
                     type="MethodNotFound", message=f"{self._identity} has no handler for {meta.method!r}"
@@ -221,20 +232,16 @@ class Dispatcher:
             else:
                 log.warning("no handler for cast %r from %s; dropped", meta.method, meta.sender)
             return
-        if handler.window is not None:
-            duplicate, cached = self._check_duplicate(handler, meta.request_id, now)
-            if duplicate:
-                self.duplicates += 1
-                if self._tracer.enabled:
-                    self._trace(EventName.DELIVER, delivery, meta, {Attr.DUPLICATE: True})
-                if cached is not None and wants_reply:
-                    await self._reply(meta, cached[0], cached[1])
-                return
+        if duplicate:
+            self.duplicates += 1
+            if cached is not None and wants_reply:
+                await self._reply(meta, cached[0], cached[1])
+            return
         ok, body = await self._run(handler, delivery, meta)
         if handler.window is not None:
             handler.seen[meta.request_id] = (now + handler.window, (ok, body))
         if wants_reply:
-            await self._reply(meta, ok, body)
+            await self._reply(meta, ok, body, time.time() - now)
 
     def _check_duplicate(
         self, handler: Handler, rid: str, now: float
@@ -258,6 +265,7 @@ class Dispatcher:
             else:
                 args = (_validate_payload(handler.payload, delivery.body),)
         except ValidationError as exc:
+            self._events.failed("BadPayload")
             details = {"errors": json.loads(exc.json(include_url=False))}
             err = ErrorBody(type="BadPayload", message=f"invalid payload for {meta.method!r}: "
                             f"{exc.error_count()} error(s)", details=details)
@@ -277,11 +285,12 @@ class Dispatcher:
                 result = await loop.run_in_executor(self._executor(), run, handler.func, *args)
             return True, pydantic_core.to_json(result)
         except Exception as exc:
+            self._events.failed(exc)
             return False, _error_body(exc)
         finally:
             _current.reset(token)
 
-    async def _reply(self, meta: Meta, ok: bool, body: bytes) -> None:
+    async def _reply(self, meta: Meta, ok: bool, body: bytes, handler_seconds: float | None = None) -> None:
         assert meta.reply_to is not None
         # the caller knows the trace; the status is only spelled out for errors (absent means ok)
         headers: dict[str, Any] = {METHOD: meta.method}
@@ -298,20 +307,9 @@ class Dispatcher:
             await self._publisher.publish(msg, until)
         except (GearError, TimeoutError) as exc:
             log.warning("reply to %s for %r not delivered: %r", meta.reply_to, meta.method, exc)
-            if self._tracer.enabled:
-                self._tracer.emit(EventName.UNROUTABLE, trace_id=meta.trace_id, attributes={
-                    Attr.REQUEST_ID: meta.request_id, Attr.CONVERSATION_ID: meta.request_id,
-                    Attr.RPC_METHOD: meta.method, Attr.RPC_KIND: "reply", Attr.ERROR_TYPE: "unroutable",
-                    Attr.CALLER: self._identity,
-                })
+            self._events.reply_unroutable(meta)
             return
-        if self._tracer.enabled:
-            self._tracer.emit(EventName.REPLY_SENT, trace_id=meta.trace_id, attributes={
-                Attr.REQUEST_ID: meta.request_id, Attr.CONVERSATION_ID: meta.request_id,
-                Attr.RPC_METHOD: meta.method, Attr.RPC_KIND: "reply", Attr.CALLER: self._identity,
-                Attr.PEER_SERVICE: meta.sender.split(".")[0],
-                **({} if ok else {Attr.ERROR_TYPE: "remote"}),
-            })
+        self._events.reply_sent(meta, ok, handler_seconds)
 
     # -- shutdown ----------------------------------------------------------------------------------
 
@@ -328,20 +326,6 @@ class Dispatcher:
         except TimeoutError:
             return False
         return True
-
-    def _trace(self, name: EventName, delivery: Delivery, meta: Meta, extra: dict[str, Any]) -> None:
-        attrs: dict[str, Any] = {
-            Attr.MESSAGING_SYSTEM: "rabbitmq", Attr.OPERATION_TYPE: "process",
-            Attr.OPERATION_NAME: "deliver", Attr.DESTINATION: f"queue:{delivery.queue}",
-            Attr.ROUTING_KEY: delivery.routing_key, Attr.MESSAGE_ID: delivery.message_id,
-            Attr.DELIVERY_TAG: delivery.delivery_tag, Attr.REQUEST_ID: meta.request_id,
-            Attr.RPC_SYSTEM: "gear", Attr.RPC_METHOD: meta.method, Attr.CALLER: meta.sender,
-            Attr.RPC_KIND: meta.kind.value.removeprefix("gear."), Attr.ATTEMPT: meta.attempt,
-            Attr.REDELIVERED: delivery.redelivered, Attr.BODY_SIZE: len(delivery.body),
-        }
-        attrs.update(extra)
-        self._tracer.emit(name, trace_id=meta.trace_id, span_id=meta.request_id,
-                          parent_span_id=None, attributes=attrs)
 
 
 def _validate_payload(adapter: TypeAdapter[Any], body: bytes) -> Any:

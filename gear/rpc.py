@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +32,9 @@ from gear.errors import (
 )
 from gear.publisher import Outgoing, Publisher, RepublishPolicy
 from gear.reply import Reply, decode_reply, validate_result
-from gear.tracing.api import Attr, EventName, NullTracer, Tracer
+from gear.tracing.api import NullTracer
+from gear.tracing.emitter import Emitter
+from gear.tracing.spans import ClientSpan
 
 __all__ = ("NESTED_MARGIN", "RPC", "ReplyCallback")
 
@@ -71,7 +74,7 @@ class RPC:
         default_timeout: float,
         cast_retry_budget: float,
         on_reply_unmatched: Callable[[Meta, bytes], bool],
-        tracer: Tracer | None = None,
+        events: Emitter | None = None,
     ) -> None:
         self._identity = identity
         self._own_type = own_type
@@ -79,7 +82,7 @@ class RPC:
         self._default_timeout = default_timeout
         self._cast_budget = cast_retry_budget
         self._unmatched = on_reply_unmatched
-        self._tracer: Tracer = tracer or NullTracer()
+        self._events = events or Emitter(NullTracer(), identity)
         self._pending: dict[str, _Pending] = {}
         self._addresses: dict[str, Address] = {}
         self.late_replies = 0
@@ -123,7 +126,8 @@ class RPC:
             headers[PARENT] = ctx.request_id
             parent: str | None = ctx.request_id
         else:
-            trace_id = new_trace_id()
+            # with OpenTelemetry, a call made inside an instrumented request joins that request's trace
+            trace_id = self._events.current_trace_id() or new_trace_id()
             parent = None
         headers[TRACE] = trace_id
         headers[DEADLINE] = int(deadline * 1000)
@@ -186,25 +190,53 @@ class RPC:
         addr, msg, remaining, until = self._prepare(address, method, payload, timeout, Kind.CALL)
         if addr.is_fanout:
             raise ConfigurationError(f"{address!r} reaches several instances: use rpc.gather()")
-        if reply_to is not None and reply_to != self._identity:
-            msg.reply_to = self._address(reply_to).routing_key
-            await self._publish_bounded(msg, until, address, method, remaining)
-            return msg.request_id
+        span = self._events.client_span(msg, address)
+        try:
+            if reply_to is not None and reply_to != self._identity:
+                msg.reply_to = self._address(reply_to).routing_key
+                await self._publish_bounded(msg, until, address, method, remaining)
+                span.end()
+                return msg.request_id
+            if callback is not None:
+                await self._call_back(msg, address, method, remaining, until, callback, result_type, span)
+                return None
+            ok, body = await self._round_trip(msg, addr, address, method, remaining, until)
+            result = decode_reply(ok, body)
+            if result_type is not None:
+                result = validate_result(result_type, result)
+        except Exception as exc:
+            span.end(exc)
+            raise
+        span.end()
+        return result
+
+    async def _call_back(
+        self, msg: Outgoing, address: str, method: str, remaining: float, until: float,
+        callback: ReplyCallback, result_type: Any, span: ClientSpan,
+    ) -> None:  # fmt: skip
         msg.reply_to = self._identity
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Any] = loop.create_future()
         rid = msg.request_id
         pending = _Pending(fut, address, method, remaining, loop.time(), msg.trace_id or "")
         self._pending[rid] = pending
-        if callback is not None:
-            try:
-                await self._publish_bounded(msg, until, address, method, remaining)
-            except BaseException:
-                self._pending.pop(rid, None)
-                raise
-            pending.timer = loop.call_at(until, self._expire, rid)
-            fut.add_done_callback(lambda f: self._run_callback(callback, f, result_type))
-            return None
+        try:
+            await self._publish_bounded(msg, until, address, method, remaining)
+        except BaseException:
+            self._pending.pop(rid, None)
+            raise
+        pending.timer = loop.call_at(until, self._expire, rid)
+        fut.add_done_callback(lambda f: self._run_callback(callback, f, result_type, span))
+
+    async def _round_trip(
+        self, msg: Outgoing, addr: Address, address: str, method: str, remaining: float, until: float
+    ) -> tuple[bool, bytes]:
+        msg.reply_to = self._identity
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Any] = loop.create_future()
+        rid = msg.request_id
+        pending = _Pending(fut, address, method, remaining, loop.time(), msg.trace_id or "")
+        self._pending[rid] = pending
         try:
             async with asyncio.timeout_at(until):
                 await self._publisher.publish(msg, until)
@@ -221,8 +253,7 @@ class RPC:
             raise
         finally:
             self._pending.pop(rid, None)
-        result = decode_reply(ok, body)
-        return result if result_type is None else validate_result(result_type, result)
+        return ok, body
 
     async def _publish_bounded(
         self, msg: Outgoing, until: float, address: str, method: str, remaining: float
@@ -242,9 +273,12 @@ class RPC:
             )
             pending.future.exception()  # retrieved here: a callback may be the only consumer
 
-    def _run_callback(self, callback: ReplyCallback, fut: asyncio.Future[Any], result_type: Any) -> None:
+    def _run_callback(
+        self, callback: ReplyCallback, fut: asyncio.Future[Any], result_type: Any, span: ClientSpan
+    ) -> None:
         value: Any
         if fut.cancelled():
+            span.end()
             return
         exc = fut.exception()
         if exc is not None:
@@ -257,6 +291,7 @@ class RPC:
                     value = validate_result(result_type, value)
             except GearError as err:
                 value = err
+        span.end(value if isinstance(value, BaseException) else None)
         try:
             out = callback(value)
             if asyncio.iscoroutine(out):
@@ -288,20 +323,21 @@ class RPC:
         msg.deadline_unix = None
         msg.headers.pop(DEADLINE, None)
         msg.persistent = True
-        try:
-            return await self._publisher.publish(msg, until)
-        except UnroutableError:
-            hook = self.undeliverable_hook()
-            if hook is None:
-                raise
-            out = hook(address, method, payload)
-            if asyncio.iscoroutine(out):
-                await out
-            return False
-        except TimeoutError:
-            raise ConnectionLostError(
-                f"cast to {address!r} not published within {budget:g}s (no connection or blocked)"
-            ) from None
+        with _span_scope(self._events.client_span(msg, address)):
+            try:
+                return await self._publisher.publish(msg, until)
+            except UnroutableError:
+                hook = self.undeliverable_hook()
+                if hook is None:
+                    raise
+                out = hook(address, method, payload)
+                if asyncio.iscoroutine(out):
+                    await out
+                return False
+            except TimeoutError:
+                raise ConnectionLostError(
+                    f"cast to {address!r} not published within {budget:g}s (no connection or blocked)"
+                ) from None
 
     # -- gather ------------------------------------------------------------------------------------
 
@@ -330,17 +366,18 @@ class RPC:
         pending = _Pending(fut, address, method, 0.0, loop.time(), msg.trace_id or "", [], expected)
         rid = msg.request_id
         self._pending[rid] = pending
-        try:
-            async with asyncio.timeout_at(until):
-                if not await self._publisher.publish(msg, until, policy=_NO_RETRY):
-                    return []
-                if expected is not None and expected <= 0:
-                    return []
-                await fut
-        except TimeoutError:
-            pass
-        finally:
-            self._pending.pop(rid, None)
+        with _span_scope(self._events.client_span(msg, address)):
+            try:
+                async with asyncio.timeout_at(until):
+                    if not await self._publisher.publish(msg, until, policy=_NO_RETRY):
+                        return []
+                    if expected is not None and expected <= 0:
+                        return []
+                    await fut
+            except TimeoutError:
+                pass
+            finally:
+                self._pending.pop(rid, None)
         return list(pending.replies or [])
 
     # -- replies -----------------------------------------------------------------------------------
@@ -352,16 +389,13 @@ class RPC:
             if self._unmatched(meta, body):
                 return
             self.late_replies += 1
-            if self._tracer.enabled:
-                self._tracer.emit(
-                    EventName.LATE_REPLY,
-                    span_id=meta.request_id,
-                    attributes={Attr.REQUEST_ID: meta.request_id, Attr.RPC_METHOD: meta.method,
-                                Attr.PEER_SERVICE: meta.sender.split(".")[0], Attr.CALLER: self._identity},
-                )
+            self._events.late_reply(meta.request_id, meta.method, meta.sender)
             return
-        if self._tracer.enabled:
-            self._trace_response(meta, pending)
+        if self._events.enabled:
+            elapsed = asyncio.get_running_loop().time() - pending.started
+            self._events.response(
+                meta.request_id, pending.trace_id, meta.method, meta.sender, elapsed, meta.ok
+            )
         if pending.replies is None:
             self._pending.pop(meta.request_id, None)
             if pending.timer is not None:
@@ -396,38 +430,22 @@ class RPC:
         return len(self._pending)
 
     def _trace_unroutable(self, msg: Outgoing, addr: Address, exc: UnroutableError) -> None:
-        if self._tracer.enabled:
-            attrs = {
-                Attr.REQUEST_ID: msg.request_id, Attr.RPC_METHOD: msg.method,
-                Attr.PEER_SERVICE: addr.type or "*", Attr.ERROR_TYPE: "unroutable",
-                Attr.CALLER: self._identity, Attr.ATTEMPT: exc.attempts,
-            }
-            self._tracer.emit(
-                EventName.UNROUTABLE, trace_id=msg.trace_id, span_id=msg.request_id, attributes=attrs
-            )
+        self._events.unroutable(msg.request_id, msg.trace_id, msg.method, addr.type or "*", exc.attempts)
 
     def _trace_timeout(self, rid: str, pending: _Pending) -> None:
-        if self._tracer.enabled:
-            self._tracer.emit(
-                EventName.TIMEOUT,
-                trace_id=pending.trace_id,
-                span_id=rid,
-                attributes={Attr.REQUEST_ID: rid, Attr.RPC_METHOD: pending.method,
-                            Attr.PEER_SERVICE: pending.address.split(".")[0], Attr.ERROR_TYPE: "timeout",
-                            Attr.CALLER: self._identity, Attr.TIMEOUT_MS: int(pending.timeout * 1000)},
-            )
+        self._events.timeout(rid, pending.trace_id, pending.method, pending.address, pending.timeout)
 
-    def _trace_response(self, meta: Meta, pending: _Pending) -> None:
-        elapsed = asyncio.get_running_loop().time() - pending.started
-        attrs: dict[str, Any] = {
-            Attr.REQUEST_ID: meta.request_id, Attr.RPC_METHOD: meta.method, Attr.CALLER: self._identity,
-            Attr.PEER_SERVICE: meta.sender.split(".")[0], Attr.DURATION_MS: round(elapsed * 1000, 3),
-            Attr.CONVERSATION_ID: meta.request_id,
-        }
-        if not meta.ok:
-            attrs[Attr.ERROR_TYPE] = "remote"
-        self._tracer.emit(EventName.REPLY_RECEIVED, trace_id=pending.trace_id, span_id=meta.request_id,
-                          attributes=attrs)
+
+@contextmanager
+def _span_scope(span: ClientSpan) -> Iterator[None]:
+    """End ``span`` when the block ends; an exception leaving the block marks it failed."""
+    try:
+        yield
+    except Exception as exc:
+        span.end(exc)
+        raise
+    finally:
+        span.end()
 
 
 def _log_task_error(task: asyncio.Task[Any]) -> None:

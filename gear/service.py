@@ -39,6 +39,7 @@ from gear.rpc import RPC
 from gear.settings import Settings
 from gear.topology import Topology
 from gear.tracing.api import Tracer
+from gear.tracing.emitter import Emitter
 
 __all__ = ("PING_METHOD", "Service")
 
@@ -175,11 +176,12 @@ class Service:
             tracer=self._tracer,
         )
         self._executor: ThreadPoolExecutor | None = None
+        events = Emitter(self._tracer, self.identity, s.exchange)
         self._dispatcher = Dispatcher(
             identity=self.identity,
             publisher=self._publisher,
             executor=self._get_executor,
-            tracer=self._tracer,
+            events=events,
         )
         self.rpc = RPC(
             identity=self.identity,
@@ -188,7 +190,7 @@ class Service:
             default_timeout=s.timeout,
             cast_retry_budget=s.cast_retry_budget,
             on_reply_unmatched=self._dispatcher.on_unmatched_reply,
-            tracer=self._tracer,
+            events=events,
         )
         self.rpc.undeliverable_hook = lambda: self.on_undeliverable.func
         self._dispatcher.rpc = self.rpc

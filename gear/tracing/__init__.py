@@ -7,20 +7,25 @@ This package never imports Spark; the analysis lives in ``gear.pipeline``.
 
 from __future__ import annotations
 
-from gear.tracing.api import Attr, EventName, NullTracer, Tracer
+from gear.tracing.api import Attr, EventName, NullTracer, Settlement, Tracer
+from gear.tracing.emitter import Emitter
 from gear.tracing.event import Attributes, Resource, TraceEvent
-from gear.tracing.tracer import TRACE_ENV, InMemoryTracer, JsonlTracer, tracer_from_env
+from gear.tracing.tracer import TRACE_ENV, InMemoryTracer, JsonlTracer, MultiTracer, combine, tracer_from_env
 
 __all__ = (
     "TRACE_ENV",
     "Attr",
     "Attributes",
+    "Emitter",
     "EventName",
     "InMemoryTracer",
     "JsonlTracer",
+    "MultiTracer",
     "NullTracer",
     "Resource",
+    "Settlement",
     "TraceEvent",
     "Tracer",
+    "combine",
     "tracer_from_env",
 )

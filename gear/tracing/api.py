@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, Protocol
 
-__all__ = ("Attr", "EventName", "NullTracer", "Tracer")
+__all__ = ("Attr", "EventName", "NullTracer", "Settlement", "Tracer")
 
 
 class EventName(StrEnum):
@@ -35,6 +35,14 @@ class EventName(StrEnum):
     RECONNECT = "gear.connection.reconnect"
     BLOCKED = "gear.connection.blocked"
     UNBLOCKED = "gear.connection.unblocked"
+
+
+class Settlement(StrEnum):
+    """How a consumer settled a delivery (``messaging.operation.name`` of ``gear.settle``)."""
+
+    ACK = "ack"
+    NACK = "nack"
+    REJECT = "reject"
 
 
 class Attr:

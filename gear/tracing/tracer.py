@@ -24,7 +24,7 @@ from gear.tracing.api import EventName, NullTracer, Tracer
 from gear.tracing.event import Resource, TraceEvent, coerce_attributes
 from gear.tracing.sink import DEFAULT_MAX_BYTES, RotatingFileSink
 
-__all__ = ("TRACE_ENV", "InMemoryTracer", "JsonlTracer", "tracer_from_env")
+__all__ = ("TRACE_ENV", "InMemoryTracer", "JsonlTracer", "MultiTracer", "combine", "tracer_from_env")
 
 TRACE_ENV = "GEAR_TRACE"
 """Environment variable naming the trace directory; unset, empty, ``0`` or ``off`` means tracing off."""
@@ -186,6 +186,46 @@ class InMemoryTracer:
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+class MultiTracer:
+    """Hands every event to several tracers (e.g. the demo's delivery counter and the JSONL files)."""
+
+    enabled = True
+
+    def __init__(self, tracers: list[Tracer]) -> None:
+        self.tracers = tracers
+
+    def emit(
+        self,
+        name: EventName,
+        *,
+        trace_id: str | None = None,
+        span_id: str | None = None,
+        parent_span_id: str | None = None,
+        attributes: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Emit to each tracer in turn (each one never raises)."""
+        for tracer in self.tracers:
+            tracer.emit(
+                name, trace_id=trace_id, span_id=span_id, parent_span_id=parent_span_id, attributes=attributes
+            )
+
+    def close(self) -> None:
+        """Close each tracer."""
+        for tracer in self.tracers:
+            tracer.close()
+
+
+def combine(*tracers: Tracer | None) -> Tracer:
+    """One tracer for several: the enabled ones, a :class:`MultiTracer` when there are two or more, the
+    one itself when there is one, and a :class:`NullTracer` when none is enabled."""
+    active = [t for t in tracers if t is not None and t.enabled]
+    if not active:
+        return NullTracer()
+    if len(active) == 1:
+        return active[0]
+    return MultiTracer(active)
 
 
 def tracer_from_env(

@@ -1,0 +1,239 @@
+"""The OpenTelemetry bridge (``pip install 'gear[otel]'``): W3C trace context in headers, spans via the API.
+
+Imported only by :func:`gear.tracing.spans.default_spans` when the extra is installed. Spans follow the
+RPC and messaging semantic conventions (v1.44):
+
+* one **client** span per ``call``/``gather`` (**producer** for a ``cast``), named ``{TYPE}/{method}``
+  (``rpc.method``), covering the whole logical call with its republishes; its context is written into
+  the request's headers as ``traceparent``/``tracestate``, so a call made while handling an HTTP request
+  continues that request's trace;
+* one **server** span per handled request (**consumer** for a cast), whose parent is the context found
+  in the headers; it is the current span while the handler runs, so nested calls and the handler's own
+  spans are its children;
+* one **producer** span per publish attempt (``publish {exchange}:{routing key}``) under the client
+  span; a republish *links* to the attempt it repeats;
+* errors set the span status to ERROR with ``error.type`` and record the exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, MutableMapping
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import propagate, trace
+from opentelemetry.propagators.textmap import Getter
+from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
+
+from gear.tracing.api import Attr
+from gear.tracing.emitter import DeliveredMessage, OutgoingMessage, RequestMeta, type_of
+
+__all__ = ("SCHEMA_URL", "OtelSpans")
+
+SCHEMA_URL = "https://opentelemetry.io/schemas/1.44.0"
+
+
+class _HeaderGetter(Getter[Any]):
+    """Reads W3C headers from an AMQP header table (values may arrive as bytes)."""
+
+    def get(self, carrier: Any, key: str) -> list[str] | None:
+        if not carrier:
+            return None
+        value = carrier.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        return [str(value)]
+
+    def keys(self, carrier: Any) -> list[str]:
+        return list(carrier or ())
+
+
+_GETTER = _HeaderGetter()
+
+
+def _error_type(error: BaseException | str) -> str:
+    if isinstance(error, str):
+        return error
+    remote = getattr(error, "type", None)  # RemoteError carries the remote exception's class name
+    if isinstance(remote, str) and remote:
+        return remote
+    if isinstance(error, TimeoutError):
+        return "timeout"
+    return type(error).__name__
+
+
+def _fail(span: Span, error: BaseException | str) -> None:
+    kind = _error_type(error)
+    span.set_attribute(Attr.ERROR_TYPE, kind)
+    if isinstance(error, BaseException):
+        span.record_exception(error)
+        span.set_status(Status(StatusCode.ERROR, f"{kind}: {error}"))
+    else:
+        span.set_status(Status(StatusCode.ERROR, kind))
+
+
+class _ClientSpan:
+    """A started client span; :meth:`end` also ends a publish attempt still open under it."""
+
+    __slots__ = ("_open", "_owner", "_rid", "span")
+
+    def __init__(self, span: Span, owner: OtelSpans, rid: str) -> None:
+        self.span = span
+        self._owner = owner
+        self._rid = rid
+        self._open = True
+
+    def end(self, error: BaseException | None = None) -> None:
+        if not self._open:
+            return
+        self._open = False
+        self._owner.forget(self._rid)
+        if error is not None:
+            _fail(self.span, error)
+        self.span.end()
+
+
+class OtelSpans:
+    """Spans through the OpenTelemetry API (the global tracer provider unless one is given)."""
+
+    active = True
+
+    def __init__(self, tracer_provider: trace.TracerProvider | None = None) -> None:
+        self._tracer = trace.get_tracer(
+            "gear", _version(), tracer_provider=tracer_provider, schema_url=SCHEMA_URL
+        )
+        self._attempts: dict[str, Span] = {}
+        """Open publish-attempt spans by request id (at most one per request)."""
+        self._clients: dict[str, Span] = {}
+        """Client spans of calls in flight by request id: the parents of their attempts."""
+
+    # -- client side -------------------------------------------------------------------------------
+
+    def start_client(
+        self, msg: OutgoingMessage, address: str, headers: MutableMapping[str, Any], exchange: str
+    ) -> _ClientSpan:
+        kind = SpanKind.PRODUCER if msg.kind == "gear.cast" else SpanKind.CLIENT
+        callee = type_of(address)
+        method = f"{callee}/{msg.method}"
+        span = self._tracer.start_span(
+            method,
+            kind=kind,
+            attributes={
+                Attr.RPC_SYSTEM: "gear",
+                Attr.RPC_METHOD: method,
+                Attr.PEER_SERVICE: callee,
+                Attr.MESSAGING_SYSTEM: "rabbitmq",
+                Attr.OPERATION_TYPE: "send",
+                Attr.DESTINATION: f"{exchange}:{msg.routing_key}",
+                Attr.ROUTING_KEY: msg.routing_key,
+                Attr.REQUEST_ID: msg.request_id,
+                Attr.RPC_KIND: msg.kind.removeprefix("gear."),
+            },
+        )
+        propagate.inject(headers, context=trace.set_span_in_context(span))
+        self._clients[msg.request_id] = span
+        return _ClientSpan(span, self, msg.request_id)
+
+    def forget(self, rid: str) -> None:
+        """A call ended: drop its client span and end a publish attempt left open."""
+        self._clients.pop(rid, None)
+        leftover = self._attempts.pop(rid, None)
+        if leftover is not None:
+            leftover.end()
+
+    def attempt(self, msg: OutgoingMessage, message_id: str, attempt: int, reason: str | None) -> None:
+        parent = self._clients.get(msg.request_id)
+        links: list[Link] = []
+        previous = self._attempts.pop(msg.request_id, None)
+        if previous is not None:
+            links.append(Link(previous.get_span_context(), {"gear.republish.reason": reason or ""}))
+            previous.end()
+        ctx = trace.set_span_in_context(parent) if parent is not None else None
+        span = self._tracer.start_span(
+            f"publish {msg.routing_key}",
+            context=ctx,
+            kind=SpanKind.PRODUCER,
+            links=links,
+            attributes={
+                Attr.MESSAGING_SYSTEM: "rabbitmq",
+                Attr.OPERATION_TYPE: "send",
+                Attr.OPERATION_NAME: "publish",
+                Attr.ROUTING_KEY: msg.routing_key,
+                Attr.MESSAGE_ID: message_id,
+                Attr.ATTEMPT: attempt,
+                **({Attr.REPUBLISH_REASON: reason} if reason else {}),
+            },
+        )
+        self._attempts[msg.request_id] = span
+
+    def attempt_done(self, msg: OutgoingMessage, message_id: str, outcome: str) -> None:
+        span = self._attempts.pop(msg.request_id, None)
+        if span is None:
+            return
+        span.set_attribute("gear.amqp.outcome", outcome)
+        if outcome == "nack":
+            _fail(span, "nack")
+        span.end()
+
+    # -- server side -------------------------------------------------------------------------------
+
+    def server(
+        self, delivery: DeliveredMessage, meta: RequestMeta, headers: Any, exchange: str
+    ) -> AbstractContextManager[None]:
+        return self._serve(delivery, meta, headers, exchange)
+
+    @contextmanager
+    def _serve(
+        self, delivery: DeliveredMessage, meta: RequestMeta, headers: Any, exchange: str
+    ) -> Iterator[None]:
+        parent = propagate.extract(headers, getter=_GETTER)
+        kind = SpanKind.CONSUMER if meta.kind == "gear.cast" else SpanKind.SERVER
+        own_type = delivery.queue.split(".", 1)[0]
+        method = f"{own_type}/{meta.method}"
+        span = self._tracer.start_span(
+            method,
+            context=parent,
+            kind=kind,
+            attributes={
+                Attr.RPC_SYSTEM: "gear",
+                Attr.RPC_METHOD: method,
+                Attr.MESSAGING_SYSTEM: "rabbitmq",
+                Attr.OPERATION_TYPE: "process",
+                Attr.OPERATION_NAME: "deliver",
+                Attr.DESTINATION: f"{exchange}:{delivery.routing_key}:{delivery.queue}",
+                Attr.ROUTING_KEY: delivery.routing_key,
+                Attr.MESSAGE_ID: delivery.message_id or "",
+                Attr.CONVERSATION_ID: meta.request_id,
+                Attr.DELIVERY_TAG: delivery.delivery_tag,
+                Attr.REDELIVERED: delivery.redelivered,
+                Attr.CALLER: meta.sender,
+                Attr.ATTEMPT: meta.attempt,
+            },
+        )
+        token = otel_context.attach(trace.set_span_in_context(span))
+        try:
+            yield
+        finally:
+            otel_context.detach(token)
+            span.end()
+
+    def failed(self, error: BaseException | str) -> None:
+        span = trace.get_current_span()
+        if span.is_recording():
+            _fail(span, error)
+
+    def current_trace_id(self) -> str | None:
+        found = trace.get_current_span().get_span_context()
+        return trace.format_trace_id(found.trace_id) if found.is_valid else None
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gear")
+    except PackageNotFoundError:
+        return "0"
