@@ -56,7 +56,7 @@ class Client:
 
     def __init__(self, core: BrokerCore, *, capabilities: dict[str, Any] | None = None) -> None:
         self.core = core
-        self.conn = Connection(core, "test:1")
+        self.conn = Connection(core, "127.0.0.1:1")
         self.capabilities = CAPABILITIES if capabilities is None else capabilities
 
     def feed(self, data: bytes) -> list[tuple[int, Any]]:
