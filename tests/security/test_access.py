@@ -20,7 +20,10 @@ from tests.conformance._raw import PROTOCOL_HEADER, RawAmqp, ServerClosedError, 
 from tests.security.access_fixture import Names, Secured, rabbitmq_users, secured_broker
 
 WAIT = 5.0
-LOGIN_REFUSED = "ACCESS_REFUSED - Login was refused using authentication mechanism {}. For details see the broker logfile."
+LOGIN_REFUSED = (
+    "ACCESS_REFUSED - Login was refused using authentication mechanism {}. "
+    "For details see the broker logfile."
+)
 
 
 @pytest.fixture(scope="module")
