@@ -63,7 +63,8 @@ class Client:
         certificate_user: str | None = None,
     ) -> None:
         self.core = core
-        self.conn = Connection(core, peer, tls=certificate_user is not None, certificate_user=certificate_user)
+        tls = certificate_user is not None
+        self.conn = Connection(core, peer, tls=tls, certificate_user=certificate_user)
         self.capabilities = CAPABILITIES if capabilities is None else capabilities
 
     def feed(self, data: bytes) -> list[tuple[int, Any]]:

@@ -17,7 +17,10 @@ from gear.broker.definitions import DefinitionsError, parse_definitions
 from gear.redact import mask_secrets, mask_url
 from tests.broker._harness import PROTOCOL_HEADER, Client, make_core
 
-REFUSED = "ACCESS_REFUSED - Login was refused using authentication mechanism {}. For details see the broker logfile."
+REFUSED = (
+    "ACCESS_REFUSED - Login was refused using authentication mechanism {}. "
+    "For details see the broker logfile."
+)
 CAPS = {"authentication_failure_close": True}
 
 
@@ -68,7 +71,8 @@ def test_permission_regexps_are_searched_and_empty_matches_nothing() -> None:
     assert permission.allows("configure", "my-app-queue"), "RabbitMQ searches, it does not anchor"
     assert not permission.allows("write", "anything")
     assert not permission.allows("write", "amq.default"), "the default exchange is checked by that name"
-    assert permission.allows("read", "r-q") and not permission.allows("read", "x-r-q")
+    assert permission.allows("read", "r-q")
+    assert not permission.allows("read", "x-r-q")
     with pytest.raises(ValueError, match="invalid read permission regexp"):
         Permission(read="(")
 
@@ -94,9 +98,9 @@ def test_loopback_addresses(address: str, loopback: bool) -> None:
 
 
 def test_refuses_a_network_interface_with_only_guest() -> None:
-    with pytest.raises(ValueError, match="refusing to listen on 0.0.0.0.*--allow-guest-remote"):
+    with pytest.raises(ValueError, match=r"refusing to listen on 0\.0\.0\.0.*--allow-guest-remote"):
         BrokerConfig(host="0.0.0.0")
-    with pytest.raises(ValueError, match="refusing to listen on 10.0.0.5"):
+    with pytest.raises(ValueError, match=r"refusing to listen on 10\.0\.0\.5"):
         BrokerConfig(host="10.0.0.5", users={"guest": "other-password"})
     BrokerConfig(host="0.0.0.0", loopback_users=())  # explicitly allowed
     BrokerConfig(host="0.0.0.0", users={"guest": "guest", "app": "pw"})  # someone can log in remotely
@@ -225,7 +229,8 @@ def test_definitions_load_hashes_vhosts_and_permissions() -> None:
     assert control.authenticate("PLAIN", "app", "app-pw", peer_address="10.0.0.1") == "app"
     assert control.grants("app", "/") is None
     grants = control.grants("app", "orders")
-    assert grants is not None and grants.permission.configure == "^app-"
+    assert grants is not None
+    assert grants.permission.configure == "^app-"
     assert definitions.users[0].tags == ("monitoring", "management")
 
 
