@@ -39,7 +39,8 @@ async def _refused_login(port: int, user: str) -> None:
         )
     )
     _, _, close = frame.unmarshal(await _read_frame(reader))
-    assert isinstance(close, commands.Connection.Close) and close.reply_code == 403, close
+    if not isinstance(close, commands.Connection.Close) or close.reply_code != 403:
+        raise RuntimeError(f"expected connection.close 403, got {close!r}")
     writer.write(frame.marshal(commands.Connection.CloseOk(), 0))
     writer.close()
     await writer.wait_closed()
@@ -75,7 +76,9 @@ async def main(rounds: int, logins: int) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--logins", type=int, default=300)
     args = parser.parse_args()
