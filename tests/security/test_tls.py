@@ -210,3 +210,20 @@ def test_cli_broker_with_a_key_that_does_not_fit_is_one_line(pki: Pki) -> None:
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("gear: cannot use TLS certificate"), done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.rabbitmq
+async def test_sdk_against_a_rabbitmq_with_tls(pki: Pki) -> None:
+    """Runs only against a RabbitMQ that already has an amqps listener (never reconfigure a shared one)."""
+    import os
+
+    url, ca = os.environ.get("GEAR_TEST_AMQPS_URL"), os.environ.get("GEAR_TEST_AMQPS_CA")
+    if not url or not ca:
+        pytest.skip(
+            "the shared RabbitMQ has no TLS listener, and adding one means reconfiguring and restarting its "
+            "listeners; set GEAR_TEST_AMQPS_URL and GEAR_TEST_AMQPS_CA to run this against one that has"
+        )
+    assert await _echo_round_trip(url, tls_ca=ca) == 41
+    svc = gear.Service(unique("WEB"), "w1", url=url, serve=False, connect_wait=0.3, tls_ca=str(pki.other_ca))
+    with pytest.raises(gear.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+        await svc.start()
