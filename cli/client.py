@@ -21,11 +21,13 @@ CLI_TYPE = "CLI"
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """Where and how long: the broker URLs, the exchange, and the command's deadline in seconds."""
+    """Where and how long: the broker URLs, the exchange, the command's deadline in seconds, and the
+    directory its trace events go to (``None``: off)."""
 
     urls: tuple[str, ...]
     exchange: str
     timeout: float
+    trace: str | None = None
 
 
 @asynccontextmanager
@@ -42,6 +44,7 @@ async def connect(target: Target) -> AsyncIterator[gear.Service]:
         exchange=target.exchange,
         timeout=target.timeout,
         connect_wait=target.timeout,
+        trace=target.trace or "off",
     )
     async with svc:
         yield svc

@@ -19,6 +19,7 @@ __all__ = (
     "JsonOpt",
     "LogLevelOpt",
     "TimeoutOpt",
+    "TraceOpt",
     "UrlOpt",
     "load_payload",
     "log_level",
@@ -46,6 +47,16 @@ ExchangeOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout, for scripts.")]
+TraceOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--trace",
+        envvar="GEAR_TRACE",
+        metavar="DIR",
+        help="Write trace events (JSON lines) to DIR; `gear traces analyze DIR` reads them. Env: GEAR_TRACE.",
+        show_default=False,
+    ),
+]
 TimeoutOpt = Annotated[
     float,
     typer.Option("--timeout", "-t", min=0.001, help="Seconds to wait for replies (the call's deadline)."),
@@ -90,9 +101,9 @@ def log_level(name: str) -> int:
 LogLevelOpt = Annotated[str, typer.Option("--log-level", help="DEBUG, INFO, WARNING, ERROR or CRITICAL.")]
 
 
-def target(url: list[str] | None, exchange: str, timeout: float) -> Target:
-    """The connection settings of one command."""
-    return Target(tuple(urls(url)), exchange, timeout)
+def target(url: list[str] | None, exchange: str, timeout: float, trace: str | None = None) -> Target:
+    """The connection settings of one command (``trace``: a directory for its trace events)."""
+    return Target(tuple(urls(url)), exchange, timeout, trace)
 
 
 def load_payload(data: str | None, data_file: Path | None) -> Any:

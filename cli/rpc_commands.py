@@ -12,7 +12,17 @@ from typing import Annotated, Any
 import typer
 
 from cli.client import CLI_TYPE, Target, connect
-from cli.options import DataFileOpt, DataOpt, ExchangeOpt, JsonOpt, TimeoutOpt, UrlOpt, load_payload, target
+from cli.options import (
+    DataFileOpt,
+    DataOpt,
+    ExchangeOpt,
+    JsonOpt,
+    TimeoutOpt,
+    TraceOpt,
+    UrlOpt,
+    load_payload,
+    target,
+)
 from cli.output import ExitCode, Renderer, fail, map_errors
 from gear.address import Address
 
@@ -196,12 +206,13 @@ def call(
     timeout: TimeoutOpt = 5.0,
     url: UrlOpt = None,
     exchange: ExchangeOpt = "gear",
+    trace: TraceOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Call METHOD on one instance (REPO.host2) or any one instance (CTRL) and print its reply."""
     out = Renderer(as_json)
     payload = load_payload(data, data_file)
-    run_call(parse_address(address, out), method, payload, target(url, exchange, timeout), out)
+    run_call(parse_address(address, out), method, payload, target(url, exchange, timeout, trace), out)
 
 
 def cast(
@@ -212,12 +223,13 @@ def cast(
     timeout: TimeoutOpt = 5.0,
     url: UrlOpt = None,
     exchange: ExchangeOpt = "gear",
+    trace: TraceOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Send METHOD to any address without waiting for a reply (fire-and-forget, broker-confirmed)."""
     out = Renderer(as_json)
     payload = load_payload(data, data_file)
-    run_cast(parse_address(address, out), method, payload, target(url, exchange, timeout), out)
+    run_cast(parse_address(address, out), method, payload, target(url, exchange, timeout, trace), out)
 
 
 def gather(
@@ -231,6 +243,7 @@ def gather(
     ] = None,
     url: UrlOpt = None,
     exchange: ExchangeOpt = "gear",
+    trace: TraceOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Call METHOD on every instance of CTRL.* or *.* and show who answered what, and who did not."""
@@ -239,7 +252,7 @@ def gather(
         parse_address(address, out),
         method,
         load_payload(data, data_file),
-        target(url, exchange, timeout),
+        target(url, exchange, timeout, trace),
         expected,
         out,
     )
@@ -252,12 +265,13 @@ def nodes(
     timeout: TimeoutOpt = 1.0,
     url: UrlOpt = None,
     exchange: ExchangeOpt = "gear",
+    trace: TraceOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """List the live instances: a broadcast (or TYPE.*) gear.ping, and who answered it in time."""
     out = Renderer(as_json)
     address = parse_address(f"{type_}.*" if type_ else "*.*", out)
-    to = target(url, exchange, timeout)
+    to = target(url, exchange, timeout, trace)
 
     async def main() -> list[Any]:
         async with connect(to) as svc:

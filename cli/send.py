@@ -11,7 +11,17 @@ from typing import Annotated
 
 import typer
 
-from cli.options import DataFileOpt, DataOpt, ExchangeOpt, JsonOpt, TimeoutOpt, UrlOpt, load_payload, target
+from cli.options import (
+    DataFileOpt,
+    DataOpt,
+    ExchangeOpt,
+    JsonOpt,
+    TimeoutOpt,
+    TraceOpt,
+    UrlOpt,
+    load_payload,
+    target,
+)
 from cli.output import Renderer
 from cli.rpc_commands import parse_address, run_call, run_cast, run_gather
 
@@ -37,11 +47,12 @@ def _send(
     url: list[str] | None,
     exchange: str,
     as_json: bool,
+    trace: str | None = None,
 ) -> None:
     out = Renderer(as_json)
     address = parse_address(address_text, out)
     payload = load_payload(data, data_file)
-    to = target(url, exchange, timeout)
+    to = target(url, exchange, timeout, trace)
     if not wait:
         run_cast(address, method, payload, to, out)
     elif address.is_fanout:
@@ -61,10 +72,11 @@ def p2p(
     timeout: TimeoutOpt = 5.0,
     url: UrlOpt = None,
     exchange: ExchangeOpt = "gear",
+    trace: TraceOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Point-to-point: exactly the instance TYPE.HOST (stateful services)."""
-    _send(f"{type_}.{host}", method, data, data_file, call, timeout, url, exchange, as_json)
+    _send(f"{type_}.{host}", method, data, data_file, call, timeout, url, exchange, as_json, trace)
 
 
 @app.command()
@@ -77,10 +89,11 @@ def stateless(
     timeout: TimeoutOpt = 5.0,
     url: UrlOpt = None,
     exchange: ExchangeOpt = "gear",
+    trace: TraceOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Stateless: any one instance of TYPE, round-robin."""
-    _send(type_, method, data, data_file, call, timeout, url, exchange, as_json)
+    _send(type_, method, data, data_file, call, timeout, url, exchange, as_json, trace)
 
 
 @app.command()
@@ -93,10 +106,11 @@ def multicast(
     timeout: TimeoutOpt = 2.0,
     url: UrlOpt = None,
     exchange: ExchangeOpt = "gear",
+    trace: TraceOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Multicast: every instance of TYPE (TYPE.*), once each."""
-    _send(f"{type_}.*", method, data, data_file, call, timeout, url, exchange, as_json)
+    _send(f"{type_}.*", method, data, data_file, call, timeout, url, exchange, as_json, trace)
 
 
 @app.command()
@@ -108,7 +122,8 @@ def broadcast(
     timeout: TimeoutOpt = 2.0,
     url: UrlOpt = None,
     exchange: ExchangeOpt = "gear",
+    trace: TraceOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Broadcast: every instance of every type (*.*), once each."""
-    _send("*.*", method, data, data_file, call, timeout, url, exchange, as_json)
+    _send("*.*", method, data, data_file, call, timeout, url, exchange, as_json, trace)

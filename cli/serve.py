@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 
 import gear
-from cli.options import LogLevelOpt, UrlOpt, log_level
+from cli.options import LogLevelOpt, TraceOpt, UrlOpt, log_level
 from cli.output import ExitCode, configure_logging, fail, map_errors
 from cli.output import masked_url as _masked
 
@@ -70,14 +70,21 @@ def serve(
     host: Annotated[
         str | None, typer.Option("--host", envvar="GEAR_HOST", help="Instance HOST (env GEAR_HOST).")
     ] = None,
+    trace: TraceOpt = None,
     level: LogLevelOpt = "INFO",
 ) -> None:
     """Run a service until Ctrl-C or SIGTERM, then stop gracefully (handlers in flight finish).
 
-    --url, --type and --host are put in the environment (GEAR_URL, GEAR_TYPE, GEAR_HOST) before the module
-    is imported, so services that read gear.Settings pick them up.
+    --url, --type, --host and --trace are put in the environment (GEAR_URL, GEAR_TYPE, GEAR_HOST,
+    GEAR_TRACE) before the module is imported, so services that read gear.Settings pick them up.
     """
-    for name, value in (("GEAR_URL", ",".join(url or ())), ("GEAR_TYPE", type_), ("GEAR_HOST", host)):
+    settings = (
+        ("GEAR_URL", ",".join(url or ())),
+        ("GEAR_TYPE", type_),
+        ("GEAR_HOST", host),
+        ("GEAR_TRACE", trace),
+    )
+    for name, value in settings:
         if value:
             os.environ[name] = value
     try:

@@ -10,8 +10,9 @@ import typer
 
 from cli.options import JsonOpt
 from cli.output import ExitCode, Renderer, fail, map_errors
+from cli.progress import stage_progress
 
-__all__ = ("analyze", "app")
+__all__ = ("analyze", "app", "run_analysis")
 
 INSTALL_HINT = "PySpark is not installed: pip install 'gear[spark]' (Spark also needs Java 17+)"
 
@@ -27,6 +28,28 @@ def _parse_time(value: str | None, option: str) -> datetime | None:
         raise typer.BadParameter(
             "expected an ISO 8601 time, e.g. 2026-11-22T05:30:00+00:00", param_hint=option
         ) from None
+
+
+def run_analysis(
+    path: str,
+    out: str,
+    render: Renderer,
+    *,
+    master: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> Any:
+    """Run the Spark job with a progress bar (quiet under ``--json`` or off a terminal); exit with a
+    clear message when PySpark or the input is missing."""
+    from gear import pipeline
+
+    with map_errors(render), stage_progress(pipeline.STAGES, quiet=render.as_json) as progress:
+        try:
+            return pipeline.run_analyze(path, out, master=master, since=since, until=until, progress=progress)
+        except pipeline.SparkMissingError as exc:
+            fail(str(exc) or INSTALL_HINT, ExitCode.MISSING_DEPENDENCY, render)
+        except FileNotFoundError as exc:
+            fail(f"no trace files at {path}: {exc}", ExitCode.USAGE, render)
 
 
 @app.command()
@@ -52,21 +75,7 @@ def analyze(
     """Dependency links, latency percentiles, rates, duplicates, blocked periods and an HTML report."""
     render = Renderer(as_json)
     start, end = _parse_time(since, "--since"), _parse_time(until, "--until")
-    from gear import pipeline
-
-    def progress(message: str) -> None:
-        if not as_json:
-            typer.echo(message, err=True)
-
-    with map_errors(render):
-        try:
-            summary: Any = pipeline.run_analyze(
-                path, out, master=master, since=start, until=end, progress=progress
-            )
-        except pipeline.SparkMissingError as exc:
-            fail(str(exc) or INSTALL_HINT, ExitCode.MISSING_DEPENDENCY, render)
-        except FileNotFoundError as exc:
-            fail(f"no trace files at {path}: {exc}", ExitCode.USAGE, render)
+    summary = run_analysis(path, out, render, master=master, since=start, until=end)
     render.document(summary)
     tables = summary.get("tables", {}) if isinstance(summary, dict) else {}
     render.table(

@@ -10,6 +10,7 @@ container; only the process is shared. ``gear demo`` and the example tests use i
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 import gear
 from examples import ctrl, repo, web
 from examples.deliveries import DeliveryLog
+from gear.tracing import Tracer, combine, tracer_from_env
 
 __all__ = ("DEFAULT_CTRL_HOSTS", "DEFAULT_REPO_HOSTS", "Names", "System", "running_system")
 
@@ -78,8 +80,12 @@ async def running_system(
     web_host: str = "web1",
     names: Names | None = None,
     timeout: float = 5.0,  # noqa: ASYNC109 - the services' default deadline
+    trace: str | None = None,
 ) -> AsyncIterator[System]:
     """Start every instance (concurrently), yield them, and stop them all on exit.
+
+    Each instance reports its deliveries to a :class:`DeliveryLog` (``System.logs``) and, when ``trace``
+    names a directory (default: ``GEAR_TRACE``), also writes JSON-lines trace events there.
 
     Raises:
         gear.ConnectError: if the broker cannot be reached.
@@ -88,9 +94,13 @@ async def running_system(
     urls = [url] if isinstance(url, str) else list(url)
     settings = gear.Settings(url=tuple(urls), exchange=names.exchange, timeout=timeout, connect_wait=timeout)
     logs: dict[str, DeliveryLog] = {}
+    tracers: list[Tracer] = []
 
-    def log_for(type_: str, host: str) -> DeliveryLog:
-        return logs.setdefault(f"{type_}.{host}", DeliveryLog())
+    def log_for(type_: str, host: str) -> Tracer:
+        log = logs.setdefault(f"{type_}.{host}", DeliveryLog())
+        files = tracer_from_env(type_, host, f"{type_}.{host}.{os.getpid()}", directory=trace)
+        tracers.append(files)
+        return combine(log, files)
 
     repos = tuple(
         repo.create_service(h, urls, type_=names.repo, settings=settings, tracer=log_for(names.repo, h))
@@ -120,6 +130,8 @@ async def running_system(
     )
     system = System(web=front, repos=repos, ctrls=ctrls, names=names, logs=logs)
     async with AsyncExitStack() as stack:
+        for tracer in tracers:  # closed last, after every instance stopped
+            stack.callback(tracer.close)
         # Start them all at once; the stack stops whichever started, in reverse order, on any exit.
         services = system.services
         results = await asyncio.gather(*(s.start() for s in services), return_exceptions=True)

@@ -96,7 +96,8 @@ class Service:
         host: this instance's HOST word (``GEAR_HOST``, else the short host name).
         url: one broker URL or a list (a cluster, tried in turn); ``GEAR_URL`` if omitted.
         settings: a full :class:`Settings`; the other arguments override it.
-        tracer: where trace events go; default: JSON lines under ``$GEAR_TRACE`` if set, else off.
+        tracer: where trace events go; default: JSON lines under ``settings.trace`` (``GEAR_TRACE``)
+            if set, else off.
         serve: declare and consume the shared TYPE queue and the multicast/broadcast bindings.
             Default: True when a handler or reply handler is registered at start.
         **overrides: any other :class:`Settings` field (``timeout=2``, ``prefetch=16``...).
@@ -154,7 +155,9 @@ class Service:
         if tracer is None:
             from gear.tracing.tracer import tracer_from_env
 
-            tracer = tracer_from_env(self.type, self.host, f"{self.identity}.{os.getpid()}")
+            tracer = tracer_from_env(
+                self.type, self.host, f"{self.identity}.{os.getpid()}", directory=self.settings.trace
+            )
         self._tracer: Tracer = tracer
         s = self.settings
         self._connector = Connector(

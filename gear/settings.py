@@ -65,6 +65,8 @@ class Settings(BaseSettings):
     """Private key (PEM) of ``tls_cert``; omit it when the key is in the certificate file."""
     tls_verify: bool = True
     """Verify the broker's certificate and host name (``False`` lets anyone in between listen in)."""
+    trace: str | None = None
+    """Directory for JSON-lines trace events (``GEAR_TRACE``); unset, empty or ``off``: tracing off."""
 
     def __repr_args__(self) -> Any:
         for name, value in super().__repr_args__():

@@ -12,7 +12,30 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-__all__ = ("INSTALL_HINT", "JAVA_HINT", "SparkMissingError", "run_analyze")
+__all__ = ("INSTALL_HINT", "JAVA_HINT", "STAGES", "TABLE_NAMES", "SparkMissingError", "run_analyze")
+
+TABLE_NAMES = (
+    "dependency_links",
+    "latency",
+    "timeline",
+    "route_rates",
+    "duplicate_deliveries",
+    "redeliveries",
+    "blocked_periods",
+    "reconnects",
+    "data_quality",
+)
+"""The tables the job writes, in order (``gear.pipeline.job.TABLES`` is the same tuple)."""
+
+STAGES = (
+    "starting Spark",
+    "reading trace events",
+    "building calls",
+    *(f"writing {name}" for name in TABLE_NAMES),
+    "writing the report",
+    "done",
+)
+"""The stages the job reports through its ``progress`` callback, in order."""
 
 INSTALL_HINT = "PySpark is not installed: pip install 'gear[spark]'"
 

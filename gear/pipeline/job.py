@@ -38,30 +38,24 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 
+from gear.pipeline import STAGES, TABLE_NAMES
 from gear.pipeline.calls import build_calls, dependency_links, latency, route_rates
 from gear.pipeline.connection import blocked_periods, reconnects
 from gear.pipeline.delivery import duplicate_deliveries, orphan_deliveries, redeliveries
 from gear.pipeline.load import load_events, resolve_paths
 from gear.pipeline.quality import data_quality
 from gear.pipeline.report import write_report
+from gear.pipeline.timeline import choose_bucket_ms, time_span, timeline
 
 __all__ = ("LOCAL_REPORT_DIR", "SORT_KEYS", "TABLES", "analyze", "main", "run", "spark_session")
 
-TABLES = (
-    "dependency_links",
-    "latency",
-    "route_rates",
-    "duplicate_deliveries",
-    "redeliveries",
-    "blocked_periods",
-    "reconnects",
-    "data_quality",
-)
+TABLES = TABLE_NAMES
 """The Parquet tables written under ``--out``, one directory each."""
 
 SORT_KEYS: dict[str, tuple[str, ...]] = {
     "dependency_links": ("caller", "callee"),
     "latency": ("callee", "route", "method"),
+    "timeline": ("callee", "bucket_ns"),
     "route_rates": ("callee", "route"),
     "duplicate_deliveries": ("service", "instance", "request_id"),
     "redeliveries": ("service", "instance"),
@@ -72,6 +66,8 @@ SORT_KEYS: dict[str, tuple[str, ...]] = {
 """Row order of each table."""
 
 _SUMMARY_ROWS = 200
+_SUMMARY_ROWS_BY_TABLE = {"timeline": 20_000}
+"""The time axis is drawn whole (at most ~60 buckets per callee); other tables are sampled."""
 
 LOCAL_REPORT_DIR = "gear-report"
 """Where ``summary.json`` and ``report.html`` go when ``--out`` is not a local path (HDFS, S3...)."""
@@ -103,14 +99,17 @@ def analyze(
     inputs = resolve_paths(paths)
     target = os.fspath(out)
     since_ns, until_ns = _ns(since), _ns(until)
-    say("reading trace events")
+    say(STAGES[1])
     loaded = load_events(spark, inputs)
     events = loaded.events
-    say("building calls")
+    say(STAGES[2])
     calls, caller_orphans, per_request = build_calls(events, since_ns, until_ns)
+    first_t, last_t = time_span(calls)
+    bucket_ms = choose_bucket_ms((last_t or 0) - (first_t or 0))
     tables: dict[str, DataFrame] = {
         "dependency_links": dependency_links(calls, events),
         "latency": latency(calls),
+        "timeline": timeline(calls, bucket_ms),
         "route_rates": route_rates(calls),
         "duplicate_deliveries": duplicate_deliveries(_window(events, since_ns, until_ns)),
         "redeliveries": redeliveries(_window(events, since_ns, until_ns)),
@@ -125,11 +124,14 @@ def analyze(
         "until": until.isoformat() if until else None,
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "spark": {"version": spark.version, "master": spark.sparkContext.master},
+        "time_range_ns": [first_t, last_t],
+        "timeline_bucket_ms": bucket_ms,
         "tables": {},
     }
     for name, df in tables.items():
         say(f"writing {name}")
-        summary["tables"][name] = _write(df, _join(target, name), SORT_KEYS[name])
+        limit = _SUMMARY_ROWS_BY_TABLE.get(name, _SUMMARY_ROWS)
+        summary["tables"][name] = _write(df, _join(target, name), SORT_KEYS[name], limit)
     quality = summary["tables"]["data_quality"]["sample"]
     summary["data_quality"] = quality[0] if quality else {}
     summary["zipkin_links"] = [
@@ -145,20 +147,21 @@ def analyze(
     summary["report"] = str(local / "report.html")
     (local / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     (local / "dependencies.json").write_text(json.dumps(summary["zipkin_links"], indent=2) + "\n")
+    say(STAGES[-2])
     write_report(local / "report.html", summary)
-    say("done")
+    say(STAGES[-1])
     return summary
 
 
-def _write(df: DataFrame, path: str, order: tuple[str, ...]) -> dict[str, Any]:
+def _write(df: DataFrame, path: str, order: tuple[str, ...], limit: int) -> dict[str, Any]:
     """Write one table (a single sorted Parquet file: outputs are aggregates) and sample it."""
     table = df.coalesce(1)
     if order:
         table = table.sortWithinPartitions(*order)
     table = table.persist(StorageLevel.MEMORY_AND_DISK)
     table.write.mode("overwrite").parquet(path)
-    rows = [row.asDict(recursive=True) for row in table.limit(_SUMMARY_ROWS).collect()]
-    count = len(rows) if len(rows) < _SUMMARY_ROWS else table.count()
+    rows = [row.asDict(recursive=True) for row in table.limit(limit).collect()]
+    count = len(rows) if len(rows) < limit else table.count()
     table.unpersist()
     return {"rows": count, "sample": rows}
 
@@ -232,7 +235,7 @@ def run(
     """Start (or reuse) a session, run :func:`analyze`, and add the start-up time to the summary."""
     resolve_paths(path)
     say = progress or (lambda _message: None)
-    say("starting Spark")
+    say(STAGES[0])
     started = time.monotonic()
     spark = spark_session(master)
     startup = time.monotonic() - started

@@ -1,22 +1,26 @@
 """``report.html``: a one-page health view built from the job's summary, with no JavaScript.
 
-The dependency graph is drawn by :mod:`gear.pipeline.svg` (or by Graphviz ``dot`` when it is on PATH;
-the DOT source is always written beside the report as ``graph.dot``). Edges are coloured by error rate
-(green under 1 %, amber under 5 %, red above) and thickened by call volume, so the unhealthy edges are
-visible at a glance; the tables and the latency chart follow.
+Top to bottom: headline cards, the time axis (calls, errors, timeouts and p99 latency per callee over
+time), the dependency graph (:mod:`gear.pipeline.svg`; edges coloured by error rate and thickened by
+volume), the latency chart, then the tables. A table shows its first :data:`TOP_ROWS` rows (the most
+important first) and folds the rest under a ``<details>`` element; rows past the summary's sample stay
+in the Parquet table, and the page says how many. ``graph.dot`` is written beside the report for
+Graphviz users.
 """
 
 from __future__ import annotations
 
 import html
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
-from gear.pipeline.svg import dependency_svg, dot_source, latency_svg
+from gear.pipeline.charts import latency_svg, timeline_svg
+from gear.pipeline.svg import dependency_svg, dot_source
 
-__all__ = ("render_report", "write_report")
+__all__ = ("TOP_ROWS", "render_report", "write_report")
+
+TOP_ROWS = 10
+"""Rows of each table shown before the fold."""
 
 _CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}
@@ -27,51 +31,26 @@ h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bott
 .bad{border-left:5px solid #d0342c}table{border-collapse:collapse;font-size:12px;margin:6px 0}
 th,td{border:1px solid #e3e3e3;padding:3px 7px;text-align:right}th{background:#f5f5f5}
 td:first-child,th:first-child{text-align:left}.note{color:#666;font-size:12px}
+.chart{overflow-x:auto}details summary{cursor:pointer;color:#4a6fa5;font-size:12px;margin:4px 0}
 """
 
 _COLUMNS: dict[str, tuple[str, ...]] = {
     "dependency_links": (
-        "caller",
-        "callee",
-        "calls",
-        "errors",
-        "remote_errors",
-        "timeouts",
-        "unroutable",
-        "nacked",
-        "late_replies",
-        "no_outcome",
+        "caller", "callee", "calls", "errors", "remote_errors", "timeouts", "unroutable", "nacked",
+        "late_replies", "no_outcome",
     ),
     "latency": ("callee", "route", "method", "n", "p50_ms", "p90_ms", "p99_ms", "max_ms", "mean_ms"),
     "route_rates": (
-        "callee",
-        "route",
-        "calls",
-        "returns",
-        "republishes",
-        "republished_calls",
-        "republish_ok",
-        "republish_failed",
-        "nacks",
-        "timeouts",
-        "remote_errors",
-        "unroutable",
-        "no_outcome",
+        "callee", "route", "calls", "returns", "republishes", "republished_calls", "republish_ok",
+        "republish_failed", "nacks", "timeouts", "remote_errors", "unroutable", "no_outcome",
     ),
     "duplicate_deliveries": (
-        "service",
-        "instance",
-        "request_id",
-        "method",
-        "deliveries",
-        "redelivered",
-        "requeues",
-        "caught",
+        "service", "instance", "request_id", "method", "deliveries", "redelivered", "requeues", "caught",
     ),
     "redeliveries": ("service", "instance", "deliveries", "redelivered", "nacks", "rejects", "requeued"),
     "blocked_periods": ("service", "instance", "reason", "ended_by", "duration_ms"),
     "reconnects": ("service", "instance", "downtime_ms"),
-}
+}  # fmt: skip
 
 _TITLES = {
     "dependency_links": "Dependency links (caller TYPE → callee TYPE)",
@@ -83,6 +62,17 @@ _TITLES = {
     "reconnects": "Reconnects",
 }
 
+_IMPORTANCE: dict[str, tuple[str, ...]] = {
+    "dependency_links": ("errors", "calls"),
+    "latency": ("p99_ms", "n"),
+    "route_rates": ("calls",),
+    "duplicate_deliveries": ("deliveries",),
+    "redeliveries": ("redelivered", "deliveries"),
+    "blocked_periods": ("duration_ms",),
+    "reconnects": ("downtime_ms",),
+}
+"""Per table, the columns whose largest values come first."""
+
 
 def _cell(value: Any) -> str:
     if isinstance(value, float):
@@ -92,108 +82,99 @@ def _cell(value: Any) -> str:
     return html.escape("" if value is None else str(value))
 
 
+def _rows_html(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
+    return "".join("<tr>" + "".join(f"<td>{_cell(r.get(c))}</td>" for c in columns) + "</tr>" for r in rows)
+
+
 def _table(name: str, table: dict[str, Any]) -> str:
-    rows: list[dict[str, Any]] = table.get("sample", [])
+    rows: list[dict[str, Any]] = list(table.get("sample", []))
     columns = _COLUMNS[name]
+    title = f"<h2 id='{name}'>{_TITLES[name]}</h2>"
     if not rows:
-        return f"<h2>{_TITLES[name]}</h2><p class=note>None.</p>"
-    head = "".join(f"<th>{c}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td>{_cell(r.get(c))}</td>" for c in columns) + "</tr>" for r in rows)
-    more = table.get("rows", len(rows)) - len(rows)
-    extra = f"<p class=note>{more:,} more rows in the Parquet table.</p>" if more > 0 else ""
-    return f"<h2>{_TITLES[name]}</h2><table><tr>{head}</tr>{body}</table>{extra}"
+        return f"{title}<p class=note>None.</p>"
+    keys = _IMPORTANCE[name]
+    rows.sort(key=lambda r: tuple(-float(r.get(k) or 0) for k in keys))
+    head = "<tr>" + "".join(f"<th>{c}</th>" for c in columns) + "</tr>"
+    out = [title, f"<table>{head}{_rows_html(rows[:TOP_ROWS], columns)}</table>"]
+    if len(rows) > TOP_ROWS:
+        out.append(
+            f"<details><summary>Show {len(rows) - TOP_ROWS:,} more rows</summary>"
+            f"<table>{head}{_rows_html(rows[TOP_ROWS:], columns)}</table></details>"
+        )
+    more = int(table.get("rows", len(rows))) - len(rows)
+    if more > 0:
+        out.append(f"<p class=note>{more:,} more rows in the Parquet table.</p>")
+    return "".join(out)
 
 
 def _card(label: str, value: str, level: str) -> str:
     return f"<div class='card {level}'><b>{html.escape(value)}</b>{html.escape(label)}</div>"
 
 
+def _level(value: float, warn: float, bad: float) -> str:
+    return "bad" if value >= bad else "warn" if value >= warn else "ok"
+
+
 def _cards(summary: dict[str, Any]) -> str:
-    links = summary["tables"]["dependency_links"]["sample"]
+    tables = summary["tables"]
+    links = tables["dependency_links"]["sample"]
     calls = sum(r["calls"] for r in links)
     errors = sum(r["errors"] for r in links)
+    timeouts = sum(r["timeouts"] for r in links)
+    unroutable = sum(r["unroutable"] for r in links)
     rate = errors / calls if calls else 0.0
     quality = summary.get("data_quality", {})
-    blocked = summary["tables"]["blocked_periods"]["sample"]
-    blocked_ms = sum(r["duration_ms"] or 0.0 for r in blocked)
-    dups = summary["tables"]["duplicate_deliveries"]["rows"]
+    blocked_ms = sum(r["duration_ms"] or 0.0 for r in tables["blocked_periods"]["sample"])
+    dups = tables["duplicate_deliveries"]["rows"]
+    reconnects = tables["reconnects"]["rows"]
     bad_lines = quality.get("corrupt_lines", 0) + quality.get("invalid_events", 0)
-
-    def level(value: float, warn: float, bad: float) -> str:
-        return "bad" if value >= bad else "warn" if value >= warn else "ok"
-
-    return (
-        "<div class=cards>"
-        + "".join(
-            (
-                _card("calls", f"{quality.get('calls', calls):,}", "ok"),
-                _card("error rate", f"{rate:.2%}", level(rate, 0.01, 0.05)),
-                _card("timeouts", f"{sum(r['timeouts'] for r in links):,}", level(rate, 0.01, 0.05)),
-                _card(
-                    "unroutable",
-                    f"{sum(r['unroutable'] for r in links):,}",
-                    level(sum(r["unroutable"] for r in links), 1, 10),
-                ),
-                _card("duplicate requests", f"{dups:,}", level(dups, 1, 100)),
-                _card("blocked", f"{blocked_ms / 1000:,.1f} s", level(blocked_ms, 1, 10_000)),
-                _card(
-                    "reconnects",
-                    f"{summary['tables']['reconnects']['rows']:,}",
-                    level(summary["tables"]["reconnects"]["rows"], 1, 5),
-                ),
-                _card("bad lines", f"{bad_lines:,}", level(bad_lines, 1, 1000)),
-                _card(
-                    "calls w/o outcome",
-                    f"{quality.get('calls_without_outcome', 0):,}",
-                    level(quality.get("calls_without_outcome", 0), 1, 100),
-                ),
-            )
-        )
-        + "</div>"
+    no_outcome = quality.get("calls_without_outcome", 0)
+    cards = (
+        _card("calls", f"{quality.get('calls', calls):,}", "ok"),
+        _card("error rate", f"{rate:.2%}", _level(rate, 0.01, 0.05)),
+        _card("timeouts", f"{timeouts:,}", _level(timeouts / calls if calls else 0.0, 0.01, 0.05)),
+        _card("unroutable", f"{unroutable:,}", _level(unroutable, 1, 10)),
+        _card("duplicate requests", f"{dups:,}", _level(dups, 1, 100)),
+        _card("blocked", f"{blocked_ms / 1000:,.1f} s", _level(blocked_ms, 1, 10_000)),
+        _card("reconnects", f"{reconnects:,}", _level(reconnects, 1, 5)),
+        _card("bad lines", f"{bad_lines:,}", _level(bad_lines, 1, 1000)),
+        _card("calls w/o outcome", f"{no_outcome:,}", _level(no_outcome, 1, 100)),
     )
+    return "<div class=cards>" + "".join(cards) + "</div>"
 
 
-def _graphviz(dot: str) -> str | None:
-    exe = shutil.which("dot")
-    if exe is None:
-        return None
-    try:
-        done = subprocess.run(
-            [exe, "-Tsvg"], input=dot, capture_output=True, text=True, timeout=30, check=True
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    start = done.stdout.find("<svg")
-    return done.stdout[start:] if start >= 0 else None
-
-
-def render_report(summary: dict[str, Any], graph_svg: str | None = None) -> str:
+def render_report(summary: dict[str, Any]) -> str:
     """The report page for ``summary`` (as returned by ``gear.pipeline.job.analyze``)."""
-    links = summary["tables"]["dependency_links"]["sample"]
-    graph = graph_svg or dependency_svg(links)
+    tables = summary["tables"]
+    links = tables["dependency_links"]["sample"]
     quality = summary.get("data_quality", {})
     window = f"{summary.get('since') or 'start'} → {summary.get('until') or 'end'}"
     dq = "".join(f"<tr><td>{html.escape(k)}</td><td>{_cell(v)}</td></tr>" for k, v in quality.items())
+    timeline = tables.get("timeline", {}).get("sample", [])
+    bucket_ms = int(summary.get("timeline_bucket_ms") or 1000)
     parts = [
-        "<!doctype html><html><head><meta charset=utf-8><title>Gear trace report</title>",
+        "<!doctype html><html lang=en><head><meta charset=utf-8><title>Gear trace report</title>",
+        "<link rel=icon href='data:,'>",
         f"<style>{_CSS}</style></head><body><h1>Gear trace report</h1>",
         f"<div class=meta>inputs: {html.escape(', '.join(summary.get('inputs', [])))} · window: "
         f"{html.escape(window)} · generated {html.escape(str(summary.get('generated_at')))} · Spark "
         f"{html.escape(str(summary.get('spark', {}).get('version')))}</div>",
         _cards(summary),
+        "<h2>Over time</h2><p class=note>Per callee TYPE: calls per bucket (bars), errors and timeouts "
+        "over them, p99 latency (line, right scale). A call counts in the bucket of its first publish.</p>",
+        f"<div class=chart>{timeline_svg(timeline, bucket_ms)}</div>",
         "<h2>Dependency graph</h2><p class=note>Edge label: calls · error rate; colour: green &lt; 1 %, "
         "amber &lt; 5 %, red ≥ 5 %; width grows with calls.</p>",
-        graph,
+        f"<div class=chart>{dependency_svg(links)}</div>",
         "<h2>Latency percentiles</h2>",
-        latency_svg(summary["tables"]["latency"]["sample"]),
+        f"<div class=chart>{latency_svg(tables['latency']['sample'])}</div>",
     ]
-    parts.extend(_table(name, summary["tables"][name]) for name in _COLUMNS)
+    parts.extend(_table(name, tables[name]) for name in _COLUMNS if name in tables)
     parts.append(f"<h2>Data quality</h2><table>{dq}</table></body></html>")
     return "\n".join(parts)
 
 
 def write_report(path: Path, summary: dict[str, Any]) -> None:
-    """Write ``report.html`` and ``graph.dot`` (Graphviz renders the graph if installed)."""
-    dot = dot_source(summary["tables"]["dependency_links"]["sample"])
-    path.with_name("graph.dot").write_text(dot)
-    path.write_text(render_report(summary, _graphviz(dot)), encoding="utf-8")
+    """Write ``report.html`` and, beside it, ``graph.dot`` (the graph for Graphviz)."""
+    path.with_name("graph.dot").write_text(dot_source(summary["tables"]["dependency_links"]["sample"]))
+    path.write_text(render_report(summary), encoding="utf-8")

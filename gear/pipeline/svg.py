@@ -1,8 +1,13 @@
-"""Self-drawn SVG for the report: the dependency graph (layered left to right) and a latency chart.
+"""The dependency graph as self-drawn SVG (and as Graphviz DOT), laid out so nothing overlaps.
 
-The graph layout is a simple layering: a TYPE's column is one more than the deepest of its callers
-(cycles are cut after as many rounds as there are TYPEs), and TYPEs in a column are stacked. That is
-enough for the handful of TYPEs a Gear system has, and needs no Graphviz.
+Layout: a TYPE's column is one more than the deepest of its callers (cycles are cut after as many
+rounds as there are TYPEs) and TYPEs in a column are stacked. Forward edges leave a node's right side
+and enter the next node's left side; each side spreads its edges over separate ports, so arrowheads
+never sit on top of each other. Edges that skip a column go round underneath (never through a box),
+edges back to an earlier (or the same) column arc above the graph, and a TYPE calling itself gets a
+loop above its box. Arrowheads have a fixed size (not scaled with the line
+width) and their tips end exactly on the target's border. Each label sits on its own edge's midpoint,
+on a white plate, moved down or up until it overlaps no other label and no node.
 """
 
 from __future__ import annotations
@@ -10,17 +15,26 @@ from __future__ import annotations
 import html
 import math
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ("dependency_svg", "dot_source", "edge_colour", "latency_svg")
+__all__ = ("dependency_svg", "dot_source", "edge_colour", "text_width")
 
-_NODE_W, _NODE_H, _COL_W, _ROW_H, _PAD = 130, 40, 230, 95, 40
+_NODE_H, _COL_GAP, _ROW_GAP, _PAD, _FONT = 40, 150, 60, 30, 12
+_ARROW = 10.0
+_COLOURS = ("#2e9d4f", "#e0a100", "#d0342c")
+
+
+def text_width(text: str, size: float) -> float:
+    """A generous estimate of ``text``'s width in px in a sans-serif font of ``size`` px."""
+    wide = sum(1 for c in text if c.isupper() or c in "MW@%")
+    return (len(text) - wide) * size * 0.58 + wide * size * 0.72
 
 
 def edge_colour(calls: int, errors: int) -> str:
     """Green under 1 % errors, amber under 5 %, red from 5 %."""
     rate = errors / calls if calls else 0.0
-    return "#d0342c" if rate >= 0.05 else "#e0a100" if rate >= 0.01 else "#2e9d4f"
+    return _COLOURS[2] if rate >= 0.05 else _COLOURS[1] if rate >= 0.01 else _COLOURS[0]
 
 
 def _label(row: dict[str, Any]) -> str:
@@ -41,8 +55,37 @@ def _levels(nodes: list[str], edges: list[tuple[str, str]]) -> dict[str, int]:
     return level
 
 
+@dataclass(frozen=True, slots=True)
+class _Box:
+    x: float
+    y: float
+    w: float
+    h: float
+
+    def overlaps(self, other: _Box, gap: float = 2.0) -> bool:
+        return not (
+            self.x + self.w + gap <= other.x
+            or other.x + other.w + gap <= self.x
+            or self.y + self.h + gap <= other.y
+            or other.y + other.h + gap <= self.y
+        )
+
+
+def _bezier(p0: tuple[float, float], p1: tuple[float, float], p2: tuple[float, float],
+            p3: tuple[float, float], t: float) -> tuple[float, float]:  # fmt: skip
+    u = 1 - t
+    x = u**3 * p0[0] + 3 * u * u * t * p1[0] + 3 * u * t * t * p2[0] + t**3 * p3[0]
+    y = u**3 * p0[1] + 3 * u * u * t * p1[1] + 3 * u * t * t * p2[1] + t**3 * p3[1]
+    return x, y
+
+
+def _ports(count: int, top: float) -> list[float]:
+    """``count`` y positions spread over a node side starting at ``top``."""
+    return [top + _NODE_H * (i + 1) / (count + 1) for i in range(count)]
+
+
 def dependency_svg(links: list[dict[str, Any]]) -> str:
-    """An SVG picture of ``links`` (rows with caller, callee, calls, errors)."""
+    """An SVG picture of ``links`` (rows with caller, callee, calls, errors, ...)."""
     if not links:
         return "<p class=note>No calls in the input.</p>"
     nodes = sorted({r["caller"] for r in links} | {r["callee"] for r in links})
@@ -51,61 +94,127 @@ def dependency_svg(links: list[dict[str, Any]]) -> str:
     columns: dict[int, list[str]] = defaultdict(list)
     for node in nodes:
         columns[level[node]].append(node)
-    pos: dict[str, tuple[int, int]] = {}
-    for col, members in columns.items():
-        for row, node in enumerate(members):
-            pos[node] = (_PAD + col * _COL_W, _PAD + 30 + row * _ROW_H)
-    width = _PAD * 2 + max(columns) * _COL_W + _NODE_W
-    height = _PAD * 2 + 30 + max(len(m) for m in columns.values()) * _ROW_H
-    top = max(r["calls"] for r in links) or 1
-    out = [
-        f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' font-family='sans-serif' "
-        "font-size='12'><defs>"
-    ]
-    for colour in ("#2e9d4f", "#e0a100", "#d0342c"):
-        out.append(
-            f"<marker id='a{colour[1:]}' viewBox='0 0 10 10' refX='9' refY='5' markerWidth='7' "
-            f"markerHeight='7' orient='auto'><path d='M0,0L10,5L0,10z' fill='{colour}'/></marker>"
-        )
-    out.append("</defs>")
-    for r in links:
-        (x1, y1), (x2, y2) = pos[r["caller"]], pos[r["callee"]]
-        colour = edge_colour(int(r["calls"]), int(r["errors"]))
-        stroke = 1.5 + 5 * math.log1p(r["calls"]) / math.log1p(top)
-        style = f"fill='none' stroke='{colour}' stroke-width='{stroke:.1f}' marker-end='url(#a{colour[1:]})'"
-        if r["caller"] == r["callee"]:
-            cx, cy = x1 + _NODE_W // 2, y1
-            path = f"M{cx - 20},{cy} C{cx - 40},{cy - 55} {cx + 40},{cy - 55} {cx + 20},{cy}"
-            lx, ly = cx, cy - 45
+    width_of = {n: max(96.0, text_width(n, _FONT + 1) + 28) for n in nodes}
+    col_w = {c: max(width_of[n] for n in members) for c, members in columns.items()}
+    arcs = sum(1 for a, b in edges if level[b] <= level[a])
+    skips = sum(1 for a, b in edges if level[b] > level[a] + 1)
+    top = _PAD + (60 + 14 * arcs if arcs else 10)
+    pos: dict[str, tuple[float, float]] = {}
+    x = float(_PAD)
+    for col in range(max(columns) + 1):
+        for row, node in enumerate(columns.get(col, [])):
+            pos[node] = (x + (col_w[col] - width_of[node]) / 2, top + row * (_NODE_H + _ROW_GAP))
+        x += col_w.get(col, 0) + _COL_GAP
+    boxes = {n: _Box(pos[n][0], pos[n][1], width_of[n], _NODE_H) for n in nodes}
+
+    # edges to the next column use the side ports; edges that skip a column go round underneath
+    forward = [r for r in links if level[r["callee"]] == level[r["caller"]] + 1]
+    outs: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    ins: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in forward:
+        outs[r["caller"]].append(r)
+        ins[r["callee"]].append(r)
+    out_y: dict[int, float] = {}
+    in_y: dict[int, float] = {}
+    for node, rows in outs.items():
+        rows.sort(key=lambda r: pos[r["callee"]][1])
+        for r, y in zip(rows, _ports(len(rows), pos[node][1]), strict=True):
+            out_y[id(r)] = y
+    for node, rows in ins.items():
+        rows.sort(key=lambda r: pos[r["caller"]][1])
+        for r, y in zip(rows, _ports(len(rows), pos[node][1]), strict=True):
+            in_y[id(r)] = y
+
+    placed: list[_Box] = list(boxes.values())
+    top_calls = max(int(r["calls"]) for r in links) or 1
+    paths: list[str] = []
+    labels: list[str] = []
+    arc_rank = skip_rank = 0
+    floor = max(b.y + b.h for b in boxes.values())
+    for r in sorted(links, key=lambda r: (level[r["caller"]], pos[r["caller"]][1], r["callee"])):
+        a, b = boxes[r["caller"]], boxes[r["callee"]]
+        if level[r["callee"]] > level[r["caller"]] + 1:
+            skip_rank += 1
+            dip = floor + 30 + 14 * skip_rank
+            p0 = (a.x + a.w * (0.4 + 0.1 * (skip_rank % 4)), a.y + a.h)
+            p3 = (b.x + b.w * (0.4 + 0.1 * (skip_rank % 4)), b.y + b.h + _ARROW)
+            p1, p2 = (p0[0], dip), (p3[0], dip)
+            tip = (p3[0], b.y + b.h)
         elif level[r["callee"]] > level[r["caller"]]:
-            sx, sy, ex, ey = x1 + _NODE_W, y1 + _NODE_H // 2, x2, y2 + _NODE_H // 2
-            path = f"M{sx},{sy} C{(sx + ex) // 2},{sy} {(sx + ex) // 2},{ey} {ex - 2},{ey}"
-            lx, ly = (sx + ex) // 2, (sy + ey) // 2 - 6
+            p0 = (a.x + a.w, out_y[id(r)])
+            p3 = (b.x - _ARROW, in_y[id(r)])
+            mid = (p0[0] + p3[0]) / 2
+            p1, p2 = (mid, p0[1]), (mid, p3[1])
+            tip = (b.x, p3[1])
+        elif r["caller"] == r["callee"]:
+            p0 = (a.x + a.w * 0.3, a.y)
+            p3 = (a.x + a.w * 0.7, a.y - _ARROW)
+            p1, p2 = (a.x + a.w * 0.1, a.y - 55), (a.x + a.w * 0.9, a.y - 55)
+            tip = (p3[0], a.y)
         else:
-            sx, sy, ex, ey = x1 + _NODE_W // 2, y1, x2 + _NODE_W // 2, y2
-            bow = min(sy, ey) - 50
-            path = f"M{sx},{sy} C{sx},{bow} {ex},{bow} {ex},{ey - 2}"
-            lx, ly = (sx + ex) // 2, bow + 8
-        out.append(f"<path d='{path}' {style}><title>{html.escape(_title(r))}</title></path>")
-        out.append(
-            f"<text x='{lx}' y='{ly}' text-anchor='middle' fill='{colour}' "
-            f"stroke='white' stroke-width='3' paint-order='stroke'>{html.escape(_label(r))}</text>"
+            arc_rank += 1
+            lift = 40 + 14 * arc_rank
+            p0 = (a.x + a.w * 0.5, a.y)
+            p3 = (b.x + b.w * (0.4 + 0.1 * (arc_rank % 4)), b.y - _ARROW)
+            p1, p2 = (p0[0], a.y - lift), (p3[0], b.y - lift)
+            tip = (p3[0], b.y)
+        colour = edge_colour(int(r["calls"]), int(r["errors"]))
+        stroke = 1.5 + 3.5 * math.log1p(int(r["calls"])) / math.log1p(top_calls)
+        d = (
+            f"M{p0[0]:.1f},{p0[1]:.1f} C{p1[0]:.1f},{p1[1]:.1f} {p2[0]:.1f},{p2[1]:.1f} "
+            f"{p3[0]:.1f},{p3[1]:.1f} L{tip[0]:.1f},{tip[1]:.1f}"
         )
-    for node, (x, y) in pos.items():
-        out.append(
-            f"<rect x='{x}' y='{y}' width='{_NODE_W}' height='{_NODE_H}' rx='8' fill='#eef3fb' "
-            f"stroke='#4a6fa5'/><text x='{x + _NODE_W // 2}' y='{y + _NODE_H // 2 + 5}' text-anchor='middle' "
-            f"font-weight='bold'>{html.escape(node)}</text>"
+        title = html.escape(_title(r))
+        paths.append(
+            f"<path class='edge' data-from='{html.escape(r['caller'])}' data-to='{html.escape(r['callee'])}' "
+            f"d='{d}' fill='none' stroke='{colour}' stroke-width='{stroke:.1f}' "
+            f"marker-end='url(#arrow{colour[1:]})'><title>{title}</title></path>"
         )
-    out.append("</svg>")
-    return "".join(out)
+        labels.append(_place_label(_label(r), _bezier(p0, p1, p2, p3, 0.5), colour, title, placed))
+
+    right = max(b.x + b.w for b in placed) + _PAD
+    bottom = max(max(b.y + b.h for b in placed), floor + (30 + 14 * skips) * 0.75 if skips else 0) + _PAD
+    defs = "".join(
+        f"<marker id='arrow{c[1:]}' viewBox='0 0 10 10' refX='10' refY='5' markerWidth='{_ARROW:g}' "
+        f"markerHeight='{_ARROW:g}' markerUnits='userSpaceOnUse' orient='auto'>"
+        f"<path d='M0,0L10,5L0,10z' fill='{c}'/></marker>"
+        for c in _COLOURS
+    )
+    nodes_svg = "".join(
+        f"<g class='node'><rect x='{b.x:.1f}' y='{b.y:.1f}' width='{b.w:.1f}' height='{b.h}' rx='8' "
+        f"fill='#eef3fb' stroke='#4a6fa5'/><text x='{b.x + b.w / 2:.1f}' y='{b.y + b.h / 2 + 5:.1f}' "
+        f"text-anchor='middle' font-weight='bold' font-size='{_FONT + 1}'>{html.escape(n)}</text></g>"
+        for n, b in boxes.items()
+    )
+    return (
+        f"<svg id='dependency-graph' xmlns='http://www.w3.org/2000/svg' width='{right:.0f}' "
+        f"height='{bottom:.0f}' viewBox='0 0 {right:.0f} {bottom:.0f}' font-family='sans-serif' "
+        f"font-size='{_FONT}'><defs>{defs}</defs>{''.join(paths)}{nodes_svg}{''.join(labels)}</svg>"
+    )
+
+
+def _place_label(text: str, at: tuple[float, float], colour: str, title: str, placed: list[_Box]) -> str:
+    """A label on a white plate centred near ``at``, moved until it overlaps nothing in ``placed``."""
+    w, h = text_width(text, _FONT) + 10, _FONT + 8
+    for step in range(0, 40):
+        shift = (step + 1) // 2 * (h + 2) * (1 if step % 2 else -1)
+        box = _Box(at[0] - w / 2, at[1] - h / 2 + shift, w, h)
+        if box.y >= 0 and not any(box.overlaps(other) for other in placed):
+            break
+    placed.append(box)
+    return (
+        f"<g class='edge-label'><title>{title}</title><rect x='{box.x:.1f}' y='{box.y:.1f}' "
+        f"width='{box.w:.1f}' height='{box.h}' rx='4' fill='white' fill-opacity='0.92' stroke='{colour}' "
+        f"stroke-width='0.8'/><text x='{box.x + w / 2:.1f}' y='{box.y + h / 2 + _FONT * 0.35:.1f}' "
+        f"text-anchor='middle' fill='{colour}'>{html.escape(text)}</text></g>"
+    )
 
 
 def _title(r: dict[str, Any]) -> str:
     return (
         f"{r['caller']} → {r['callee']}: {r['calls']} calls, {r['errors']} errors "
-        f"({r['remote_errors']} remote, {r['timeouts']} timeouts, {r['unroutable']} unroutable), "
-        f"{r['late_replies']} late replies"
+        f"({r.get('remote_errors', 0)} remote, {r.get('timeouts', 0)} timeouts, "
+        f"{r.get('unroutable', 0)} unroutable), {r.get('late_replies', 0)} late replies"
     )
 
 
@@ -117,37 +226,3 @@ def dot_source(links: list[dict[str, Any]]) -> str:
         lines.append(f'  "{r["caller"]}" -> "{r["callee"]}" [label="{_label(r)}", color="{colour}"];')
     lines.append("}")
     return "\n".join(lines) + "\n"
-
-
-def latency_svg(rows: list[dict[str, Any]]) -> str:
-    """Horizontal bars per (callee, route, method): p50 solid, p90 and p99 lighter, max as a tick."""
-    if not rows:
-        return "<p class=note>No completed calls.</p>"
-    label_w, bar_w, row_h = 300, 560, 26
-    scale = max(float(r["max_ms"]) for r in rows) or 1.0
-    height = 40 + row_h * len(rows)
-    out = [
-        f"<svg xmlns='http://www.w3.org/2000/svg' width='{label_w + bar_w + 90}' height='{height}' "
-        "font-family='sans-serif' font-size='11'>"
-    ]
-    for i, r in enumerate(rows):
-        y = 20 + i * row_h
-        name = f"{r['callee']} · {r['route']} · {r['method']} (n={r['n']:,})"
-        out.append(f"<text x='{label_w - 8}' y='{y + 13}' text-anchor='end'>{html.escape(name)}</text>")
-        for key, colour in (("p99_ms", "#c6d7ef"), ("p90_ms", "#8fb0dd"), ("p50_ms", "#4a6fa5")):
-            w = bar_w * float(r[key]) / scale
-            out.append(
-                f"<rect x='{label_w}' y='{y}' width='{w:.1f}' height='18' fill='{colour}'>"
-                f"<title>{key[:-3]} {float(r[key]):.1f} ms</title></rect>"
-            )
-        mx = label_w + bar_w * float(r["max_ms"]) / scale
-        out.append(f"<line x1='{mx:.1f}' x2='{mx:.1f}' y1='{y - 2}' y2='{y + 20}' stroke='#d0342c'/>")
-        out.append(
-            f"<text x='{label_w + bar_w + 8}' y='{y + 13}'>p50 {float(r['p50_ms']):.0f} · "
-            f"p99 {float(r['p99_ms']):.0f} ms</text>"
-        )
-    out.append(
-        f"<text x='{label_w}' y='{height - 4}' fill='#666'>0</text><text x='{label_w + bar_w}' "
-        f"y='{height - 4}' text-anchor='end' fill='#666'>{scale:,.0f} ms (max)</text></svg>"
-    )
-    return "".join(out)

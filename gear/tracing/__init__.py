@@ -1,7 +1,8 @@
 """Trace events from a Gear instance (off by default).
 
-Turn tracing on with ``GEAR_TRACE=/some/dir`` (or the service's ``trace_dir`` option): each instance then
-writes JSON lines to its own size-rotated files there. Build a tracer with :func:`tracer_from_env`.
+Turn tracing on with ``GEAR_TRACE=/some/dir`` (or ``gear.Service(..., trace="/some/dir")``): each
+instance then writes JSON lines to its own size-rotated files there. Build a tracer with
+:func:`tracer_from_env`; :func:`combine` hands events to several tracers at once.
 This package never imports Spark; the analysis lives in ``gear.pipeline``.
 """
 

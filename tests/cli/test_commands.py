@@ -28,8 +28,8 @@ def run_cli(*args: str) -> Any:
 
 @pytest.fixture
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    """In-process ``gear serve`` exports GEAR_URL/TYPE/HOST; put the environment back afterwards."""
-    for name in ("GEAR_URL", "GEAR_TYPE", "GEAR_HOST", "GEAR_CONNECT_WAIT"):
+    """In-process ``gear serve`` exports GEAR_URL/TYPE/HOST/TRACE; put the environment back afterwards."""
+    for name in ("GEAR_URL", "GEAR_TYPE", "GEAR_HOST", "GEAR_CONNECT_WAIT", "GEAR_TRACE"):
         monkeypatch.delenv(name, raising=False)
     return monkeypatch
 

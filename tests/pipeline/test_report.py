@@ -6,8 +6,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from gear.pipeline.report import render_report, write_report
-from gear.pipeline.svg import dependency_svg, dot_source, edge_colour, latency_svg
+from gear.pipeline.charts import latency_svg, timeline_svg
+from gear.pipeline.report import TOP_ROWS, render_report, write_report
+from gear.pipeline.svg import dependency_svg, dot_source, edge_colour
 
 LINK = {"remote_errors": 0, "timeouts": 0, "unroutable": 0, "nacked": 0, "late_replies": 0, "no_outcome": 0}
 LINKS = [
@@ -30,14 +31,72 @@ def _summary() -> dict[str, Any]:
     }
     tables["dependency_links"] = {"rows": len(LINKS), "sample": LINKS}
     tables["latency"] = {"rows": 1, "sample": LATENCY}
-    return {"inputs": ["/t"], "tables": tables, "data_quality": {"corrupt_lines": 2, "invalid_events": 0}}
+    tables["timeline"] = {"rows": len(TIMELINE), "sample": TIMELINE}
+    dups = [
+        {"service": "REPO", "instance": "REPO.r1", "request_id": f"{i:016x}", "method": "put",
+         "deliveries": 2 + (i == 17), "redelivered": 1, "requeues": 0, "caught": 1}
+        for i in range(200)
+    ]  # fmt: skip
+    tables["duplicate_deliveries"] = {"rows": 250, "sample": dups}
+    return {
+        "inputs": ["/t"],
+        "tables": tables,
+        "timeline_bucket_ms": 1000,
+        "data_quality": {"corrupt_lines": 2, "invalid_events": 0},
+    }
+
+
+TIMELINE = [
+    {"callee": callee, "bucket_ns": 1_763_784_000_000_000_000 + i * 1_000_000_000, "bucket_ms": 1000,
+     "calls": 10 + i, "errors": i % 3, "timeouts": i % 2, "remote_errors": 0, "p50_ms": 3.0,
+     "p99_ms": 9.0 + i}
+    for callee in ("CTRL", "REPO") for i in range(30)
+]  # fmt: skip
+
+SVG = "{http://www.w3.org/2000/svg}"
 
 
 def test_svgs_are_well_formed() -> None:
     graph = ET.fromstring(dependency_svg(LINKS))
-    texts = {t.text for t in graph.iter("{http://www.w3.org/2000/svg}text")}
+    texts = {t.text for t in graph.iter(f"{SVG}text")}
     assert {"WEB", "CTRL", "REPO", "90 · 10.0%"} <= texts
     ET.fromstring(latency_svg(LATENCY))
+    chart = ET.fromstring(timeline_svg(TIMELINE, 1000))
+    assert {"CTRL", "REPO"} <= {t.text for t in chart.iter(f"{SVG}text")}
+
+
+def test_arrowheads_keep_their_size_and_end_on_the_target() -> None:
+    graph = ET.fromstring(dependency_svg(LINKS))
+    for marker in graph.iter(f"{SVG}marker"):
+        assert marker.get("markerUnits") == "userSpaceOnUse"  # not scaled by the line width
+    boxes = {
+        node.find(f"{SVG}text").text: node.find(f"{SVG}rect")  # type: ignore[union-attr]
+        for node in graph.iter(f"{SVG}g")
+        if node.get("class") == "node"
+    }
+    for edge in graph.iter(f"{SVG}path"):
+        if edge.get("class") != "edge":
+            continue
+        end = edge.get("d", "").split("L")[-1]
+        x, y = (float(v) for v in end.split(","))
+        box = boxes[edge.get("data-to")]
+        bx, by = float(box.get("x", 0)), float(box.get("y", 0))
+        bw, bh = float(box.get("width", 0)), float(box.get("height", 0))
+        on_side = bx - 0.1 <= x <= bx + bw + 0.1 and by - 0.1 <= y <= by + bh + 0.1
+        on_border = min(abs(x - bx), abs(x - bx - bw), abs(y - by), abs(y - by - bh)) < 0.11
+        assert on_side, (edge.get("data-from"), edge.get("data-to"), x, y)
+        assert on_border, (edge.get("data-from"), edge.get("data-to"), x, y)
+
+
+def test_long_tables_are_folded_after_the_top_rows() -> None:
+    page = render_report(_summary())
+    section = page[page.index("id='duplicate_deliveries'") :]
+    section = section[: section.index("<h2", 10)]
+    first_table = section[: section.index("</table>")]
+    assert first_table.count("<tr>") == TOP_ROWS + 1  # the header and the top rows
+    assert f"Show {200 - TOP_ROWS:,} more rows" in section
+    assert "50 more rows in the Parquet table" in section
+    assert "0000000000000011" in first_table  # the most delivered request comes first
 
 
 def test_edge_colours_follow_error_rate() -> None:
@@ -48,7 +107,7 @@ def test_edge_colours_follow_error_rate() -> None:
 
 def test_report_page(tmp_path: Path) -> None:
     page = render_report(_summary())
-    assert page.count("<svg") == 2
+    assert page.count("<svg") == 3
     assert "Dependency links" in page
     write_report(tmp_path / "report.html", _summary())
     assert (tmp_path / "graph.dot").read_text() == dot_source(LINKS)
