@@ -181,6 +181,8 @@ class Emitter:
     def publish(self, msg: OutgoingMessage, message_id: str, attempt: int, reason: str | None = None) -> None:
         """``gear.publish`` for the first attempt, ``gear.publish.republish`` (with ``reason``:
         return, nack, connection_lost) for the later ones."""
+        if self._spans.active:
+            self._spans.attempt(msg, message_id, attempt, reason)
         if not self._tracer.enabled:
             return
         if attempt > 1:

@@ -24,7 +24,7 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.propagators.textmap import Getter
-from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode
 
 from gear.tracing.api import Attr
 from gear.tracing.emitter import DeliveredMessage, OutgoingMessage, RequestMeta, type_of
@@ -109,6 +109,8 @@ class OtelSpans:
         """Open publish-attempt spans by request id (at most one per request)."""
         self._clients: dict[str, Span] = {}
         """Client spans of calls in flight by request id: the parents of their attempts."""
+        self._previous: dict[str, SpanContext] = {}
+        """The latest attempt of each call in flight: what a republish links to."""
 
     # -- client side -------------------------------------------------------------------------------
 
@@ -140,18 +142,23 @@ class OtelSpans:
     def forget(self, rid: str) -> None:
         """A call ended: drop its client span and end a publish attempt left open."""
         self._clients.pop(rid, None)
+        self._previous.pop(rid, None)
         leftover = self._attempts.pop(rid, None)
         if leftover is not None:
             leftover.end()
 
     def attempt(self, msg: OutgoingMessage, message_id: str, attempt: int, reason: str | None) -> None:
-        parent = self._clients.get(msg.request_id)
+        rid = msg.request_id
+        client = self._clients.get(rid)
         links: list[Link] = []
-        previous = self._attempts.pop(msg.request_id, None)
-        if previous is not None:
-            links.append(Link(previous.get_span_context(), {"gear.republish.reason": reason or ""}))
-            previous.end()
-        ctx = trace.set_span_in_context(parent) if parent is not None else None
+        still_open = self._attempts.pop(rid, None)
+        if still_open is not None:  # no outcome seen (the connection was lost): it ends here
+            still_open.end()
+        before = self._previous.get(rid)
+        if before is not None:
+            links.append(Link(before, {Attr.REPUBLISH_REASON: reason or ""}))
+        # a request's attempts sit under its client span; a reply's under the current (server) span
+        ctx = trace.set_span_in_context(client) if client is not None else None
         span = self._tracer.start_span(
             f"publish {msg.routing_key}",
             context=ctx,
@@ -167,7 +174,9 @@ class OtelSpans:
                 **({Attr.REPUBLISH_REASON: reason} if reason else {}),
             },
         )
-        self._attempts[msg.request_id] = span
+        self._attempts[rid] = span
+        if client is not None:
+            self._previous[rid] = span.get_span_context()
 
     def attempt_done(self, msg: OutgoingMessage, message_id: str, outcome: str) -> None:
         span = self._attempts.pop(msg.request_id, None)
