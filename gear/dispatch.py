@@ -28,7 +28,7 @@ from pydantic import TypeAdapter, ValidationError
 from gear.adapter import Delivery, ack
 from gear.context import RequestContext, _current
 from gear.envelope import METHOD, STATUS, EnvelopeError, ErrorBody, Kind, Meta, parse_meta
-from gear.errors import ConfigurationError, GearError, RemoteError
+from gear.errors import ConfigurationError, GearError, PayloadTooLargeError, RemoteError
 from gear.publisher import Outgoing, Publisher
 from gear.reply import Reply, decode_reply
 from gear.rpc import RPC
@@ -101,8 +101,10 @@ class Dispatcher:
         publisher: Publisher,
         executor: Callable[[], Executor],
         tracer: Tracer | None = None,
+        max_message_bytes: int = 128 * 1024 * 1024,
     ) -> None:
         self._identity = identity
+        self._max_bytes = max_message_bytes
         self._publisher = publisher
         self._executor = executor
         self._tracer: Tracer = tracer or NullTracer()
@@ -275,11 +277,15 @@ class Dispatcher:
                 loop = asyncio.get_running_loop()
                 run = contextvars.copy_context().run
                 result = await loop.run_in_executor(self._executor(), run, handler.func, *args)
-            return True, pydantic_core.to_json(result)
+            body = pydantic_core.to_json(result)
         except Exception as exc:
             return False, _error_body(exc)
         finally:
             _current.reset(token)
+        if len(body) > self._max_bytes:
+            too_large = PayloadTooLargeError(f"the result of {meta.method!r}", len(body), self._max_bytes)
+            return False, _error_body(too_large)
+        return True, body
 
     async def _reply(self, meta: Meta, ok: bool, body: bytes) -> None:
         assert meta.reply_to is not None

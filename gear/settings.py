@@ -32,14 +32,17 @@ class Settings(BaseSettings):
     """Default call/gather deadline in seconds; never infinite."""
     prefetch: int = Field(default=64, ge=1, le=65535)
     """Unacknowledged deliveries per consumer (type and host channel each)."""
-    heartbeat: int = Field(default=60, ge=0)
-    """AMQP heartbeat timeout in seconds (0 disables, not advised)."""
+    heartbeat: int = Field(default=5, ge=0)
+    """AMQP heartbeat timeout in seconds (0 disables, not advised). The broker sends something at
+    least every ``heartbeat / 2`` s; nothing received for ``1.5 * heartbeat`` s declares the link dead
+    (a silent partition is found in about 8 s with the default) and Gear reconnects."""
     handshake_timeout: float = Field(default=10.0, gt=0)
     """Seconds a connect attempt may take from TCP connect to ``connection.open-ok``."""
     reconnect_initial: float = Field(default=0.1, gt=0)
     """First reconnect delay in seconds; doubles per failed round, with jitter."""
-    reconnect_max: float = Field(default=5.0, gt=0)
-    """Upper bound of the reconnect delay."""
+    reconnect_max: float = Field(default=1.0, gt=0)
+    """Upper bound of the reconnect delay (so calls succeed again within about a second of the
+    broker's return)."""
     connect_wait: float = Field(default=30.0, gt=0)
     """How long ``start()`` keeps trying before raising ``ConnectError``."""
     quorum: bool = False
@@ -56,6 +59,10 @@ class Settings(BaseSettings):
     """On stop, how long to wait for handlers in flight."""
     handler_threads: int = Field(default=16, ge=1)
     """Thread pool size for plain (blocking) handlers."""
+    max_message_bytes: int = Field(default=128 * 1024 * 1024, ge=1024)
+    """Largest encoded payload (request, cast or reply) Gear sends; larger ones fail at once with
+    ``PayloadTooLargeError`` before anything is sent. Default: RabbitMQ 3.x's ``max_message_size``
+    (128 MiB); RabbitMQ 4.x defaults to 16 MiB, and the reference broker too."""
 
     @field_validator("url", mode="before")
     @classmethod
