@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import ssl
 import time
 import zlib
 from collections.abc import Awaitable, Callable, Sequence
@@ -41,8 +42,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from gear.adapter import Link, open_link, safe_url
+from gear.adapter import Link, open_link
 from gear.errors import ConfigurationError, ConnectError, ConnectionLostError
+from gear.redact import mask_url
 from gear.tracing.api import Attr, EventName, NullTracer, Tracer
 
 __all__ = ("Backoff", "Connector", "ServiceState")
@@ -104,10 +106,12 @@ class Connector:
         on_ready: OnReady,
         tracer: Tracer | None = None,
         spread_key: str = "",
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         urls = tuple(urls)
         first = zlib.crc32(spread_key.encode()) % len(urls) if spread_key and urls else 0
         self._urls = urls[first:] + urls[:first]
+        self._ssl_context = ssl_context
         self._name = name
         self._heartbeat = heartbeat
         self._handshake_timeout = handshake_timeout
@@ -311,6 +315,7 @@ class Connector:
             handshake_timeout=self._handshake_timeout,
             prefetch=self._prefetch,
             name=self._name,
+            ssl_context=self._ssl_context,
         )
         self.link = link
         try:
@@ -331,7 +336,7 @@ class Connector:
         if not link.is_open:
             self.link = None
             raise ConnectionLostError(f"connection to {link.where} closed during setup")
-        self.connected_url = safe_url(url)
+        self.connected_url = mask_url(url)
         self._connected_since = time.time()
         self.ready.set()
 
@@ -340,8 +345,8 @@ class Connector:
         lost = self._lost_url
         if lost is None or len(self._urls) < 2:
             return self._urls
-        return tuple(u for u in self._urls if safe_url(u) != lost) + tuple(
-            u for u in self._urls if safe_url(u) == lost
+        return tuple(u for u in self._urls if mask_url(u) != lost) + tuple(
+            u for u in self._urls if mask_url(u) == lost
         )
 
     async def _reconnect(self) -> None:
@@ -361,7 +366,7 @@ class Connector:
                 except Exception:
                     # the supervisor must outlive any bug below it: log it, back off, go on
                     self.last_error = "unexpected error while reconnecting (see the log)"
-                    log.exception("reconnect attempt %d to %s failed unexpectedly", attempts, safe_url(url))
+                    log.exception("reconnect attempt %d to %s failed unexpectedly", attempts, mask_url(url))
                     continue
                 self.reconnects += 1
                 downtime = loop.time() - self._lost_at

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from gear.adapter import logs
 from gear.adapter.consume import ACK_DELAY, Delivery, DeliveryCallback, ack
-from gear.adapter.link import Link, LinkEvents, open_link, safe_url
+from gear.adapter.link import Link, LinkEvents, open_link
 from gear.adapter.publish import Outcome, PublishResult
 
 __all__ = (
@@ -25,7 +25,6 @@ __all__ = (
     "PublishResult",
     "ack",
     "open_link",
-    "safe_url",
 )
 
 logs.install()

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import Awaitable
 from typing import Any, Protocol
 
@@ -41,9 +42,10 @@ from gear.adapter.publish import Outcome, PublishResult, send
 from gear.adapter.transport import GearTransportFactory, TimedReader
 from gear.errors import ConfigurationError, ConnectError, ConnectionLostError
 from gear.frames import encode_publish
+from gear.redact import mask_secrets, mask_url
 from gear.topology import Topology
 
-__all__ = ("Link", "LinkEvents", "open_link", "safe_url")
+__all__ = ("Link", "LinkEvents", "open_link")
 
 log = logging.getLogger("gear.adapter")
 
@@ -73,12 +75,6 @@ class LinkEvents(Protocol):
         """The broker cancelled the consumer of ``queue`` (typically: it was deleted)."""
 
 
-def safe_url(url: str) -> str:
-    """``url`` without its password, for logs and errors."""
-    parsed = URL(url)
-    return str(parsed.with_password(None) if parsed.password else parsed)
-
-
 def _with_heartbeat(url: str, heartbeat: int) -> str:
     parsed = URL(url)
     if "heartbeat" in parsed.query:
@@ -94,11 +90,14 @@ async def open_link(
     handshake_timeout: float,
     prefetch: int,
     name: str,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> Link:
     """Connect to one broker and open the three channels.
 
+    ``ssl_context`` (from :func:`gear.tls.client_context`) is used for ``amqps://`` URLs.
+
     Raises:
-        ConnectError: the TCP connect failed, the handshake did not finish within
+        ConnectError: the TCP connect or TLS handshake failed, the handshake did not finish within
             ``handshake_timeout``, or the broker refused the login.
     """
     factory = GearTransportFactory()
@@ -106,11 +105,12 @@ async def open_link(
         _with_heartbeat(url, heartbeat),
         client_properties={"connection_name": name},
         transport_factory=factory,
+        context=ssl_context,
     )
     factory.pending = conn.write_queue
     conn.on_blocked = events.on_blocked
     conn.on_unblocked = events.on_unblocked
-    where = safe_url(url)
+    where = mask_url(url)
     try:
         async with asyncio.timeout(handshake_timeout):
             await conn.connect()
@@ -127,10 +127,10 @@ async def open_link(
         ) from exc
     except amqp.ProbableAuthenticationError as exc:
         await _quiet_close(conn)
-        raise ConnectError(f"broker {where} refused the login: {exc}") from exc
+        raise ConnectError(f"broker {where} refused the login: {mask_secrets(str(exc))}") from exc
     except _CONNECT_ERRORS as exc:
         await _quiet_close(conn)
-        raise ConnectError(f"cannot connect to {where}: {describe(exc)[1]}") from exc
+        raise ConnectError(f"cannot connect to {where}: {mask_secrets(describe(exc)[1])}") from exc
     assert factory.reader is not None
     return Link(conn, pub, consumers[0], consumers[1], events, where, factory)
 
@@ -159,7 +159,7 @@ class Link:
         self._host = host_ch
         self._events = events
         self.where = where
-        """The broker's URL without the password."""
+        """The broker's URL, password masked."""
         self.writer = factory.writer
         self._reader: TimedReader | None = factory.reader
         self._closing_on_purpose = False
