@@ -30,8 +30,13 @@ async def broker(
     if request.param == "reference":
         from gear.broker import Broker
 
-        async with Broker(port=0) as server:
-            yield BrokerHandle(kind="reference", url=server.url, broker=server)
+        server = Broker(port=0)
+        await server.start()
+        handle = BrokerHandle(kind="reference", url=server.url, broker=server)
+        try:
+            yield handle
+        finally:
+            await handle.broker.stop()  # the one running now (a test may have restarted it)
         return
     url, ctl, reason = _rabbitmq
     if url is None:

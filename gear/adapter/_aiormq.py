@@ -10,6 +10,10 @@ Three things it needs are not offered publicly, so this module reaches for them,
   channel throws into those tasks (killing handlers in flight). :func:`install_deliver_reader`
   replaces the channel's per-instance ``_on_deliver_frame`` with a reader that builds the delivery
   and hands it to a plain callback.
+* Whether the broker has already closed a channel: aiormq records the broker's ``channel.close`` (and
+  queues its ``close-ok``) before the channel object reports ``is_closed``; frames sent on that
+  channel number after the ``close-ok`` would be a connection error, so :func:`channel_closing` lets
+  the writer drop publishes from that moment on.
 * Publishing pre-encoded frames (``gear.frames``) with aiormq's own confirm bookkeeping
   (:func:`send_publish`): the channel's lock, delivery-tag counter, confirmation map and the message-id
   map that routes a ``basic.return`` to its pending confirm, so acks, nacks, returns and a closing
@@ -34,6 +38,7 @@ __all__ = (
     "SUPPORTED",
     "GearConnection",
     "UnsupportedClientError",
+    "channel_closing",
     "check_channel",
     "install_deliver_reader",
     "send_publish",
@@ -51,7 +56,10 @@ _CLASS_NAMES = {
     aiormq.Connection: (_ON_BLOCKED, _ON_UNBLOCKED),
     aiormq.Channel: (_GET_HEADER, _READ_CONTENT, _ON_DELIVER, "lock"),
 }
-_CHANNEL_ATTRIBUTES = ("delivery_tag", "confirmations", "message_id_delivery_tag", "write_queue", "consumers")
+_CLOSE_REASON = "_close_exception"
+_CHANNEL_ATTRIBUTES = (
+    "delivery_tag", "confirmations", "message_id_delivery_tag", "write_queue", "consumers", _CLOSE_REASON,
+)
 
 
 class UnsupportedClientError(ImportError):
@@ -108,6 +116,11 @@ class GearConnection(aiormq.Connection):
         await getattr(super(), _ON_UNBLOCKED)(frame)
         if self.on_unblocked is not None:
             self.on_unblocked()
+
+
+def channel_closing(channel: Any) -> bool:
+    """True once the broker closed ``channel`` (even before aiormq marks it closed)."""
+    return bool(channel.is_closed or getattr(channel, _CLOSE_REASON) is not None)
 
 
 DeliverFrame = Callable[[Any, Any, bytes], None]

@@ -53,6 +53,8 @@ _CONNECT_ERRORS: tuple[type[BaseException], ...] = (*LIBRARY_ERRORS, ValueError)
 _CLOSE_ERRORS: tuple[type[BaseException], ...] = (*LIBRARY_ERRORS, TimeoutError, asyncio.CancelledError)
 _REOPEN_ERRORS: tuple[type[BaseException], ...] = (*LIBRARY_ERRORS, TimeoutError)
 _CLOSE_WAIT = 2.0
+_BASIC_PUBLISH = b"\x00\x3c\x00\x28"
+"""Class 60 (basic), method 40 (publish): the first bytes of a publish frame's payload."""
 _REOPEN_PAUSES = (0.0, 0.1, 0.5, 2.0)
 """Pause before reopening the publish channel after its 1st, 2nd, 3rd... recent channel error."""
 _REOPEN_MEMORY = 30.0
@@ -161,6 +163,8 @@ class Link:
         self.where = where
         """The broker's URL, password masked."""
         self.writer = factory.writer
+        if self.writer is not None:
+            self.writer.guard = self._publish_on_closed_channel
         self._reader: TimedReader | None = factory.reader
         self._closing_on_purpose = False
         self._failed = False
@@ -186,6 +190,17 @@ class Link:
     def is_open(self) -> bool:
         """True until the link failed or was closed."""
         return not self._failed and not self._closing_on_purpose and not self._conn.is_closed
+
+    def _publish_on_closed_channel(self, frames: bytes) -> bool:
+        """True for a publish on the publish channel after the broker closed it: such frames must not
+        follow the ``close-ok`` (the broker would close the whole connection); the broker discards
+        them anyway, and their confirms fail as ``CHANNEL_CLOSED``."""
+        ch = self._pub
+        return (
+            _aiormq.channel_closing(ch)
+            and frames[7:11] == _BASIC_PUBLISH
+            and int.from_bytes(frames[1:3], "big") == ch.number
+        )
 
     def silence(self) -> float:
         """Seconds since the broker last sent anything."""

@@ -14,7 +14,7 @@ aiormq opens its TCP/TLS stream through a :class:`~aiormq.connection.TransportFa
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, SupportsIndex
 
 from aiormq.connection import SSLContextProvider, TransportFactory
@@ -60,8 +60,13 @@ class CorkedWriter:
         self.transport = writer.transport
         self.pending = pending
         """The connection's frame queue: while it holds more frames, writes are buffered."""
+        self.guard: Callable[[bytes], bool] | None = None
+        """``guard(frame_bytes)`` True drops the frames instead of sending them."""
 
     def write(self, data: bytes) -> None:
+        guard = self.guard
+        if guard is not None and guard(data):
+            return
         self._buffer.append(data)
         queue = self.pending
         if queue is None or not queue.qsize():
