@@ -23,8 +23,9 @@ Every Gear publish is ``mandatory`` on a channel with publisher confirms. For on
      and the attempt is repeated on the next link (at-least-once: the stable request id lets the
      server's duplicate window drop the copy);
    * **channel closed** by a channel error (say a 406): the channel is reopened and the attempt
-     repeated once, since the culprit may have been another message in flight; a second refusal is
-     this message's own: ``PublishRefusedError`` with the broker's reason;
+     repeated *in isolation* (nothing else in flight on the channel), since the culprit may have been
+     another message in flight; a refusal of the isolated attempt is this message's own:
+     ``PublishRefusedError`` with the broker's reason;
    * **unconfirmed** at ``until``: ``OutcomeUnknownError`` (it may have been delivered).
 
 The whole loop is bounded by ``until`` (the call's deadline or a cast's retry budget), so a missing
@@ -142,7 +143,7 @@ class Publisher:
         attempt = 0
         reason = ""
         maybe_routed = ""  # why an earlier attempt may have reached the broker
-        refusals = 0
+        isolated = False  # the next attempt goes out alone (after a channel error)
         while True:
             attempt += 1
             try:
@@ -168,6 +169,7 @@ class Publisher:
                 self._exchange, msg.routing_key, msg.body, message_id=message_id,
                 correlation_id=msg.request_id, kind=msg.kind, app_id=self._app_id, headers=msg.headers,
                 until=until, reply_to=msg.reply_to, expiration_ms=expiration_ms, persistent=msg.persistent,
+                isolated=isolated,
             )
             outcome = result.outcome
             if outcome is Outcome.CONFIRMED:
@@ -198,9 +200,9 @@ class Publisher:
             if result.maybe_routed:
                 maybe_routed = result.reason
             if outcome is Outcome.CHANNEL_CLOSED:
-                refusals += 1
-                if refusals >= 2:  # not a bystander of someone else's bad message: it is this one
+                if isolated:  # it was alone on the channel: the broker refused this very message
                     raise PublishRefusedError(msg.address, result.reply_code, result.reason)
+                isolated = True  # maybe a bystander of another message's error: retry it alone
                 reason = "channel_closed"
             else:  # LINK_LOST or NOT_SENT: the link is unusable; the next attempt waits for a new one
                 if outcome is Outcome.LINK_LOST or not link.is_open:

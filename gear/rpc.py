@@ -73,7 +73,7 @@ class RPC:
         cast_retry_budget: float,
         on_reply_unmatched: Callable[[Meta, bytes], bool],
         tracer: Tracer | None = None,
-        max_message_bytes: int = 128 * 1024 * 1024,
+        max_message_bytes: int = 16 * 1024 * 1024,
     ) -> None:
         self._identity = identity
         self._own_type = own_type

@@ -60,10 +60,11 @@ class Settings(BaseSettings):
     """On stop, how long to wait for handlers in flight."""
     handler_threads: int = Field(default=16, ge=1)
     """Thread pool size for plain (blocking) handlers."""
-    max_message_bytes: int = Field(default=128 * 1024 * 1024, ge=1024)
+    max_message_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     """Largest encoded payload (request, cast or reply) Gear sends; larger ones fail at once with
-    ``PayloadTooLargeError`` before anything is sent. Default: RabbitMQ 3.x's ``max_message_size``
-    (128 MiB); RabbitMQ 4.x defaults to 16 MiB, and the reference broker too."""
+    ``PayloadTooLargeError`` before anything is sent. Default 16 MiB: what RabbitMQ 4.x and the
+    reference broker accept (``max_message_size``). RabbitMQ 3.x accepts up to 128 MiB: raise this
+    only if the broker is configured for it (a larger message makes the broker close the channel)."""
     tls_ca: str | None = None
     """CA bundle (PEM) that signs the broker's certificate, for ``amqps://``; default: the system's CAs."""
     tls_cert: str | None = None

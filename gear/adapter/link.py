@@ -12,9 +12,12 @@ is reported once through :meth:`LinkEvents.on_closed` with a reason in words. Fa
 
 * the connection closing under us (the socket failed, or the broker closed it);
 * **silence**: the broker sends something (data or a heartbeat) at least every ``heartbeat / 2``
-  seconds, so nothing received for ``1.5 * heartbeat`` means the link is dead even though the socket
-  looks open (a silent partition, a dead peer, a stale NAT or load-balancer entry). The watchdog
-  aborts the socket at once; the owner reconnects;
+  seconds (measured: 2.0 s gaps with ``heartbeat=4`` on RabbitMQ 3.10 and the reference broker), so
+  nothing received for ``1.5 * heartbeat`` means the link is dead even though the socket looks open
+  (a silent partition, a dead peer, a stale NAT or load-balancer entry). While publishes await their
+  confirms the limit is shorter, ``max(heartbeat / 2 + 1, 0.75 * heartbeat)`` (the confirm watchdog):
+  a live broker that owes confirms is never silent for longer than its heartbeat interval. The
+  watchdog aborts the socket at once; the owner reconnects;
 * a ``type`` or ``host`` channel closed by the broker (the owner rebuilds the whole link).
 
 A channel error on the ``publish`` channel (say a 406 for one bad message) is not a link failure: the
@@ -172,13 +175,22 @@ class Link:
         self._tags: dict[str, tuple[Any, str]] = {}
         self._pub_ready = asyncio.Event()
         self._pub_ready.set()
+        self._open_gate = asyncio.Event()
+        """Cleared while an isolated publish runs: other publishes wait."""
+        self._open_gate.set()
+        self._isolation = asyncio.Lock()
+        self._in_flight = 0
+        self._drained = asyncio.Event()
+        self._drained.set()
         self._pub_errors: list[float] = []
         self.publish_channel_reopens = 0
         heartbeat = int(getattr(conn.connection_tune, "heartbeat", 0) or 0)
         self.heartbeat = heartbeat
         """The negotiated heartbeat timeout in seconds (0: none)."""
         self.dead_after = 1.5 * heartbeat
-        """Seconds of silence from the broker after which the link is declared dead."""
+        """Seconds of silence from the broker after which an idle link is declared dead."""
+        self.dead_after_busy = max(heartbeat / 2 + 1.0, 0.75 * heartbeat)
+        """Seconds of silence after which a link with publishes awaiting confirms is declared dead."""
         conn.closing.add_done_callback(self._on_conn_closed)
         for ch in (type_ch, host_ch):
             ch.closing.add_done_callback(self._on_consumer_channel_closed)
@@ -258,14 +270,17 @@ class Link:
         self._pub_ready.set()
 
     async def _watch(self) -> None:
-        """Declare the link dead when the broker has been silent for ``dead_after`` seconds."""
-        interval = min(1.0, max(0.1, self.heartbeat / 4))
+        """Declare the link dead when the broker has been silent for too long: ``dead_after``
+        seconds, or ``dead_after_busy`` while publishes await their confirms (the confirm watchdog)."""
+        interval = min(0.5, max(0.1, self.heartbeat / 8))
         while self.is_open:
             await asyncio.sleep(interval)
             silence = self.silence()
-            if silence > self.dead_after and self.is_open:
+            busy = self._in_flight > 0
+            if silence > (self.dead_after_busy if busy else self.dead_after) and self.is_open:
+                waiting = f", {self._in_flight} publish(es) awaiting confirms" if busy else ""
                 self._fail(
-                    f"nothing received for {silence:.1f}s (heartbeat {self.heartbeat}s): "
+                    f"nothing received for {silence:.1f}s (heartbeat {self.heartbeat}s{waiting}): "
                     "the network or the broker went silent"
                 )
                 return
@@ -366,18 +381,67 @@ class Link:
         reply_to: str | None = None,
         expiration_ms: int | None = None,
         persistent: bool = False,
+        isolated: bool = False,
     ) -> PublishResult:
         """Publish one attempt (mandatory, confirmed) and wait for its outcome until loop time ``until``.
+
+        ``isolated``: send it while nothing else is in flight on the publish channel (others wait),
+        so that a channel error can only be this message's own. For a message whose earlier attempt
+        was caught in a channel error: it may have been a bystander of another message's.
 
         Raises:
             ConfigurationError: a property Gear cannot encode (a programming error, never I/O).
         """
-        if not self._pub_ready.is_set():
-            try:
-                async with asyncio.timeout_at(until):
-                    await self._pub_ready.wait()
-            except TimeoutError:
-                return PublishResult(Outcome.NOT_SENT, "the publish channel was being reopened")
+        try:
+            async with asyncio.timeout_at(until):
+                if isolated:
+                    await self._isolate()
+                else:
+                    while not (self._open_gate.is_set() and self._pub_ready.is_set()):
+                        await (self._pub_ready if self._open_gate.is_set() else self._open_gate).wait()
+        except TimeoutError:
+            return PublishResult(Outcome.NOT_SENT, "the publish channel was not free before the deadline")
+        try:
+            return await self._send(
+                exchange, routing_key, body, message_id=message_id, correlation_id=correlation_id,
+                kind=kind, app_id=app_id, headers=headers, until=until, reply_to=reply_to,
+                expiration_ms=expiration_ms, persistent=persistent,
+            )
+        finally:
+            if isolated:
+                self._end_isolation()
+
+    async def _isolate(self) -> None:
+        """Hold the publish channel alone: others wait at the gate until :meth:`_end_isolation`."""
+        await self._isolation.acquire()
+        self._open_gate.clear()
+        try:
+            await self._pub_ready.wait()
+            await self._drained.wait()
+        except BaseException:
+            self._end_isolation()
+            raise
+
+    def _end_isolation(self) -> None:
+        self._open_gate.set()
+        self._isolation.release()
+
+    async def _send(
+        self,
+        exchange: str,
+        routing_key: str,
+        body: bytes,
+        *,
+        message_id: str,
+        correlation_id: str,
+        kind: str,
+        app_id: str,
+        headers: dict[str, Any],
+        until: float,
+        reply_to: str | None,
+        expiration_ms: int | None,
+        persistent: bool,
+    ) -> PublishResult:
         ch = self._pub
         try:
             payload = encode_publish(
@@ -389,7 +453,14 @@ class Link:
             )
         except (TypeError, ValueError) as exc:
             raise ConfigurationError(f"cannot encode the message for {routing_key!r}: {exc}") from exc
-        return await send(ch, payload, message_id, until)
+        self._in_flight += 1
+        self._drained.clear()
+        try:
+            return await send(ch, payload, message_id, until)
+        finally:
+            self._in_flight -= 1
+            if not self._in_flight:
+                self._drained.set()
 
 
 async def _never_called(message: Any) -> None:  # pragma: no cover - the reader is replaced

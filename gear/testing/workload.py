@@ -35,6 +35,9 @@ __all__ = ("HANG_MARGIN", "Ledger", "Workload", "serve_workload")
 HANG_MARGIN = 0.5
 """Seconds past its deadline after which an operation counts as hung."""
 
+# A gather that ends with fewer replies than servers is not a success: it is counted as the error
+# ``gather:partial`` (a gather returns what it has at its timeout, by contract).
+
 
 @dataclass
 class Ledger:
@@ -49,7 +52,8 @@ class Ledger:
     casts_unknown: set[str] = field(default_factory=set)
     casts_received: Counter[str] = field(default_factory=Counter)
     handled: Counter[str] = field(default_factory=Counter)
-    successes: list[float] = field(default_factory=list)
+    successes: list[tuple[float, float]] = field(default_factory=list)
+    """(start, end) loop times of every successful call or gather."""
     max_loop_lag: float = 0.0
 
     @property
@@ -68,8 +72,9 @@ class Ledger:
         return sum(1 for n in self.handled.values() if n > 1)
 
     def recovery(self, since: float) -> float | None:
-        """Seconds from loop time ``since`` to the first successful call after it (None: never)."""
-        later = [t for t in self.successes if t >= since]
+        """Seconds from loop time ``since`` to the end of the first successful call that started
+        after it (None: none yet)."""
+        later = [end for start, end in self.successes if start >= since]
         return min(later) - since if later else None
 
     def check(self) -> None:
@@ -180,8 +185,9 @@ class Workload:
                 self._casts.add(task)
                 task.add_done_callback(self._casts.discard)
             if self._gather_every and n % self._gather_every == 0:
-                await self._op("gather", self._client.rpc.gather(f"{self._type}.*", "wl.ping", n,
-                                                                  timeout=self._timeout), self._timeout)
+                await self._op("gather", self._client.rpc.gather(
+                    f"{self._type}.*", "wl.ping", n, timeout=self._timeout, expected=len(self._hosts)
+                ), self._timeout)
                 continue
             target = self._type if n % 2 else f"{self._type}.{self._hosts[n % len(self._hosts)]}"
             await self._op("call", self._client.rpc.call(target, "wl.echo", n, timeout=self._timeout),
@@ -192,20 +198,25 @@ class Workload:
         ledger = self._ledger
         ledger.calls += 1
         started = loop.time()
+        failed = True
         try:
-            await op
+            result = await op
+            if kind == "gather" and len(result) < len(self._hosts):
+                ledger.errors["gather:partial"] += 1
+            else:
+                failed = False
         except GearError as exc:
             ledger.errors[type(exc).__name__] += 1
         except Exception as exc:
             ledger.untyped.append(f"{kind}: {exc!r}")
+        ended = loop.time()
+        if ended - started - budget > HANG_MARGIN:
+            ledger.hung.append(f"{kind} ended {ended - started - budget:.2f}s after its deadline")
+        if failed:
+            await asyncio.sleep(0.01)  # a failing stream must not spin
         else:
             ledger.ok += 1
-            ledger.successes.append(loop.time())
-        late = loop.time() - started - budget
-        if late > HANG_MARGIN:
-            ledger.hung.append(f"{kind} ended {late:.2f}s after its deadline")
-        if not ledger.successes or ledger.successes[-1] < started:
-            await asyncio.sleep(0.01)  # a failing stream must not spin
+            ledger.successes.append((started, ended))
 
     async def _cast(self, n: int) -> None:
         loop = asyncio.get_running_loop()

@@ -162,7 +162,7 @@ async def test_bad_input_is_one_callers_problem(rig: Rig) -> None:
 
 
 async def _bad_input(rig: Rig, broker_limit: int) -> None:
-    rig.build()
+    rig.build(max_message_bytes=64 * 1024 * 1024)  # above the broker's: let the broker refuse
     small = rig.fleet.service(rig.type_ + "S", "s1", max_message_bytes=64 * 1024)
 
     @small.handler("huge")
@@ -177,7 +177,7 @@ async def _bad_input(rig: Rig, broker_limit: int) -> None:
     client = rig.client
     assert client is not None
     over_broker = (broker_limit if not rig.broker.is_reference else 16 * 1024 * 1024) + 1024
-    async with rig.workload():
+    async with rig.workload(call_timeout=5.0):  # a 16 MiB body ahead of them slows the others down
         await asyncio.sleep(0.3)
         # over Gear's own limit: refused before anything is sent
         limited = rig.fleet.client(max_message_bytes=4096)
