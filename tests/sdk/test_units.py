@@ -208,7 +208,8 @@ def test_fast_publish_encoding_decodes_with_pamqp() -> None:
     headers = {"x-gear-method": "status", "x-gear-deadline": 1_790_000_000_123, "x-flag": True}
     data = encode_publish(
         5, "gear", "REPO.h2", b'{"a": 1}', frame_body_max=4096, mandatory=True,
-        content_type="application/json", delivery_mode=2, correlation_id="c" * 16, reply_to="WEB.w1", expiration="1500",
+        content_type="application/json", delivery_mode=2, correlation_id="c" * 16, reply_to="WEB.w1",
+        expiration="1500",
         message_id="c" * 16 + ".1", message_type="gear.call", app_id="WEB.w1", headers=headers,
     )
     frames = []
