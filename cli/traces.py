@@ -30,6 +30,16 @@ def _parse_time(value: str | None, option: str) -> datetime | None:
         ) from None
 
 
+def _parse_conf(items: list[str]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise typer.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--conf")
+        found[key.strip()] = value
+    return found
+
+
 def run_analysis(
     path: str,
     out: str,
@@ -38,6 +48,7 @@ def run_analysis(
     master: str | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
+    conf: dict[str, str] | None = None,
 ) -> Any:
     """Run the Spark job with a progress bar (quiet under ``--json`` or off a terminal); exit with a
     clear message when PySpark or the input is missing."""
@@ -45,7 +56,9 @@ def run_analysis(
 
     with map_errors(render), stage_progress(pipeline.STAGES, quiet=render.as_json) as progress:
         try:
-            return pipeline.run_analyze(path, out, master=master, since=since, until=until, progress=progress)
+            return pipeline.run_analyze(
+                path, out, master=master, since=since, until=until, progress=progress, conf=conf
+            )
         except pipeline.SparkMissingError as exc:
             fail(str(exc) or INSTALL_HINT, ExitCode.MISSING_DEPENDENCY, render)
         except FileNotFoundError as exc:
@@ -70,12 +83,22 @@ def analyze(
     until: Annotated[
         str | None, typer.Option(help="Only events before this ISO 8601 time.", show_default=False)
     ] = None,
+    conf: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--conf",
+            metavar="KEY=VALUE",
+            help="A Spark property, e.g. spark.sql.shuffle.partitions=8 (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Dependency links, latency percentiles, rates, duplicates, blocked periods and an HTML report."""
     render = Renderer(as_json)
     start, end = _parse_time(since, "--since"), _parse_time(until, "--until")
-    summary = run_analysis(path, out, render, master=master, since=start, until=end)
+    properties = _parse_conf(conf or [])
+    summary = run_analysis(path, out, render, master=master, since=start, until=end, conf=properties)
     render.document(summary)
     tables = summary.get("tables", {}) if isinstance(summary, dict) else {}
     render.table(

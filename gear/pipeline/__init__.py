@@ -66,12 +66,14 @@ def run_analyze(
     since: datetime | None = None,
     until: datetime | None = None,
     progress: Callable[[str], None] | None = None,
+    conf: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Analyse trace files under ``path`` and write tables, ``summary.json`` and ``report.html`` to ``out``.
 
     ``master`` is a Spark master URL (``local[2]``, ``spark://host:7077``); ``None`` keeps whatever
-    spark-submit or ``SPARK_MASTER`` chose, and ``local[*]`` otherwise. ``since``/``until`` select calls
-    by the caller's first publish time (naive datetimes are UTC).
+    spark-submit or ``SPARK_MASTER`` chose, and ``local[*]`` otherwise. ``conf`` adds Spark properties
+    (e.g. ``spark.sql.shuffle.partitions``). ``since``/``until`` select calls by the caller's first
+    publish time (naive datetimes are UTC). ``progress`` is called with each of :data:`STAGES`.
 
     Raises:
         SparkMissingError: if PySpark is not installed.
@@ -80,4 +82,4 @@ def run_analyze(
     _require_pyspark()
     from gear.pipeline.job import run
 
-    return run(path, out, master=master, since=since, until=until, progress=progress)
+    return run(path, out, master=master, since=since, until=until, progress=progress, conf=conf)

@@ -197,10 +197,11 @@ def _log_config() -> str:
     return str(path)
 
 
-def spark_session(master: str | None = None) -> SparkSession:
+def spark_session(master: str | None = None, conf: dict[str, str] | None = None) -> SparkSession:
     """A session for the job: ``master`` if given, else spark-submit's, else ``SPARK_MASTER`` or ``local[*]``.
 
-    Under spark-submit the master and configuration come from its command line and are not overridden.
+    Under spark-submit the master and configuration come from its command line and are not overridden;
+    ``conf`` (Spark properties) is applied last, so it wins over Gear's local-mode defaults.
     """
     builder = SparkSession.builder.appName("gear-traces-analyze")
     under_submit = "PYSPARK_GATEWAY_PORT" in os.environ
@@ -219,6 +220,8 @@ def spark_session(master: str | None = None) -> SparkSession:
     builder = builder.config("spark.ui.showConsoleProgress", "false").config(
         "spark.sql.session.timeZone", "UTC"
     )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("GEAR_SPARK_LOG_LEVEL", "ERROR"))
     return spark
@@ -231,13 +234,14 @@ def run(
     since: datetime | None = None,
     until: datetime | None = None,
     progress: Callable[[str], None] | None = None,
+    conf: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Start (or reuse) a session, run :func:`analyze`, and add the start-up time to the summary."""
     resolve_paths(path)
     say = progress or (lambda _message: None)
     say(STAGES[0])
     started = time.monotonic()
-    spark = spark_session(master)
+    spark = spark_session(master, conf)
     startup = time.monotonic() - started
     summary = analyze(spark, path, out, since=since, until=until, progress=progress)
     summary["spark_startup_seconds"] = round(startup, 3)
@@ -254,6 +258,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("paths", nargs="+", help="trace files or directories (local, hdfs://, s3a://)")
     parser.add_argument("--out", required=True)
     parser.add_argument("--master", default=None)
+    parser.add_argument("--conf", action="append", default=[], help="KEY=VALUE Spark property (repeatable)")
     parser.add_argument("--since", default=None, help="ISO time; calls first published at or after it")
     parser.add_argument("--until", default=None, help="ISO time; calls first published before it")
     args = parser.parse_args(argv)
@@ -264,6 +269,7 @@ def main(argv: list[str] | None = None) -> None:
         since=_when(args.since),
         until=_when(args.until),
         progress=lambda m: print(f"gear traces: {m}", flush=True),
+        conf=dict(item.split("=", 1) for item in args.conf),
     )
     quality = summary["data_quality"]
     print(json.dumps({"links": summary["zipkin_links"], "data_quality": quality}, default=str))
