@@ -1,15 +1,22 @@
-"""Benchmark: call throughput with tracing off and on (JSONL to a temporary directory), same run.
+"""Benchmark: call throughput with tracing off and on, with and without OpenTelemetry, same run.
 
     python benchmarks/tracing_overhead.py [--url amqp://guest:guest@127.0.0.1:5672/] [--calls 3000]
         [--concurrency 32] [--rounds 3]
 
 One server instance (an echo handler) and one caller instance. Each round measures calls per second
-with tracing off (``NullTracer``), then on (``JsonlTracer``, both instances writing); rounds alternate
-so that machine noise hits both sides alike. Prints the median of each side and the overhead
-``1 - on/off`` (the target is under 5 %), plus how many events were written. On a busy machine the
-round-to-round noise can exceed the effect, so it also measures the tracer's own CPU cost per event
-(``emit`` on the caller's thread, and in total with the writer thread's JSON encoding and I/O) and
-the share of one core that costs at the untraced call rate (``cpu_share_at_off_rate``).
+for every side, interleaved so that machine noise hits them alike:
+
+* ``off``: no Gear events, no spans (``NullTracer``, OpenTelemetry bridge off);
+* ``jsonl``: Gear's JSONL events (both instances writing), no spans: Gear without the ``otel`` extra;
+* ``jsonl+otel``: JSONL events plus OpenTelemetry spans and W3C headers, recorded by the SDK
+  (``TracerProvider`` with a ``BatchSpanProcessor`` and an exporter that drops the spans), which is
+  what an application with the ``otel`` extra and a configured SDK pays.
+
+Prints the median of each side and the overheads ``1 - side/off`` (the target is under 5 %), plus how
+many events were written. On a busy machine the round-to-round noise can exceed the effect, so it
+also measures the tracer's own CPU cost per event (``emit`` on the caller's thread, and in total with
+the writer thread's JSON encoding and I/O) and the share of one core that costs at the untraced call
+rate (``cpu_share_at_off_rate``).
 """
 
 from __future__ import annotations
@@ -26,11 +33,32 @@ from typing import Any
 
 import gear
 from gear.tracing import JsonlTracer, NullTracer, Tracer, tracer_from_env
+from gear.tracing.spans import NO_SPANS, Spans, using_spans
 
 __all__ = ("main",)
 
 
-async def _round(url: str, calls: int, concurrency: int, trace_dir: Path | None) -> tuple[float, int]:
+def _otel_spans() -> Spans:
+    """The OpenTelemetry bridge with a real SDK provider whose exporter drops what it gets."""
+    from collections.abc import Sequence
+
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    from gear.tracing.otel import OtelSpans
+
+    class Drop(SpanExporter):
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Drop()))
+    return OtelSpans(provider)
+
+
+async def _round(
+    url: str, calls: int, concurrency: int, trace_dir: Path | None, spans: Spans = NO_SPANS
+) -> tuple[float, int]:
     suffix = uuid.uuid4().hex[:6]
     server_type, client_type = f"BENCHS{suffix}", f"BENCHC{suffix}"
 
@@ -40,8 +68,9 @@ async def _round(url: str, calls: int, concurrency: int, trace_dir: Path | None)
         return tracer_from_env(type_, host, f"{type_}.{host}", directory=trace_dir)
 
     server_tracer, client_tracer = tracer(server_type, "s1"), tracer(client_type, "c1")
-    server = gear.Service(server_type, "s1", url=url, tracer=server_tracer)
-    client = gear.Service(client_type, "c1", url=url, tracer=client_tracer, serve=False)
+    with using_spans(spans):
+        server = gear.Service(server_type, "s1", url=url, tracer=server_tracer)
+        client = gear.Service(client_type, "c1", url=url, tracer=client_tracer, serve=False)
 
     @server.handler("echo")
     async def echo(payload: dict[str, Any]) -> dict[str, Any]:
@@ -95,30 +124,35 @@ def _emit_cost(n: int = 200_000) -> dict[str, float]:
 
 
 async def _main(args: argparse.Namespace) -> dict[str, Any]:
-    off: list[float] = []
-    on: list[float] = []
+    sides: dict[str, list[float]] = {"off": [], "jsonl": [], "jsonl+otel": []}
     events = 0
+    otel = _otel_spans()
     with tempfile.TemporaryDirectory(prefix="gear-trace-bench-") as directory:
         for n in range(args.rounds):
             rate, _ = await _round(args.url, args.calls, args.concurrency, None)
-            off.append(rate)
-            rate, written = await _round(args.url, args.calls, args.concurrency, Path(directory) / str(n))
-            on.append(rate)
+            sides["off"].append(rate)
+            rate, written = await _round(args.url, args.calls, args.concurrency, Path(directory) / f"j{n}")
+            sides["jsonl"].append(rate)
             events += written
-            print(f"round {n + 1}: off {off[-1]:,.0f} calls/s, on {on[-1]:,.0f} calls/s", flush=True)
-    median_off, median_on = statistics.median(off), statistics.median(on)
+            rate, _ = await _round(args.url, args.calls, args.concurrency, Path(directory) / f"o{n}", otel)
+            sides["jsonl+otel"].append(rate)
+            print(
+                f"round {n + 1}: " + ", ".join(f"{k} {v[-1]:,.0f} calls/s" for k, v in sides.items()),
+                flush=True,
+            )
+    median = {k: statistics.median(v) for k, v in sides.items()}
     cost = _emit_cost()
     per_call = events / max(1, args.rounds * (args.calls + min(200, args.calls)))
     return {
         **cost,
         "events_per_call": round(per_call, 2),
-        "cpu_share_at_off_rate": round(cost["cpu_us_per_event"] * per_call * median_off / 1e6, 4),
+        "cpu_share_at_off_rate": round(cost["cpu_us_per_event"] * per_call * median["off"] / 1e6, 4),
         "url": args.url,
         "calls_per_round": args.calls,
         "concurrency": args.concurrency,
-        "off_calls_per_s": round(median_off),
-        "on_calls_per_s": round(median_on),
-        "overhead": round(1 - median_on / median_off, 4),
+        **{f"{k}_calls_per_s": round(v) for k, v in median.items()},
+        "overhead_jsonl": round(1 - median["jsonl"] / median["off"], 4),
+        "overhead_jsonl_otel": round(1 - median["jsonl+otel"] / median["off"], 4),
         "events_written": events,
     }
 
