@@ -14,10 +14,14 @@ follows it):
   ``gear.publish.confirm`` / ``gear.publish.nack`` / ``gear.publish.return`` /
   ``gear.publish.republish`` (``gear.attempt`` 2..), ``gear.rpc.response`` (``error.type`` set when the
   handler failed), ``gear.rpc.timeout``, ``gear.rpc.late_reply``, ``gear.rpc.unroutable``;
-* callee side, on each receiving instance: ``gear.deliver`` (``gear.amqp.redelivered``,
-  ``gear.duplicate``), ``gear.settle`` (``messaging.operation.name`` ack | nack | reject),
-  ``gear.rpc.reply``, ``gear.rpc.expired``, and the reply's own ``gear.publish`` with
+* callee side, on each receiving instance: exactly one ``gear.deliver`` per request delivery
+  (``gear.amqp.redelivered``; ``gear.duplicate`` when the idempotency window recognised the request
+  id and the handler did not run again), one ``gear.settle`` per acknowledgement actually sent
+  (``messaging.operation.name`` ack | nack | reject, ``gear.amqp.requeue``; a delivery whose channel
+  closed first is not settled by Gear: the broker redelivers it), ``gear.rpc.reply`` (with the handler
+  time in ``gear.duration_ms``), ``gear.rpc.expired``, and the reply's own ``gear.publish`` with
   ``gear.rpc.kind`` = ``reply`` (its confirm/nack/return events carry ``gear.rpc.kind`` = reply too);
+  a message that is not a Gear message gets one ``gear.settle`` (reject, no requeue) and no deliver;
 * per instance: ``gear.connection.lost`` / ``.reconnect`` (``gear.reconnect.downtime_ms``) and
   ``.blocked`` (``gear.blocked.reason``) / ``.unblocked``.
 

@@ -182,3 +182,76 @@ def test_full_disk_logs_once_and_never_raises(
     assert len([r for r in caplog.records if r.name == "gear.tracing"]) == 1
     assert tracer.sink.dropped == 3
     assert tracer.sink.written == 0
+
+
+def test_combine_hands_each_event_to_every_enabled_tracer() -> None:
+    from gear.tracing import MultiTracer, combine
+
+    first, second = InMemoryTracer(), InMemoryTracer()
+    assert isinstance(combine(None, NullTracer()), NullTracer)
+    assert combine(first, NullTracer()) is first
+    both = combine(first, None, second)
+    assert isinstance(both, MultiTracer)
+    both.emit(EventName.BLOCKED, attributes={Attr.BLOCKED_REASON: "low on memory"})
+    both.close()
+    assert (
+        [e.event_name for e in first.events]
+        == [e.event_name for e in second.events]
+        == ["gear.connection.blocked"]
+    )
+
+
+def test_emitter_events_follow_the_contract() -> None:
+    from dataclasses import dataclass, field
+    from typing import Any
+
+    from gear.tracing import Emitter, Settlement
+    from gear.tracing.spans import NO_SPANS
+
+    @dataclass
+    class Msg:
+        routing_key: str = "REPO.r1"
+        request_id: str = "ab" * 8
+        kind: str = "gear.call"
+        method: str = "put"
+        body: bytes = b"{}"
+        trace_id: str | None = "cd" * 16
+        parent_id: str | None = None
+        deadline_unix: float | None = None
+        headers: dict[str, Any] = field(default_factory=dict)
+
+    @dataclass
+    class Delivered:
+        body: bytes = b"{}"
+        queue: str = "REPO.r1"
+        routing_key: str = "REPO.r1"
+        delivery_tag: int = 3
+        redelivered: bool = True
+        message_id: str | None = "ab.1"
+
+    @dataclass
+    class Meta:
+        kind: str = "gear.call"
+        request_id: str = "ab" * 8
+        method: str = "put"
+        sender: str = "WEB.w1"
+        attempt: int = 1
+        trace_id: str | None = "cd" * 16
+        parent_id: str | None = "ef" * 8
+
+    events = InMemoryTracer()
+    emitter = Emitter(events, "REPO.r1", exchange="gx", spans=NO_SPANS)
+    emitter.publish(Msg(), "ab.2", 2, reason="return")
+    emitter.deliver(Delivered(), Meta(), duplicate=True)
+    emitter.settle(Delivered(), Meta(), Settlement.NACK, requeue=True)
+    republish, deliver, settle = events.events
+    assert republish.event_name == "gear.publish.republish"
+    assert republish.attributes.republish_reason == "return"
+    assert republish.attributes.destination == "gx:REPO.r1"
+    assert (deliver.event_name, deliver.attributes.duplicate, deliver.attributes.redelivered) == (
+        "gear.deliver", True, True,
+    )  # fmt: skip
+    assert deliver.parent_span_id == "ef" * 8
+    assert deliver.attributes.destination == "gx:REPO.r1:REPO.r1"
+    assert (settle.attributes.operation_name, settle.attributes.requeue) == ("nack", True)
+    assert settle.span_id == deliver.span_id == "ab" * 8
