@@ -20,6 +20,8 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
+import pydantic_core
+
 from gear.tracing.api import EventName, NullTracer, Tracer
 from gear.tracing.event import Resource, TraceEvent, coerce_attributes
 from gear.tracing.sink import DEFAULT_MAX_BYTES, RotatingFileSink
@@ -35,6 +37,16 @@ _Pending = tuple[int, int, str, str | None, str | None, str | None, dict[str, An
 
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str).encode
+
+
+def _fast_dumps(value: dict[str, Any]) -> str:
+    """Compact JSON, several times faster than ``json`` (it runs for every event on the writer thread)."""
+    return pydantic_core.to_json(value, fallback=str, inf_nan_mode="null").decode()
+
+
+def _text(value: str) -> str:
+    """A JSON string; ids and event names are plain words, so most need no escaping."""
+    return f'"{value}"' if value.replace(".", "").isalnum() and value.isascii() else _dumps(value)
 
 
 class JsonlTracer:
@@ -94,15 +106,15 @@ class JsonlTracer:
 
     def _line(self, item: _Pending) -> str:
         t, seq, name, trace_id, span_id, parent, attrs = item
-        head = f'{{"time_unix_nano":{t},"event.name":{_dumps(name)},"gear.event.seq":{seq}'
+        head = f'{{"time_unix_nano":{t},"event.name":{_text(name)},"gear.event.seq":{seq}'
         ids = ""
         if trace_id is not None:
-            ids += f',"trace_id":{_dumps(trace_id)}'
+            ids += f',"trace_id":{_text(trace_id)}'
         if span_id is not None:
-            ids += f',"span_id":{_dumps(span_id)}'
+            ids += f',"span_id":{_text(span_id)}'
         if parent:
-            ids += f',"parent_span_id":{_dumps(parent)}'
-        body = _dumps(coerce_attributes(attrs)) if attrs else "{}"
+            ids += f',"parent_span_id":{_text(parent)}'
+        body = _fast_dumps(coerce_attributes(attrs)) if attrs else "{}"
         return f'{head}{ids},"resource":{self._resource_json},"attributes":{body}}}\n'
 
     def _drain(self) -> None:
