@@ -8,6 +8,8 @@ for every side, interleaved so that machine noise hits them alike:
 
 * ``off``: no Gear events, no spans (``NullTracer``, OpenTelemetry bridge off);
 * ``jsonl``: Gear's JSONL events (both instances writing), no spans: Gear without the ``otel`` extra;
+* ``jsonl+otel-api``: JSONL events with the ``otel`` extra installed but no SDK configured (the
+  OpenTelemetry API's no-op spans): what installing the extra costs by itself;
 * ``jsonl+otel``: JSONL events plus OpenTelemetry spans and W3C headers, recorded by the SDK
   (``TracerProvider`` with a ``BatchSpanProcessor`` and an exporter that drops the spans), which is
   what an application with the ``otel`` extra and a configured SDK pays.
@@ -124,9 +126,11 @@ def _emit_cost(n: int = 200_000) -> dict[str, float]:
 
 
 async def _main(args: argparse.Namespace) -> dict[str, Any]:
-    sides: dict[str, list[float]] = {"off": [], "jsonl": [], "jsonl+otel": []}
+    from gear.tracing.otel import OtelSpans
+
+    sides: dict[str, list[float]] = {"off": [], "jsonl": [], "jsonl+otel-api": [], "jsonl+otel": []}
     events = 0
-    otel = _otel_spans()
+    otel, api_only = _otel_spans(), OtelSpans()  # the second follows the global (no-op) provider
     with tempfile.TemporaryDirectory(prefix="gear-trace-bench-") as directory:
         for n in range(args.rounds):
             rate, _ = await _round(args.url, args.calls, args.concurrency, None)
@@ -134,7 +138,11 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
             rate, written = await _round(args.url, args.calls, args.concurrency, Path(directory) / f"j{n}")
             sides["jsonl"].append(rate)
             events += written
-            rate, _ = await _round(args.url, args.calls, args.concurrency, Path(directory) / f"o{n}", otel)
+            rate, _ = await _round(
+                args.url, args.calls, args.concurrency, Path(directory) / f"a{n}", api_only
+            )
+            sides["jsonl+otel-api"].append(rate)
+            rate, _ = await _round(args.url, args.calls, args.concurrency, base / f"o{n}", otel)
             sides["jsonl+otel"].append(rate)
             print(
                 f"round {n + 1}: " + ", ".join(f"{k} {v[-1]:,.0f} calls/s" for k, v in sides.items()),
@@ -152,6 +160,7 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         "concurrency": args.concurrency,
         **{f"{k}_calls_per_s": round(v) for k, v in median.items()},
         "overhead_jsonl": round(1 - median["jsonl"] / median["off"], 4),
+        "overhead_jsonl_otel_api": round(1 - median["jsonl+otel-api"] / median["off"], 4),
         "overhead_jsonl_otel": round(1 - median["jsonl+otel"] / median["off"], 4),
         "events_written": events,
     }

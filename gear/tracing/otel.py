@@ -130,9 +130,7 @@ class OtelSpans:
                 Attr.MESSAGING_SYSTEM: "rabbitmq",
                 Attr.OPERATION_TYPE: "send",
                 Attr.DESTINATION: f"{exchange}:{msg.routing_key}",
-                Attr.ROUTING_KEY: msg.routing_key,
                 Attr.REQUEST_ID: msg.request_id,
-                Attr.RPC_KIND: msg.kind.removeprefix("gear."),
             },
         )
         propagate.inject(headers, context=trace.set_span_in_context(span))
@@ -211,15 +209,10 @@ class OtelSpans:
                 Attr.RPC_METHOD: method,
                 Attr.MESSAGING_SYSTEM: "rabbitmq",
                 Attr.OPERATION_TYPE: "process",
-                Attr.OPERATION_NAME: "deliver",
                 Attr.DESTINATION: f"{exchange}:{delivery.routing_key}:{delivery.queue}",
-                Attr.ROUTING_KEY: delivery.routing_key,
-                Attr.MESSAGE_ID: delivery.message_id or "",
-                Attr.CONVERSATION_ID: meta.request_id,
-                Attr.DELIVERY_TAG: delivery.delivery_tag,
-                Attr.REDELIVERED: delivery.redelivered,
+                Attr.REQUEST_ID: meta.request_id,
                 Attr.CALLER: meta.sender,
-                Attr.ATTEMPT: meta.attempt,
+                Attr.REDELIVERED: delivery.redelivered,
             },
         )
         token = otel_context.attach(trace.set_span_in_context(span))
