@@ -142,7 +142,7 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
                 args.url, args.calls, args.concurrency, Path(directory) / f"a{n}", api_only
             )
             sides["jsonl+otel-api"].append(rate)
-            rate, _ = await _round(args.url, args.calls, args.concurrency, base / f"o{n}", otel)
+            rate, _ = await _round(args.url, args.calls, args.concurrency, Path(directory) / f"o{n}", otel)
             sides["jsonl+otel"].append(rate)
             print(
                 f"round {n + 1}: " + ", ".join(f"{k} {v[-1]:,.0f} calls/s" for k, v in sides.items()),
