@@ -235,3 +235,33 @@ async def test_reconnect_supervisor_survives_an_injected_exception(
     assert all(r.exc_info for r in traces)
     assert all(s.connected for s in [*rig.servers, rig.client] if s is not None)
     rig.report("exception injected into reconnect", recovery_s=round(recovery, 2))
+
+
+async def test_queues_deleted_behind_the_services_backs(rig: Rig) -> None:
+    """The seed's lost-queue incident: the shared TYPE queue and an instance queue vanish while
+    traffic flows. The services re-create them without a restart; callers see typed errors at worst."""
+    import aiormq
+
+    rig.build()
+    await rig.fleet.start()
+    async with rig.workload(call_timeout=3.0):
+        await asyncio.sleep(0.5)
+        conn = await aiormq.connect(rig.broker.url)
+        try:
+            ch = await conn.channel()
+            await ch.queue_delete(queue=rig.type_)
+            await ch.queue_delete(queue=f"{rig.type_}.h1")
+        finally:
+            await conn.close()
+        since = asyncio.get_running_loop().time()
+        recovery = await _recovered(rig, since)
+        await eventually(lambda: all(s.connected for s in rig.servers), what="servers serving again")
+        await asyncio.sleep(1.0)
+    # casts sent before the deletion may have gone with the deleted queue (the operator deleted
+    # them); every cast sent after it must arrive
+    rig.ledger.only_casts_sent_after(since)
+    await _settle(rig)
+    rig.ledger.check()
+    assert all(s.stats["reconnects"] >= 1 for s in rig.servers)  # the consumer cancel rebuilt them
+    rig.report("TYPE and TYPE.HOST queues deleted", recovery_s=round(recovery, 2))
+
