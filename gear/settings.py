@@ -44,6 +44,10 @@ class Settings(BaseSettings):
     reconnect_max: float = Field(default=1.0, gt=0)
     """Upper bound of the reconnect delay (so calls succeed again within about a second of the
     broker's return)."""
+    failback_interval: float = Field(default=30.0, ge=0)
+    """With several broker URLs: when connected to another one than this instance's first choice
+    (after a failover), how often to check whether the first choice is back and move there
+    (0: never). Spreads instances back over a cluster node that returns."""
     connect_wait: float = Field(default=30.0, gt=0)
     """How long ``start()`` keeps trying before raising ``ConnectError``."""
     quorum: bool = False

@@ -172,6 +172,8 @@ class Link:
         self._closing_on_purpose = False
         self._failed = False
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._work: set[asyncio.Task[Any]] = set()
+        """Requests taken from this link's queues and still being handled (they ack on it)."""
         self._tags: dict[str, tuple[Any, str]] = {}
         self._pub_ready = asyncio.Event()
         self._pub_ready.set()
@@ -290,8 +292,26 @@ class Link:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def _spawn_work(self, coro: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._work.add(task)
+        task.add_done_callback(self._work.discard)
+
+    async def retire(self, grace: float) -> None:
+        """Leave this link gracefully for another one: stop consuming, let the requests taken from it
+        finish and the publishes on it settle (up to ``grace`` seconds), then close it."""
+        self._closing_on_purpose = True
+        await self.stop_consuming()
+        drained = asyncio.ensure_future(self._drained.wait())
+        try:
+            await asyncio.wait([*self._work, drained], timeout=grace)
+        finally:
+            drained.cancel()
+        await self.close()
+
     async def close(self) -> None:
-        """Close the connection on purpose (no ``on_closed`` event)."""
+        """Close the connection on purpose (no ``on_closed`` event). Requests still being handled
+        keep running; their acks find the channel gone and the broker requeues them."""
         self._closing_on_purpose = True
         for task in list(self._tasks):
             task.cancel()
@@ -341,7 +361,7 @@ class Link:
             ConnectionLostError: the channel or connection failed.
         """
         ch = self._type if which == "type" else self._host
-        read_deliveries(ch, queue, callback, self.writer, self._spawn)
+        read_deliveries(ch, queue, callback, self.writer, self._spawn_work)
         ch.on_consumer_cancel_callbacks.add(self._on_cancel)
         try:
             ok = await ch.basic_consume(queue, _never_called)
