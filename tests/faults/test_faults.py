@@ -265,3 +265,41 @@ async def test_queues_deleted_behind_the_services_backs(rig: Rig) -> None:
     assert all(s.stats["reconnects"] >= 1 for s in rig.servers)  # the consumer cancel rebuilt them
     rig.report("TYPE and TYPE.HOST queues deleted", recovery_s=round(recovery, 2))
 
+
+
+async def test_a_nack_is_retried_on_a_fresh_channel_then_not_confirmed(rig: Rig) -> None:
+    """Nacks are transient during a cluster node loss (and a channel opened during a quorum leader
+    election stays nacked): a nacked message is tried twice more, each time on a fresh publish channel;
+    a third nack is NotConfirmedError. The connection and everyone else's calls are untouched."""
+    import aiormq
+
+    from gear.tracing.api import Attr, EventName
+    from gear.tracing.tracer import InMemoryTracer
+
+    tracer = InMemoryTracer()
+    rig.build()
+    sender = rig.fleet.service(rig.type_ + "N", "n1", serve=False, tracer=tracer)
+    await rig.fleet.start()
+    full = rig.type_ + "FULL"
+    conn = await aiormq.connect(rig.broker.url)
+    try:
+        ch = await conn.channel()
+        await ch.queue_declare(full, arguments={"x-max-length": 1, "x-overflow": "reject-publish"})
+        await ch.queue_bind(full, rig.fleet.exchange, routing_key=f"{full}.h1")
+        async with rig.workload():
+            assert await sender.rpc.cast(f"{full}.h1", "store", 1) is True  # fills the queue
+            with pytest.raises(gear.NotConfirmedError, match="3 time"):
+                await sender.rpc.cast(f"{full}.h1", "store", 2)
+            await asyncio.sleep(0.3)
+        nacks = tracer.named(EventName.NACK)
+        assert len(nacks) == 3
+        retries = [e for e in tracer.named(EventName.REPUBLISH) if e.attributes.model_dump(by_alias=True)
+                   .get(Attr.REPUBLISH_REASON) == "nack"]
+        assert len(retries) == 2
+        assert sender.stats["reconnects"] == 0
+        assert await sender.rpc.call(f"{rig.type_}.h1", "wl.echo", 7) == 7
+    finally:
+        await ch.queue_delete(full)
+        await conn.close()
+    await _settle(rig)
+    rig.ledger.check()
