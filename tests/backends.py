@@ -1,9 +1,17 @@
 """The two brokers the integration suite runs against, behind one small handle.
 
-``reference`` is Gear's own broker started in-process on a free port; ``rabbitmq`` is a real RabbitMQ
-from ``GEAR_TEST_AMQP_URL`` or, when a Docker engine is reachable, a testcontainers RabbitMQ. Tests that
-need to disturb the broker (drop connections, raise a memory alarm) do it through the handle, so the
-same test body runs on both.
+``reference`` is Gear's own broker started in-process on a free port. ``rabbitmq`` is a real RabbitMQ,
+found in this order:
+
+1. ``GEAR_TEST_AMQP_URL`` (``rabbitmqctl`` on this machine controls it, if present);
+2. else, when a Docker engine answers, a container started through testcontainers from
+   ``GEAR_TEST_RABBITMQ_IMAGE`` (default ``rabbitmq:3.13-management``; ``scripts/debian_images.py``
+   builds a local one where no registry is reachable), controlled with ``docker exec rabbitmqctl``;
+3. else the rabbitmq tests skip, saying how to get one.
+
+Nothing is looked for until a selected test asks for RabbitMQ, so ``-m "not rabbitmq"`` never starts a
+container. Tests that disturb the broker (drop every connection, raise a memory alarm, restart it) do it
+through the handle, so the same test body runs on every backend.
 """
 
 from __future__ import annotations
@@ -14,12 +22,36 @@ import shutil
 import subprocess
 import urllib.parse
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ("BrokerHandle", "rabbitmq_url_or_skip_reason")
+from tests.rabbitmq_container import RabbitMQContainer
+
+__all__ = ("ENV_CLOSE_ALL", "ENV_URL", "BrokerHandle", "RabbitMQ", "find_rabbitmq")
 
 ENV_URL = "GEAR_TEST_AMQP_URL"
+ENV_CLOSE_ALL = "GEAR_TEST_CLOSE_ALL"
+"""Set to 1 to let tests close every connection on (and restart) the RabbitMQ at ``GEAR_TEST_AMQP_URL``."""
+
+Ctl = Callable[[Sequence[str]], str]
+
+
+@dataclass
+class RabbitMQ:
+    """A real RabbitMQ for the session: where it is, how to control it, and whether the tests own it."""
+
+    url: str
+    ctl: Ctl | None
+    exclusive: bool
+    """The tests own it (a container): they may close every connection on it and restart it."""
+    where: str
+    container: RabbitMQContainer | None = None
+
+    def close(self) -> None:
+        """Stop the container, if this session started one."""
+        if self.container is not None:
+            self.container.stop()
+            self.container = None
 
 
 @dataclass
@@ -29,8 +61,9 @@ class BrokerHandle:
     kind: str
     url: str
     broker: Any = None
-    ctl: Callable[[Sequence[str]], str] | None = None
-    _alarm_restore: str | None = field(default=None, repr=False)
+    ctl: Ctl | None = None
+    exclusive: bool = False
+    """No one else uses this broker, so a test may close every connection on it or restart it."""
 
     @property
     def is_reference(self) -> bool:
@@ -60,6 +93,29 @@ class BrokerHandle:
         else:
             await asyncio.to_thread(self._rabbitmqctl, ["set_vm_memory_high_watermark", "0.4"])
 
+    async def restart(self) -> None:
+        """Stop the broker and start it again at the same address.
+
+        Every connection drops and the listener is gone until the broker is back. The reference broker
+        comes back empty (it keeps nothing across a restart); RabbitMQ restarts its application
+        (``rabbitmqctl stop_app`` then ``start_app``) and keeps its durable queues.
+
+        Raises:
+            RuntimeError: if the tests do not own this broker (see ``exclusive``).
+        """
+        if not self.exclusive:
+            raise RuntimeError(f"restarting a broker others use is not allowed (set {ENV_CLOSE_ALL}=1)")
+        if self.is_reference:
+            from gear.broker import Broker
+
+            port = self.broker.port
+            await self.broker.stop()
+            self.broker = Broker(port=port)
+            await self.broker.start()
+            return
+        await asyncio.to_thread(self._rabbitmqctl, ["stop_app"])
+        await asyncio.to_thread(self._rabbitmqctl, ["start_app"])
+
     def _rabbitmqctl(self, args: Sequence[str]) -> str:
         if self.ctl is None:
             raise RuntimeError("this RabbitMQ cannot be controlled from the tests")
@@ -74,50 +130,38 @@ def local_rabbitmqctl(args: Sequence[str]) -> str:
     return done.stdout
 
 
-def rabbitmq_url_or_skip_reason() -> tuple[str | None, Callable[[Sequence[str]], str] | None, str]:
-    """Find a RabbitMQ: the environment's URL, else a testcontainers one, else a reason to skip."""
-    url = os.environ.get(ENV_URL)
-    if url:
-        ctl = local_rabbitmqctl if shutil.which("rabbitmqctl") else None
-        return url, ctl, ""
+def _docker_answers() -> str | None:
+    """None if a Docker engine answers, else why not."""
     try:
         import docker  # type: ignore[import-untyped]
 
-        docker.from_env().ping()
-    except Exception as exc:  # no Docker engine: the common case on CI machines here
-        return None, None, (
-            f"no RabbitMQ: set {ENV_URL}=amqp://guest:guest@127.0.0.1:5672/ "
-            f"or make a Docker engine reachable for testcontainers ({type(exc).__name__})"
+        client = docker.from_env(timeout=10)
+        try:
+            client.ping()
+        finally:
+            client.close()
+    except Exception as exc:  # no engine, no socket, no permission: all mean "no Docker here"
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def find_rabbitmq() -> tuple[RabbitMQ | None, str]:
+    """A RabbitMQ for the session (starting a container if need be), or None and why there is none.
+
+    Raises:
+        docker.errors.DockerException, TimeoutError: if a Docker engine answers but the container does
+            not start: a broken setup is an error, not a skip.
+    """
+    url = os.environ.get(ENV_URL)
+    if url:
+        ctl = local_rabbitmqctl if shutil.which("rabbitmqctl") else None
+        return RabbitMQ(url, ctl, exclusive=bool(os.environ.get(ENV_CLOSE_ALL)), where=ENV_URL), ""
+    if (why := _docker_answers()) is not None:
+        return None, (
+            f"no RabbitMQ: set {ENV_URL}=amqp://guest:guest@127.0.0.1:5672/, or make a Docker engine "
+            f"answer for testcontainers (scripts/docker_engine.py start); Docker said {why}"
         )
-    return _start_container()
-
-
-_container: Any = None
-
-
-def _start_container() -> tuple[str | None, Callable[[Sequence[str]], str] | None, str]:
-    global _container
-    from testcontainers.rabbitmq import RabbitMqContainer
-
-    if _container is None:
-        _container = RabbitMqContainer("rabbitmq:3.13-management")
-        _container.start()
-    host = _container.get_container_host_ip()
-    port = _container.get_exposed_port(5672)
-    container = _container
-
-    def ctl(args: Sequence[str]) -> str:
-        code, output = container.exec(["rabbitmqctl", *args])
-        if code != 0:
-            raise RuntimeError(output.decode(errors="replace"))
-        return str(output.decode(errors="replace"))
-
-    return f"amqp://guest:guest@{host}:{port}/", ctl, ""
-
-
-def stop_container() -> None:
-    """Stop the testcontainers RabbitMQ if this session started one."""
-    global _container
-    if _container is not None:
-        _container.stop()
-        _container = None
+    container = RabbitMQContainer()
+    container.start()
+    where = f"container {container.name} ({container.image}) at {container.url}"
+    return RabbitMQ(container.url, container.ctl, exclusive=True, where=where, container=container), ""

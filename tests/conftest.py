@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from tests.backends import BrokerHandle, rabbitmq_url_or_skip_reason, stop_container
+from tests.backends import BrokerHandle, RabbitMQ, find_rabbitmq
 
 
 def unique(prefix: str) -> str:
@@ -16,27 +16,36 @@ def unique(prefix: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def _rabbitmq() -> Iterator[tuple[str | None, object, str]]:
-    found = rabbitmq_url_or_skip_reason()
-    yield found
-    stop_container()
+def rabbitmq() -> Iterator[RabbitMQ]:
+    """The session's real RabbitMQ (see ``tests/backends.py``); skips the test when there is none.
+
+    Only tests that need RabbitMQ ask for it, so a run without them never starts a container.
+    """
+    found, reason = find_rabbitmq()
+    if found is None:
+        pytest.skip(reason)
+    try:
+        yield found
+    finally:
+        found.close()
 
 
 @pytest.fixture(params=["reference", pytest.param("rabbitmq", marks=pytest.mark.rabbitmq)])
-async def broker(
-    request: pytest.FixtureRequest, _rabbitmq: tuple[str | None, object, str]
-) -> AsyncIterator[BrokerHandle]:
+async def broker(request: pytest.FixtureRequest) -> AsyncIterator[BrokerHandle]:
     """A running broker: Gear's reference broker in-process, or a real RabbitMQ."""
     if request.param == "reference":
         from gear.broker import Broker
 
-        async with Broker(port=0) as server:
-            yield BrokerHandle(kind="reference", url=server.url, broker=server)
+        server = Broker(port=0)
+        await server.start()
+        handle = BrokerHandle(kind="reference", url=server.url, broker=server, exclusive=True)
+        try:
+            yield handle
+        finally:
+            await handle.broker.stop()  # the one running now: restart() replaces it
         return
-    url, ctl, reason = _rabbitmq
-    if url is None:
-        pytest.skip(reason)
-    yield BrokerHandle(kind="rabbitmq", url=url, ctl=ctl)  # type: ignore[arg-type]
+    found: RabbitMQ = request.getfixturevalue("rabbitmq")
+    yield BrokerHandle(kind="rabbitmq", url=found.url, ctl=found.ctl, exclusive=found.exclusive)
 
 
 @pytest.fixture
