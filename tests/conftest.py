@@ -2,17 +2,31 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from tests.backends import BrokerHandle, RabbitMQ, find_rabbitmq
+from tests.backends import ENV_URL, BrokerHandle, RabbitMQ, find_rabbitmq
+from tests.rabbitmq_container import START_TIMEOUT
 
 
 def unique(prefix: str) -> str:
     """A name no other test uses (queues and TYPEs on a shared RabbitMQ)."""
     return f"{prefix}{uuid.uuid4().hex[:8]}"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Without a RabbitMQ URL, the first test that asks for RabbitMQ may start its container: give it
+    the container's startup time on top of its own timeout."""
+    if os.environ.get(ENV_URL):
+        return
+    for item in items:
+        if item.get_closest_marker("rabbitmq") and {"broker", "rabbitmq"} & set(item.fixturenames):
+            if item.get_closest_marker("timeout") is None:
+                item.add_marker(pytest.mark.timeout(START_TIMEOUT + 60))
+            return
 
 
 @pytest.fixture(scope="session")
