@@ -24,6 +24,7 @@ import argparse
 import contextlib
 import os
 import shutil
+import shlex
 import signal
 import subprocess
 import sys
@@ -200,7 +201,7 @@ def _run_with_engine(command: list[str], images: bool, skip_unavailable: bool) -
             env.update(built.env())
             for key, value in built.env().items():
                 say(PREFIX, f"{key}={value}")
-        say(PREFIX, f"running: {' '.join(command)}")
+        say(PREFIX, f"running: {shlex.join(command)}")
         began = time.monotonic()
         code = subprocess.call(command, env=env)
         say(PREFIX, f"command exited with {code} after {time.monotonic() - began:.1f} s")
