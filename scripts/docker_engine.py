@@ -23,8 +23,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import shutil
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -97,11 +97,8 @@ def ensure_engine() -> bool:
         raise EngineUnavailableError(f"DOCKER_HOST={os.environ['DOCKER_HOST']} does not answer")
     if os.geteuid() != 0:
         raise EngineUnavailableError("no Docker engine answers, and starting dockerd needs root")
-    missing = [
-        package
-        for package, command in (("docker.io", "dockerd"), ("docker-compose", "docker-compose"))
-        if shutil.which(command) is None
-    ]
+    needed = (("docker.io", "dockerd"), ("docker.io", "docker"), ("docker-compose", "docker-compose"))
+    missing = sorted({package for package, command in needed if shutil.which(command) is None})
     if missing:
         try:
             apt_install(PREFIX, missing)
@@ -185,6 +182,17 @@ def _is_zombie(pid: int) -> bool:
 
 
 def _run_with_engine(command: list[str], images: bool, skip_unavailable: bool) -> int:
+    began = time.monotonic()
+    try:
+        return _run_steps(command, images, skip_unavailable)
+    except StepError as exc:
+        say(PREFIX, f"error: {exc}")
+        return 1
+    finally:
+        say(PREFIX, f"run: {time.monotonic() - began:.1f} s in all (engine, images, command, stop)")
+
+
+def _run_steps(command: list[str], images: bool, skip_unavailable: bool) -> int:
     try:
         started = ensure_engine()
     except EngineUnavailableError as exc:
@@ -202,9 +210,9 @@ def _run_with_engine(command: list[str], images: bool, skip_unavailable: bool) -
             for key, value in built.env().items():
                 say(PREFIX, f"{key}={value}")
         say(PREFIX, f"running: {shlex.join(command)}")
-        began = time.monotonic()
+        started_command = time.monotonic()
         code = subprocess.call(command, env=env)
-        say(PREFIX, f"command exited with {code} after {time.monotonic() - began:.1f} s")
+        say(PREFIX, f"command exited with {code} after {time.monotonic() - started_command:.1f} s")
         return code
     finally:
         if started:
