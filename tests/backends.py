@@ -17,12 +17,15 @@ through the handle, so the same test body runs on every backend.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import subprocess
+import tempfile
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tests.rabbitmq_container import RabbitMQContainer
@@ -46,6 +49,28 @@ class RabbitMQ:
     """The tests own it (a container): they may close every connection on it and restart it."""
     where: str
     container: RabbitMQContainer | None = None
+
+    @contextlib.contextmanager
+    def file_for_node(self, text: str, suffix: str = ".json") -> Iterator[str]:
+        """Put ``text`` in a file the RabbitMQ node can read (``rabbitmqctl import_definitions``, say);
+        yield the path as the node sees it, and remove the file afterwards."""
+        if self.container is not None:
+            path = self.container.put_file(text.encode(), suffix)
+            try:
+                yield path
+            finally:
+                with contextlib.suppress(RuntimeError):
+                    self.container.exec(["rm", "-f", path])
+            return
+        shared = Path(tempfile.mkdtemp(prefix="gear-node-"))  # the node runs as another user
+        try:
+            shared.chmod(0o755)
+            path = shared / f"file{suffix}"
+            path.write_text(text)
+            path.chmod(0o644)
+            yield str(path)
+        finally:
+            shutil.rmtree(shared)
 
     def close(self) -> None:
         """Stop the container, if this session started one."""

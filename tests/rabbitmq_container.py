@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -149,13 +150,29 @@ class RabbitMQContainer:
         Raises:
             RuntimeError: if rabbitmqctl fails (its output is the message).
         """
+        return self.exec(["rabbitmqctl", *args])
+
+    def exec(self, command: Sequence[str]) -> str:
+        """Run ``command`` inside the container; returns its output.
+
+        Raises:
+            RuntimeError: if it fails (its output is the message).
+        """
         if self._container is None:
             raise RuntimeError("the RabbitMQ container is not running")
-        code, output = self._container.exec(["rabbitmqctl", *args])
+        code, output = self._container.exec(list(command))
         text = output.decode(errors="replace") if isinstance(output, bytes) else str(output)
         if code != 0:
-            raise RuntimeError(f"rabbitmqctl {' '.join(args)} exited with {code}: {text.strip()}")
+            raise RuntimeError(f"{' '.join(command)} exited with {code}: {text.strip()}")
         return text
+
+    def put_file(self, data: bytes, suffix: str = "") -> str:
+        """Copy ``data`` into a new world-readable file in the container; returns its path there."""
+        if self._container is None:
+            raise RuntimeError("the RabbitMQ container is not running")
+        path = f"/tmp/gear-test-{uuid.uuid4().hex[:12]}{suffix}"
+        self._container.copy_into_container(data, path, 0o644)
+        return path
 
     def stop(self) -> None:
         """Remove the container (and its volumes); nothing happens if it never started."""
