@@ -11,13 +11,15 @@ found in this order:
 
 Nothing is looked for until a selected test asks for RabbitMQ, so ``-m "not rabbitmq"`` never starts a
 container. Tests that disturb the broker (drop every connection, raise a memory alarm, restart it) do it
-through the handle, so the same test body runs on every backend.
+through the handle, so the same test body runs on every backend; those that would stop or force-close a
+shared RabbitMQ check ``may_disrupt`` first.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -30,11 +32,12 @@ from typing import Any
 
 from tests.rabbitmq_container import RabbitMQContainer
 
-__all__ = ("ENV_CLOSE_ALL", "ENV_URL", "BrokerHandle", "RabbitMQ", "find_rabbitmq")
+__all__ = ("ENV_DISRUPTIVE", "ENV_URL", "BrokerHandle", "RabbitMQ", "find_rabbitmq")
 
 ENV_URL = "GEAR_TEST_AMQP_URL"
-ENV_CLOSE_ALL = "GEAR_TEST_CLOSE_ALL"
-"""Set to 1 to let tests close every connection on (and restart) the RabbitMQ at ``GEAR_TEST_AMQP_URL``."""
+ENV_DISRUPTIVE = "GEAR_TEST_DISRUPTIVE"
+"""Set to 1 to allow tests that stop or force-close the RabbitMQ at ``GEAR_TEST_AMQP_URL`` (CI sets it:
+it has that broker to itself). ``GEAR_TEST_CLOSE_ALL``, its older name, still works."""
 
 Ctl = Callable[[Sequence[str]], str]
 
@@ -46,7 +49,8 @@ class RabbitMQ:
     url: str
     ctl: Ctl | None
     exclusive: bool
-    """The tests own it (a container): they may close every connection on it and restart it."""
+    """The tests own it (a container, or ``GEAR_TEST_DISRUPTIVE`` is set): they may stop it or close
+    every connection on it."""
     where: str
     container: RabbitMQContainer | None = None
 
@@ -88,11 +92,16 @@ class BrokerHandle:
     broker: Any = None
     ctl: Ctl | None = None
     exclusive: bool = False
-    """No one else uses this broker, so a test may close every connection on it or restart it."""
+    """No one else uses this broker (a container, or ``GEAR_TEST_DISRUPTIVE`` is set)."""
 
     @property
     def is_reference(self) -> bool:
         return self.kind == "reference"
+
+    @property
+    def may_disrupt(self) -> bool:
+        """True when the tests may stop or force-close this broker (never a shared one by default)."""
+        return self.is_reference or self.exclusive
 
     def url_with(self, **query: str) -> str:
         """The broker URL with extra query parameters (e.g. ``heartbeat``)."""
@@ -118,28 +127,28 @@ class BrokerHandle:
         else:
             await asyncio.to_thread(self._rabbitmqctl, ["set_vm_memory_high_watermark", "0.4"])
 
-    async def restart(self) -> None:
-        """Stop the broker and start it again at the same address.
+    async def restart(self, down_for: float) -> None:
+        """Stop the broker, keep it down for ``down_for`` seconds, start it again on the same port.
 
-        Every connection drops and the listener is gone until the broker is back. The reference broker
-        comes back empty (it keeps nothing across a restart); RabbitMQ restarts its application
-        (``rabbitmqctl stop_app`` then ``start_app``) and keeps its durable queues.
-
-        Raises:
-            RuntimeError: if the tests do not own this broker (see ``exclusive``).
+        The reference broker keeps messages in memory, so it comes back empty (durable queues
+        included) until it is given a data directory; RabbitMQ (``stop_app``/``start_app``) keeps
+        durable queues and persistent messages.
         """
-        if not self.exclusive:
-            raise RuntimeError(f"restarting a broker others use is not allowed (set {ENV_CLOSE_ALL}=1)")
         if self.is_reference:
             from gear.broker import Broker
 
-            port = self.broker.port
-            await self.broker.stop()
-            self.broker = Broker(port=port)
+            old = self.broker
+            port = old.port
+            await old.stop()
+            await asyncio.sleep(down_for)
+            self.broker = Broker(dataclasses.replace(old.config, port=port))
             await self.broker.start()
             return
         await asyncio.to_thread(self._rabbitmqctl, ["stop_app"])
-        await asyncio.to_thread(self._rabbitmqctl, ["start_app"])
+        try:
+            await asyncio.sleep(down_for)
+        finally:
+            await asyncio.to_thread(self._rabbitmqctl, ["start_app"])
 
     def _rabbitmqctl(self, args: Sequence[str]) -> str:
         if self.ctl is None:
@@ -180,7 +189,8 @@ def find_rabbitmq() -> tuple[RabbitMQ | None, str]:
     url = os.environ.get(ENV_URL)
     if url:
         ctl = local_rabbitmqctl if shutil.which("rabbitmqctl") else None
-        return RabbitMQ(url, ctl, exclusive=bool(os.environ.get(ENV_CLOSE_ALL)), where=ENV_URL), ""
+        exclusive = bool(os.environ.get(ENV_DISRUPTIVE) or os.environ.get("GEAR_TEST_CLOSE_ALL"))
+        return RabbitMQ(url, ctl, exclusive=exclusive, where=ENV_URL), ""
     if (why := _docker_answers()) is not None:
         return None, (
             f"no RabbitMQ: set {ENV_URL}=amqp://guest:guest@127.0.0.1:5672/, or make a Docker engine "

@@ -17,6 +17,13 @@ def unique(prefix: str) -> str:
     return f"{prefix}{uuid.uuid4().hex[:8]}"
 
 
+def pytest_report_header() -> str:
+    """Name the AMQP client libraries this run uses (CI installs the newest the ranges allow)."""
+    from importlib.metadata import version
+
+    return "client libraries: " + ", ".join(f"{p} {version(p)}" for p in ("aiormq", "aio-pika", "pamqp"))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Without a RabbitMQ URL, the first test that asks for RabbitMQ may start its container: give it
     the container's startup time on top of its own timeout."""
@@ -52,11 +59,11 @@ async def broker(request: pytest.FixtureRequest) -> AsyncIterator[BrokerHandle]:
 
         server = Broker(port=0)
         await server.start()
-        handle = BrokerHandle(kind="reference", url=server.url, broker=server, exclusive=True)
+        handle = BrokerHandle(kind="reference", url=server.url, broker=server)
         try:
             yield handle
         finally:
-            await handle.broker.stop()  # the one running now: restart() replaces it
+            await handle.broker.stop()  # the one running now (a test may have restarted it)
         return
     found: RabbitMQ = request.getfixturevalue("rabbitmq")
     yield BrokerHandle(kind="rabbitmq", url=found.url, ctl=found.ctl, exclusive=found.exclusive)
