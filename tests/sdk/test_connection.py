@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from typing import Any
 
 import pytest
 
 import gear
 from gear.testing import ProxyMode, SilentServer, TCPProxy
-from tests.backends import BrokerHandle
+from tests.backends import ENV_DISRUPTIVE, BrokerHandle
 from tests.conftest import unique
 from tests.sdk.conftest import Fleet, eventually
 
@@ -37,9 +36,8 @@ async def _cut(broker: BrokerHandle, proxy: TCPProxy, via: str) -> None:
 
 @pytest.mark.parametrize("via", ["proxy", "broker"])
 async def test_forced_close_during_a_stream_of_calls(fleet: Fleet, via: str) -> None:
-    if via == "broker" and not fleet.broker.is_reference and not os.environ.get("GEAR_TEST_CLOSE_ALL"):
-        pytest.skip("close_all_connections on a shared RabbitMQ disturbs its other users; "
-                    "set GEAR_TEST_CLOSE_ALL=1")
+    if via == "broker" and not fleet.broker.may_disrupt:
+        pytest.skip(f"close_all_connections on a shared RabbitMQ disturbs others; set {ENV_DISRUPTIVE}=1")
     repo = unique("REPO")
     async with TCPProxy.for_url(fleet.broker.url) as proxy:
         url = proxy.url(fleet.broker.url)
