@@ -54,8 +54,8 @@ class _Plan:
 
 
 def _roots_for(events: int) -> int:
-    # About 14 events per root on average with the default mix (measured on the generator itself).
-    return max(1, events // 14)
+    # About 13 events per root on average with the default mix (measured on the generator itself).
+    return max(1, events // 13)
 
 
 def generate(

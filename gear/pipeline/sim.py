@@ -271,15 +271,7 @@ class Sim:
     def _response(
         self, caller: Instance, t0: int, latency: int, call: Call, trace: str, parent: str | None, error: bool
     ) -> None:
-        reply_deliver = {
-            Attr.OPERATION_TYPE: "process",
-            Attr.RPC_KIND: "reply",
-            Attr.REDELIVERED: False,
-            Attr.CONVERSATION_ID: call.span_id,
-        }
-        caller.emit(
-            t0 + latency * MS - MS // 2, EventName.DELIVER, call.span_id, trace, parent, reply_deliver
-        )
+        # a reply's delivery is recorded by gear.rpc.response alone, as the SDK does
         attrs: dict[str, Any] = {
             Attr.CONVERSATION_ID: call.span_id,
             Attr.RPC_METHOD: call.method,
