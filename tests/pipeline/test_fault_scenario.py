@@ -212,7 +212,7 @@ async def test_every_table_matches_what_the_test_saw(
     rates = {(r["callee"], r["route"]): r for r in tables["route_rates"]}
     assert rates[(callee_repo, "type_host")]["returns"] == web["returns"]
     assert rates[(callee_repo, "type_host")]["republishes"] == web["republishes"]
-    assert rates[(callee_full, "type")]["nacks"] == 1
+    assert rates[(callee_full, "type")]["nacks"] >= 1  # the publisher may retry a nack before giving up
     assert sum(r["calls"] for r in rates.values()) == sum(record.outcomes.values())
 
     timeline = Counter()
