@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from gear.address import Address, Route
-from gear.context import RequestContext, current_deadline, current_request, remaining_budget
+from gear.context import RequestContext, cancelled, current_deadline, current_request, remaining_budget
 from gear.errors import (
     BadPayloadError,
+    BadResultError,
     CallTimeoutError,
     ConfigurationError,
     ConnectError,
@@ -21,6 +22,7 @@ from gear.reply import Reply
 from gear.rpc import RPC
 from gear.service import Service
 from gear.settings import Settings
+from gear.sync import SyncRPC
 from gear.topology import Topology
 
 Client = Service.client
@@ -29,6 +31,7 @@ Client = Service.client
 __all__ = (
     "Address",
     "BadPayloadError",
+    "BadResultError",
     "CallTimeoutError",
     "Client",
     "ConfigurationError",
@@ -45,8 +48,10 @@ __all__ = (
     "Route",
     "Service",
     "Settings",
+    "SyncRPC",
     "Topology",
     "UnroutableError",
+    "cancelled",
     "current_deadline",
     "current_request",
     "remaining_budget",

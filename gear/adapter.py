@@ -423,9 +423,13 @@ class Link:
         if found is not None:
             self._events.on_consumer_cancelled(self, found[1])
 
-    async def stop_consuming(self) -> None:
-        """Cancel both consumers; deliveries already taken keep being processed."""
+    async def stop_consuming(self, which: str | None = None) -> None:
+        """Cancel both consumers, or only the ``type`` or ``host`` one; deliveries already taken keep
+        being processed."""
+        only = None if which is None else (self._type if which == "type" else self._host)
         for tag, (ch, _queue) in list(self._tags.items()):
+            if only is not None and ch is not only:
+                continue
             self._tags.pop(tag, None)
             with contextlib.suppress(*_CANCEL_ERRORS):
                 await asyncio.wait_for(ch.basic_cancel(tag), 5)

@@ -1,10 +1,19 @@
-"""The serving side: handler registry, payload validation, execution, replies, expiry, idempotency.
+"""The serving side: handler registry, payload validation, execution, replies, expiry, duplicates.
 
 A request delivery becomes one task owned by Gear (not by the AMQP channel, so a connection loss does
 not kill a handler mid-way). The task drops the request if its absolute deadline already passed,
-checks the handler's idempotency window, validates the JSON payload against the handler's first
-parameter's type hint (pydantic), runs the handler (plain functions in a thread pool, so they never
-starve heartbeats), publishes the reply (JSON; errors as ``ErrorBody``) and only then acks the request.
+checks the duplicate window (a request id seen before gets the first run's reply, see
+``gear.duplicates``), validates the JSON payload against the handler's first parameter's type hint
+(pydantic), runs the handler (plain functions in a thread pool, so they never starve heartbeats),
+publishes the reply (JSON; errors as ``ErrorBody``) and only then acks the request.
+
+Deadlines bound the run too: an async handler still running at its request's deadline is cancelled,
+and a plain one that finishes after it (it can watch ``gear.cancelled()``) has its result dropped; in
+both cases no reply is sent (the caller already gave up) and ``cancelled`` counts it. Handlers
+registered with ``cancel_at_deadline=False`` run to the end and reply.
+
+On stop the dispatcher stops accepting (new requests stay unacknowledged, so the broker requeues
+them), drains what is running, and finally abandons what is left (cancelled, not acknowledged).
 """
 
 from __future__ import annotations
@@ -14,12 +23,12 @@ import contextvars
 import inspect
 import json
 import logging
+import threading
 import time
 import typing
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pydantic_core
@@ -27,6 +36,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from gear.adapter import Delivery, ack
 from gear.context import RequestContext, _current
+from gear.duplicates import DuplicateWindow, Outcome, WindowEntry
 from gear.envelope import METHOD, STATUS, EnvelopeError, ErrorBody, Kind, Meta, parse_meta
 from gear.errors import ConfigurationError, GearError, RemoteError
 from gear.publisher import Outgoing, Publisher
@@ -43,14 +53,18 @@ _ANY = TypeAdapter(Any)
 
 @dataclass(slots=True, eq=False)
 class Handler:
-    """A registered method: the function and how its payload is validated."""
+    """A registered method: the function, how its payload is validated, and its policies."""
 
     name: str
     func: Callable[..., Any]
     is_async: bool
     payload: TypeAdapter[Any] | None
     window: float | None = None
-    seen: OrderedDict[str, tuple[float, tuple[bool, bytes] | None]] = field(default_factory=OrderedDict)
+    """Seconds a request id is remembered beyond its deadline (casts: at all); ``None``: the default."""
+    dedupe: bool = True
+    """A call's request id seen again before its deadline does not run the handler again."""
+    cancel_at_deadline: bool = True
+    """Async: cancelled at the request's deadline; plain: ``gear.cancelled()`` turns True. No reply."""
 
     @classmethod
     def build(
@@ -59,12 +73,15 @@ class Handler:
         func: Callable[..., Any],
         window: float | None,
         localns: dict[str, Any] | None = None,
+        *,
+        dedupe: bool = True,
+        cancel_at_deadline: bool = True,
     ) -> Handler:
         """Inspect ``func``: async or plain, and the type hint of its first parameter.
 
         Raises:
-            ConfigurationError: ``func`` takes more than one required parameter, or a hint cannot be
-                resolved.
+            ConfigurationError: ``func`` takes more than one required parameter, a hint cannot be
+                resolved, or the window settings contradict each other.
         """
         if not callable(func):
             raise ConfigurationError(f"handler for {name!r} is not callable")
@@ -87,8 +104,10 @@ class Handler:
             payload = _ANY if hint is None else TypeAdapter(hint)
         if window is not None and window <= 0:
             raise ConfigurationError("idempotency_window must be > 0 seconds")
+        if window is not None and not dedupe:
+            raise ConfigurationError(f"handler {name!r}: idempotency_window needs dedupe=True")
         is_async = inspect.iscoroutinefunction(func)
-        return cls(name, func, is_async, payload, window)
+        return cls(name, func, is_async, payload, window, dedupe, cancel_at_deadline)
 
 
 class Dispatcher:
@@ -101,19 +120,28 @@ class Dispatcher:
         publisher: Publisher,
         executor: Callable[[], Executor],
         tracer: Tracer | None = None,
+        window: DuplicateWindow | None = None,
     ) -> None:
         self._identity = identity
         self._publisher = publisher
         self._executor = executor
         self._tracer: Tracer = tracer or NullTracer()
+        self.window = window if window is not None else DuplicateWindow()
         self.rpc: RPC | None = None
         self.handlers: dict[str, Handler] = {}
         self.reply_handlers: dict[str, Callable[[Reply], Any]] = {}
         self.expired = 0
         self.duplicates = 0
+        self.cancelled = 0
+        """Handler runs that outlived their request's deadline (no reply was sent)."""
+        self.held = 0
+        """Requests that arrived while stopping and were left unacknowledged (requeued on close)."""
+        self._accepting = True
+        self._stopping = threading.Event()
         self._in_flight = 0
         self._idle = asyncio.Event()
         self._idle.set()
+        self._serving: set[asyncio.Task[Any]] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
 
     # -- registry ----------------------------------------------------------------------------------
@@ -124,6 +152,9 @@ class Dispatcher:
         func: Callable[..., Any],
         window: float | None = None,
         localns: dict[str, Any] | None = None,
+        *,
+        dedupe: bool = True,
+        cancel_at_deadline: bool = True,
     ) -> None:
         """Register ``func`` as the handler of ``name``.
 
@@ -133,7 +164,9 @@ class Dispatcher:
         _check_name(name)
         if name in self.handlers:
             raise ConfigurationError(f"a handler for {name!r} is already registered")
-        self.handlers[name] = Handler.build(name, func, window, localns)
+        self.handlers[name] = Handler.build(
+            name, func, window, localns, dedupe=dedupe, cancel_at_deadline=cancel_at_deadline
+        )
 
     def register_reply(self, name: str, func: Callable[[Reply], Any]) -> None:
         """Register the handler for replies to ``name`` sent with ``reply_to=TYPE``.
@@ -162,6 +195,11 @@ class Dispatcher:
             if self.rpc is not None:
                 self.rpc.on_reply(meta, delivery.body)
             return None
+        if not self._accepting:
+            # Stopping: not run and not acknowledged, so the broker requeues it when the connection
+            # closes (for the next instance of this TYPE, or this one's restart).
+            self.held += 1
+            return _leave_unacked()
         self._in_flight += 1
         self._idle.clear()
         return self._serve(delivery, meta)
@@ -191,12 +229,21 @@ class Dispatcher:
             log.exception("reply handler for %r failed", reply.method)
 
     async def _serve(self, delivery: Delivery, meta: Meta) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._serving.add(task)
+        settled = False
         try:
             await self._serve_one(delivery, meta)
+            settled = True
         except Exception:
             log.exception("serving %r failed", meta.method)
+            settled = True
         finally:
-            await ack(delivery)
+            # A run cancelled by a stop that gave up on it is not acknowledged: the broker requeues it.
+            if settled:
+                await ack(delivery)
+            self._serving.discard(task)
             self._in_flight -= 1
             if self._in_flight == 0:
                 self._idle.set()
@@ -221,37 +268,41 @@ class Dispatcher:
             else:
                 log.warning("no handler for cast %r from %s; dropped", meta.method, meta.sender)
             return
-        if handler.window is not None:
-            duplicate, cached = self._check_duplicate(handler, meta.request_id, now)
-            if duplicate:
-                self.duplicates += 1
-                if self._tracer.enabled:
-                    self._trace(EventName.DELIVER, delivery, meta, {Attr.DUPLICATE: True})
-                if cached is not None and wants_reply:
-                    await self._reply(meta, cached[0], cached[1])
-                return
-        ok, body = await self._run(handler, delivery, meta)
-        if handler.window is not None:
-            handler.seen[meta.request_id] = (now + handler.window, (ok, body))
-        if wants_reply:
-            await self._reply(meta, ok, body)
+        entry: WindowEntry | None = None
+        if handler.dedupe:
+            expires = _window_expiry(handler, meta, now)
+            if expires is not None:
+                first, entry = self.window.claim(meta.request_id, expires, now)
+                if not first:
+                    await self._serve_repeat(delivery, meta, entry, wants_reply)
+                    return
+        outcome: Outcome | None = None
+        try:
+            outcome = await self._run(handler, delivery, meta)
+        finally:
+            if entry is not None:
+                self.window.settle(entry, outcome)
+        if outcome is not None and wants_reply:
+            await self._reply(meta, outcome[0], outcome[1])
 
-    def _check_duplicate(
-        self, handler: Handler, rid: str, now: float
-    ) -> tuple[bool, tuple[bool, bytes] | None]:
-        seen = handler.seen
-        while seen:
-            first = next(iter(seen.values()))
-            if first[0] > now:
-                break
-            seen.popitem(last=False)
-        entry = seen.get(rid)
-        if entry is None:
-            seen[rid] = (now + (handler.window or 0), None)
-            return False, None
-        return True, entry[1]
+    async def _serve_repeat(
+        self, delivery: Delivery, meta: Meta, entry: WindowEntry, wants_reply: bool
+    ) -> None:
+        """A request id seen before: answer with the first run's reply (waiting for it if needed)."""
+        self.duplicates += 1
+        if self._tracer.enabled:
+            self._trace(EventName.DELIVER, delivery, meta, {Attr.DUPLICATE: True})
+        try:
+            async with asyncio.timeout(max(0.0, entry.expires - time.time())):
+                outcome = await self.window.outcome(entry)
+        except TimeoutError:
+            return
+        if outcome is not None and wants_reply:
+            await self._reply(meta, outcome[0], outcome[1])
 
-    async def _run(self, handler: Handler, delivery: Delivery, meta: Meta) -> tuple[bool, bytes]:
+    async def _run(self, handler: Handler, delivery: Delivery, meta: Meta) -> Outcome | None:
+        """Validate the payload and run the handler: its reply, or ``None`` when it outlived its
+        deadline (cancelled, or a plain handler that finished late) and no reply is due."""
         try:
             if handler.payload is None:
                 args: tuple[Any, ...] = ()
@@ -262,24 +313,47 @@ class Dispatcher:
             err = ErrorBody(type="BadPayload", message=f"invalid payload for {meta.method!r}: "
                             f"{exc.error_count()} error(s)", details=details)
             return False, err.model_dump_json().encode()
+        deadline = None if meta.deadline_ms is None else meta.deadline_ms / 1000
+        cancels = handler.cancel_at_deadline and deadline is not None
         ctx = RequestContext(
-            meta.request_id, meta.method, meta.sender,
-            None if meta.deadline_ms is None else meta.deadline_ms / 1000, meta.trace_id, meta.attempt,
-            delivery.redelivered,
+            meta.request_id, meta.method, meta.sender, deadline, meta.trace_id, meta.attempt,
+            delivery.redelivered, handler.cancel_at_deadline, self._stopping,
         )
         token = _current.set(ctx)
+        scope: asyncio.Timeout | None = None
+        outcome: Outcome
         try:
             if handler.is_async:
-                result = await handler.func(*args)
+                if cancels:
+                    assert deadline is not None
+                    loop = asyncio.get_running_loop()
+                    scope = asyncio.timeout_at(loop.time() + (deadline - time.time()))
+                    async with scope:
+                        result = await handler.func(*args)
+                else:
+                    result = await handler.func(*args)
             else:
                 loop = asyncio.get_running_loop()
                 run = contextvars.copy_context().run
                 result = await loop.run_in_executor(self._executor(), run, handler.func, *args)
-            return True, pydantic_core.to_json(result)
+            outcome = True, pydantic_core.to_json(result)
         except Exception as exc:
-            return False, _error_body(exc)
+            outcome = False, _error_body(exc)
         finally:
             _current.reset(token)
+        if cancels and deadline is not None and (
+            (scope is not None and scope.expired()) or time.time() >= deadline
+        ):
+            self._on_cancelled(handler, delivery, meta)
+            return None
+        return outcome
+
+    def _on_cancelled(self, handler: Handler, delivery: Delivery, meta: Meta) -> None:
+        self.cancelled += 1
+        how = "cancelled" if handler.is_async else "finished"
+        log.info("handler %r for %s %s past its deadline; no reply sent", meta.method, meta.sender, how)
+        if self._tracer.enabled:
+            self._trace(EventName.CANCELLED, delivery, meta, {Attr.ERROR_TYPE: "deadline"})
 
     async def _reply(self, meta: Meta, ok: bool, body: bytes) -> None:
         assert meta.reply_to is not None
@@ -320,14 +394,33 @@ class Dispatcher:
         """Requests being served right now."""
         return self._in_flight
 
+    def stop_accepting(self) -> None:
+        """From now on, requests are left unacknowledged instead of served (replies still flow)."""
+        self._accepting = False
+
     async def drain(self, limit: float) -> bool:
-        """Wait until no request is being served; False if ``limit`` seconds ran out first."""
+        """Wait until no request (nor reply handler) is being served; False if ``limit`` seconds ran
+        out first."""
         try:
             async with asyncio.timeout(limit):
                 await self._idle.wait()
+                while self._tasks:
+                    await asyncio.wait(list(self._tasks))
         except TimeoutError:
             return False
         return True
+
+    async def abandon(self, limit: float) -> int:
+        """Give up on the requests still being served: async handlers are cancelled, plain ones see
+        ``gear.cancelled()``; none of them is acknowledged, so the broker requeues them. Waits up to
+        ``limit`` seconds for the cancelled tasks; returns how many there were."""
+        self._stopping.set()
+        tasks = [task for task in self._serving if not task.done()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=limit)
+        return len(tasks)
 
     def _trace(self, name: EventName, delivery: Delivery, meta: Meta, extra: dict[str, Any]) -> None:
         attrs: dict[str, Any] = {
@@ -342,6 +435,24 @@ class Dispatcher:
         attrs.update(extra)
         self._tracer.emit(name, trace_id=meta.trace_id, span_id=meta.request_id,
                           parent_span_id=None, attributes=attrs)
+
+
+def _window_expiry(handler: Handler, meta: Meta, now: float) -> float | None:
+    """Until when (unix seconds) a request id stays in the duplicate window; ``None``: not at all.
+
+    Calls and gathers: their deadline (or the handler's ``idempotency_window``, if longer); casts have
+    no deadline and are remembered only with an ``idempotency_window``.
+    """
+    if meta.kind is Kind.CAST:
+        return None if handler.window is None else now + handler.window
+    deadline = None if meta.deadline_ms is None else meta.deadline_ms / 1000
+    if handler.window is None:
+        return deadline
+    return now + handler.window if deadline is None else max(deadline, now + handler.window)
+
+
+async def _leave_unacked() -> None:
+    """The work of a request left for the broker to requeue: none."""
 
 
 def _validate_payload(adapter: TypeAdapter[Any], body: bytes) -> Any:

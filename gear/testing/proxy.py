@@ -7,6 +7,7 @@
         ...
         await proxy.disconnect_all()     # every proxied connection drops (the client reconnects)
         proxy.pause(); proxy.resume()    # stall all traffic, then let it flow again
+        proxy.pause(to_server=False)     # stall only what the broker sends (confirms, deliveries)
         proxy.mode = ProxyMode.REFUSE    # new connections are closed at once (broker "down")
         proxy.mode = ProxyMode.SILENT    # new connections are accepted and never answered
 
@@ -71,8 +72,10 @@ class TCPProxy:
         self.connections_made = 0
         self._server: asyncio.Server | None = None
         self._pipes: set[_Pipe] = set()
-        self._flowing = asyncio.Event()
-        self._flowing.set()
+        self._to_client = asyncio.Event()
+        self._to_client.set()
+        self._to_server = asyncio.Event()
+        self._to_server.set()
 
     @classmethod
     def for_url(cls, url: str) -> TCPProxy:
@@ -115,13 +118,18 @@ class TCPProxy:
             pipe.close()
         await asyncio.sleep(0)
 
-    def pause(self) -> None:
-        """Stop forwarding bytes in both directions (connections stay open, data waits)."""
-        self._flowing.clear()
+    def pause(self, *, to_client: bool = True, to_server: bool = True) -> None:
+        """Stop forwarding bytes (connections stay open, data waits): by default in both directions;
+        ``to_server=False`` stalls only what the broker sends, ``to_client=False`` only what it gets."""
+        if to_client:
+            self._to_client.clear()
+        if to_server:
+            self._to_server.clear()
 
     def resume(self) -> None:
         """Forward again what :meth:`pause` held back."""
-        self._flowing.set()
+        self._to_client.set()
+        self._to_server.set()
 
     @property
     def active(self) -> int:
@@ -153,18 +161,20 @@ class TCPProxy:
         pipe = _Pipe(writer, up_writer)
         self._pipes.add(pipe)
         pipe.tasks = [
-            asyncio.create_task(self._pump(reader, up_writer, pipe)),
-            asyncio.create_task(self._pump(up_reader, writer, pipe)),
+            asyncio.create_task(self._pump(reader, up_writer, pipe, self._to_server)),
+            asyncio.create_task(self._pump(up_reader, writer, pipe, self._to_client)),
         ]
 
-    async def _pump(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, pipe: _Pipe) -> None:
+    async def _pump(
+        self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, pipe: _Pipe, flowing: asyncio.Event
+    ) -> None:
         try:
             while True:
                 data = await src.read(65536)
                 if not data:
                     break
-                if not self._flowing.is_set():
-                    await self._flowing.wait()
+                if not flowing.is_set():
+                    await flowing.wait()
                 dst.write(data)
                 await dst.drain()
         except (OSError, asyncio.CancelledError):
