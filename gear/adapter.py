@@ -290,6 +290,7 @@ class Link:
         self._host = host_ch
         self._events = events
         self._closing_on_purpose = False
+        self._aborted = False
         self._tasks: set[asyncio.Task[None]] = set()
         self._tags: dict[str, tuple[Any, str]] = {}
         self.where = where
@@ -299,8 +300,8 @@ class Link:
 
     @property
     def is_open(self) -> bool:
-        """True until the connection closed or failed."""
-        return not self._conn.is_closed
+        """True until the connection closed, failed or was aborted."""
+        return not self._aborted and not self._conn.is_closed
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -316,8 +317,7 @@ class Link:
             exc = fut.exception()
         if self._closing_on_purpose or self._conn.is_closed:
             return
-        log.warning("channel closed under us on %s (%r); dropping the connection", self.where, exc)
-        self._spawn(self._close_conn())
+        self._events.on_closed(self, exc)
 
     async def _close_conn(self) -> None:
         await _quiet_close(self._conn)
@@ -333,7 +333,10 @@ class Link:
         await _quiet_close(self._conn)
 
     def abort(self) -> None:
-        """Drop the connection without waiting (the owner will reconnect)."""
+        """Drop the connection now (the socket is aborted at once; the owner reconnects)."""
+        self._aborted = True
+        if self.writer is not None:
+            self.writer.transport.abort()
         self._spawn(self._close_conn())
 
     # -- topology ----------------------------------------------------------------------------------
@@ -497,6 +500,12 @@ class Link:
             raise NotConfirmedError(f"broker nacked the publish to {routing_key!r}") from exc
         except _LIB_ERRORS as exc:
             raise ConnectionLostError(f"connection lost during publish: {exc!r}") from exc
+        except Exception as exc:
+            # aiormq rejects pending confirms with a bare ``Exception`` when a connection closes
+            # without a reason: still a lost connection, never an untyped error for the caller
+            if self._pub.is_closed or not self.is_open:
+                raise ConnectionLostError(f"connection lost during publish: {exc!r}") from exc
+            raise
         except asyncio.CancelledError as exc:
             task = asyncio.current_task()
             if self._pub.is_closed and task is not None and not task.cancelling():

@@ -148,8 +148,15 @@ class Connector:
             if self._closing:
                 raise ConnectionLostError("the service is stopping")
             link = self.link
-            if link is not None and self.ready.is_set() and link.is_open:
-                return link
+            if self.ready.is_set():
+                if link is not None and link.is_open:
+                    return link
+                # ready, but the link died and its close callback has not run yet: retire it now,
+                # or waiting on a set event would return at once, forever (a livelock)
+                if link is not None:
+                    self.lose(link, "connection closed")
+                else:
+                    self.ready.clear()
             async with asyncio.timeout_at(until):
                 await self.ready.wait()
 
@@ -201,25 +208,29 @@ class Connector:
 
     def on_closed(self, link: Link, exc: BaseException | None) -> None:
         """The link died: start the single reconnect task."""
-        if link is not self.link or self._closing:
-            return
-        log.warning("connection to %s lost: %r; reconnecting", link.where, exc)
-        self.ready.clear()
-        self.link = None
-        if self.blocked_reason is not None:
-            self.on_unblocked()
-        self._lost_at = asyncio.get_running_loop().time()
-        self._emit(EventName.CONNECTION_LOST, {"exception.message": repr(exc)})
-        if self._reconnect_task is None or self._reconnect_task.done():
-            self._reconnect_task = asyncio.create_task(self._reconnect())
+        self.lose(link, repr(exc))
 
     def on_consumer_cancelled(self, link: Link, queue: str) -> None:
         """The broker cancelled a consumer: drop the link so the reconnect path rebuilds everything."""
+        self.lose(link, f"the broker cancelled the consumer of {queue!r} (queue deleted?)")
+
+    def lose(self, link: Link, reason: str) -> None:
+        """Declare ``link`` dead: publishers stop using it at once, it is aborted, one reconnect starts.
+
+        Safe to call any number of times and for a link that is already replaced (then it does nothing).
+        """
         if link is not self.link or self._closing:
             return
-        log.warning("broker cancelled the consumer of %r (queue deleted?); rebuilding the link", queue)
+        log.warning("connection to %s lost: %s; reconnecting", link.where, reason)
         self.ready.clear()
+        self.link = None
         link.abort()
+        if self.blocked_reason is not None:
+            self.on_unblocked()
+        self._lost_at = asyncio.get_running_loop().time()
+        self._emit(EventName.CONNECTION_LOST, {"exception.message": reason})
+        if self._reconnect_task is None or self._reconnect_task.done():
+            self._reconnect_task = asyncio.create_task(self._reconnect())
 
     # -- internals ---------------------------------------------------------------------------------
 
@@ -262,6 +273,10 @@ class Connector:
                     await self._bring_up(url)
                 except (ConnectError, ConnectionLostError, ConfigurationError) as exc:
                     log.warning("reconnect attempt failed: %s", exc)
+                    continue
+                except Exception:
+                    # the supervisor must outlive any bug below it: log it once, back off, go on
+                    log.exception("reconnect attempt to %s failed unexpectedly", url)
                     continue
                 self.reconnects += 1
                 self._emit(
