@@ -47,7 +47,7 @@ class DuplicateWindow:
         max_bytes: reply bytes cached at most.
     """
 
-    def __init__(self, max_entries: int = 10_000, max_bytes: int = 64 * 1024 * 1024) -> None:
+    def __init__(self, max_entries: int = 100_000, max_bytes: int = 64 * 1024 * 1024) -> None:
         self.max_entries = max_entries
         self.max_bytes = max_bytes
         self.evicted = 0
