@@ -335,7 +335,12 @@ class Dispatcher:
             else:
                 loop = asyncio.get_running_loop()
                 run = contextvars.copy_context().run
-                result = await loop.run_in_executor(self._executor(), run, handler.func, *args)
+                result = await loop.run_in_executor(
+                    self._executor(), run, _unless_cancelled, handler.func, args
+                )
+                if result is _SKIPPED:
+                    self._on_cancelled(handler, delivery, meta)
+                    return None
             outcome = True, pydantic_core.to_json(result)
         except Exception as exc:
             outcome = False, _error_body(exc)
@@ -449,6 +454,18 @@ def _window_expiry(handler: Handler, meta: Meta, now: float) -> float | None:
     if handler.window is None:
         return deadline
     return now + handler.window if deadline is None else max(deadline, now + handler.window)
+
+
+_SKIPPED = object()
+
+
+def _unless_cancelled(func: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    """Run a plain handler in its worker thread, unless its request was given up while it waited for
+    a free thread (then ``_SKIPPED``)."""
+    ctx = _current.get()
+    if ctx is not None and ctx.cancelled:
+        return _SKIPPED
+    return func(*args)
 
 
 async def _leave_unacked() -> None:

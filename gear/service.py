@@ -354,7 +354,8 @@ class Service:
            to the other instances) and requests still arriving on this instance's own queue are left
            unacknowledged (the broker requeues them when the connection closes).
         2. Keep receiving replies while the handlers in flight finish, nested calls included, for up
-           to ``drain_timeout`` seconds.
+           to ``drain_timeout`` seconds. (Requests left alone count against the ``prefetch`` of the
+           instance queue: past ``prefetch`` of them, replies for this instance wait behind them.)
         3. Give up on what is still running (async handlers are cancelled, plain ones see
            ``gear.cancelled()``; their requests are not acknowledged, so they are requeued), fail calls
            still waiting with ``ConnectionLostError``, close the connection.
