@@ -64,15 +64,15 @@ async def test_handlers_past_their_deadline_are_cancelled_and_send_no_reply(flee
     web = fleet.client()
     await fleet.start()
     h1 = f"{repo}.h1"
-    for method in ("stall", "swallow", "crunch"):
-        with pytest.raises(gear.CallTimeoutError):
-            await web.rpc.call(h1, method, timeout=0.4)
+    calls = [web.rpc.call(h1, method, timeout=1.0) for method in ("stall", "swallow", "crunch")]
+    for outcome in await asyncio.gather(*calls, return_exceptions=True):
+        assert isinstance(outcome, gear.CallTimeoutError)
     await eventually(lambda: servers[0].stats["cancelled"] == 3, what="three runs given up")
     assert len(seen["async"]) == 1
-    assert -0.2 < seen["async"][0] <= 0.0  # cancelled at the deadline, not before, not much after
+    assert seen["async"][0] <= 0.0  # cancelled at the deadline, not before (and long before 30 s)
     assert seen["swallow"] == ["cancelled"]
     budget_at_start, budget_at_end = seen["plain"][0]
-    assert 0 < budget_at_start <= 0.4
+    assert 0 < budget_at_start <= 1.0
     assert budget_at_end <= 0
     cancelled = events.named(EventName.CANCELLED)
     assert sorted(e.attributes.rpc_method or "" for e in cancelled) == ["crunch", "stall", "swallow"]
@@ -152,11 +152,10 @@ async def test_plain_handlers_make_nested_calls_through_the_sync_facade(fleet: F
             c.rpc.sync.call(f"{repo}.h1", "get", "k", result_type=Census)
         except gear.BadResultError as exc:
             out["bad_result"] = exc.details["errors"][0]["loc"]
-        started = time.monotonic()
         try:
-            c.rpc.sync.call(f"{repo}.h1", "stall", timeout=60)  # the served request's 1 s wins
+            c.rpc.sync.call(f"{repo}.h1", "stall", timeout=60)  # the served request's 2 s win
         except gear.CallTimeoutError as exc:
-            out["timeout"] = (type(exc).__name__, time.monotonic() - started)
+            out["timeout"] = type(exc).__name__
         return out
 
     web = fleet.client()
@@ -170,11 +169,9 @@ async def test_plain_handlers_make_nested_calls_through_the_sync_facade(fleet: F
     assert seen["ctrl_deadline"] - 0.15 < seen["repo_deadlines"][0] < seen["ctrl_deadline"]
     await eventually(lambda: seen.get("notes") == ["alice"])
 
-    out = await web.rpc.call(f"{ctrl}.c1", "errors", timeout=1.0)
-    assert out["missing"] == "MethodNotFoundError"
-    assert out["bad_result"] == ["repos"]
-    assert out["timeout"][0] == "CallTimeoutError"
-    assert out["timeout"][1] < 1.0
+    # (had the nested call not inherited the 2 s, this call would time out instead of answering)
+    out = await web.rpc.call(f"{ctrl}.c1", "errors", timeout=2.0)
+    assert out == {"missing": "MethodNotFoundError", "bad_result": ["repos"], "timeout": "CallTimeoutError"}
 
     # several at once: each blocks only its own worker thread, never the event loop
     many = await asyncio.gather(*(web.rpc.call(ctrl, "page", f"k{i}", timeout=8) for i in range(6)))
