@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -38,6 +39,7 @@ from yarl import URL
 
 from gear.errors import ConfigurationError, ConnectError, ConnectionLostError, NotConfirmedError
 from gear.frames import encode_publish
+from gear.redact import mask_secrets, mask_url
 from gear.topology import Topology
 
 __all__ = ("ACK_DELAY", "Delivery", "Link", "LinkEvents", "ack", "open_link")
@@ -228,11 +230,14 @@ async def open_link(
     handshake_timeout: float,
     prefetch: int,
     name: str,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> Link:
     """Connect to one broker and open the three channels.
 
+    ``ssl_context`` (from :func:`gear.tls.client_context`) is used for ``amqps://`` URLs.
+
     Raises:
-        ConnectError: the TCP connect failed, the handshake did not finish within
+        ConnectError: the TCP connect or TLS handshake failed, the handshake did not finish within
             ``handshake_timeout`` (a broker at its connection limit accepts TCP and never sends
             ``connection.start``), or the broker refused the login.
     """
@@ -241,10 +246,11 @@ async def open_link(
         _with_heartbeat(url, heartbeat),
         client_properties={"connection_name": name},
         transport_factory=factory,
+        context=ssl_context,
     )
     factory.pending = conn.write_queue
     conn.gear_events = events
-    safe = URL(url).with_password(None) if URL(url).password else URL(url)
+    safe = mask_url(url)
     try:
         async with asyncio.timeout(handshake_timeout):
             await conn.connect()
@@ -263,10 +269,10 @@ async def open_link(
         ) from exc
     except aiormq.exceptions.ProbableAuthenticationError as exc:
         await _quiet_close(conn)
-        raise ConnectError(f"broker {safe} refused the login: {exc}") from exc
+        raise ConnectError(f"broker {safe} refused the login: {mask_secrets(str(exc))}") from exc
     except _CONNECT_ERRORS as exc:
         await _quiet_close(conn)
-        raise ConnectError(f"cannot connect to {safe}: {exc!r}") from exc
+        raise ConnectError(f"cannot connect to {safe}: {mask_secrets(repr(exc))}") from exc
     link = Link(conn, channels[0], channels[1], channels[2], events, str(safe))
     link.writer = factory.writer
     return link

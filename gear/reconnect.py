@@ -29,11 +29,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import ssl
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from gear.adapter import Link, open_link
 from gear.errors import ConfigurationError, ConnectError, ConnectionLostError
+from gear.redact import mask_url
 from gear.tracing.api import Attr, EventName, NullTracer, Tracer
 
 __all__ = ("Backoff", "Connector")
@@ -76,8 +78,10 @@ class Connector:
         connect_wait: float,
         on_ready: OnReady,
         tracer: Tracer | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self._urls = tuple(urls)
+        self._ssl_context = ssl_context
         self._name = name
         self._heartbeat = heartbeat
         self._handshake_timeout = handshake_timeout
@@ -242,6 +246,7 @@ class Connector:
             handshake_timeout=self._handshake_timeout,
             prefetch=self._prefetch,
             name=self._name,
+            ssl_context=self._ssl_context,
         )
         self.link = link
         try:
@@ -286,7 +291,7 @@ class Connector:
                         Attr.DOWNTIME_MS: round((loop.time() - self._lost_at) * 1000, 3),
                     },
                 )
-                log.info("reconnected to %s", url)
+                log.info("reconnected to %s", mask_url(url))
                 return
             await asyncio.sleep(self._backoff.delay(round_))
             round_ += 1
