@@ -25,89 +25,27 @@ import json
 import logging
 import threading
 import time
-import typing
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
-from dataclasses import dataclass
 from typing import Any
 
 import pydantic_core
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from gear.adapter import Delivery, ack
 from gear.context import RequestContext, _current
 from gear.duplicates import DuplicateWindow, Outcome, WindowEntry
 from gear.envelope import METHOD, STATUS, EnvelopeError, ErrorBody, Kind, Meta, parse_meta
 from gear.errors import ConfigurationError, GearError, RemoteError
+from gear.handler import Handler, check_method_name, validate_payload
 from gear.publisher import Outgoing, Publisher
 from gear.reply import Reply, decode_reply
 from gear.rpc import RPC
 from gear.tracing.api import Attr, EventName, NullTracer, Tracer
 
-__all__ = ("Dispatcher", "Handler")
+__all__ = ("Dispatcher",)
 
 log = logging.getLogger("gear.dispatch")
-
-_ANY = TypeAdapter(Any)
-
-
-@dataclass(slots=True, eq=False)
-class Handler:
-    """A registered method: the function, how its payload is validated, and its policies."""
-
-    name: str
-    func: Callable[..., Any]
-    is_async: bool
-    payload: TypeAdapter[Any] | None
-    window: float | None = None
-    """Seconds a request id is remembered beyond its deadline (casts: at all); ``None``: the default."""
-    dedupe: bool = True
-    """A call's request id seen again before its deadline does not run the handler again."""
-    cancel_at_deadline: bool = True
-    """Async: cancelled at the request's deadline; plain: ``gear.cancelled()`` turns True. No reply."""
-
-    @classmethod
-    def build(
-        cls,
-        name: str,
-        func: Callable[..., Any],
-        window: float | None,
-        localns: dict[str, Any] | None = None,
-        *,
-        dedupe: bool = True,
-        cancel_at_deadline: bool = True,
-    ) -> Handler:
-        """Inspect ``func``: async or plain, and the type hint of its first parameter.
-
-        Raises:
-            ConfigurationError: ``func`` takes more than one required parameter, a hint cannot be
-                resolved, or the window settings contradict each other.
-        """
-        if not callable(func):
-            raise ConfigurationError(f"handler for {name!r} is not callable")
-        params = [
-            p for p in inspect.signature(func).parameters.values()
-            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-        ]
-        required = [p for p in params[1:] if p.default is p.empty]
-        if required:
-            raise ConfigurationError(
-                f"handler {name!r} takes one payload parameter; {required[0].name!r} has no default"
-            )
-        payload: TypeAdapter[Any] | None = None
-        if params:
-            try:
-                hints = typing.get_type_hints(func, localns=localns)
-            except Exception as exc:
-                raise ConfigurationError(f"cannot resolve type hints of handler {name!r}: {exc}") from exc
-            hint = hints.get(params[0].name)
-            payload = _ANY if hint is None else TypeAdapter(hint)
-        if window is not None and window <= 0:
-            raise ConfigurationError("idempotency_window must be > 0 seconds")
-        if window is not None and not dedupe:
-            raise ConfigurationError(f"handler {name!r}: idempotency_window needs dedupe=True")
-        is_async = inspect.iscoroutinefunction(func)
-        return cls(name, func, is_async, payload, window, dedupe, cancel_at_deadline)
 
 
 class Dispatcher:
@@ -161,7 +99,7 @@ class Dispatcher:
         Raises:
             ConfigurationError: a bad name, a duplicate, or a bad signature.
         """
-        _check_name(name)
+        check_method_name(name)
         if name in self.handlers:
             raise ConfigurationError(f"a handler for {name!r} is already registered")
         self.handlers[name] = Handler.build(
@@ -174,7 +112,7 @@ class Dispatcher:
         Raises:
             ConfigurationError: a bad name or a duplicate.
         """
-        _check_name(name)
+        check_method_name(name)
         if name in self.reply_handlers:
             raise ConfigurationError(f"a reply handler for {name!r} is already registered")
         self.reply_handlers[name] = func
@@ -307,7 +245,7 @@ class Dispatcher:
             if handler.payload is None:
                 args: tuple[Any, ...] = ()
             else:
-                args = (_validate_payload(handler.payload, delivery.body),)
+                args = (validate_payload(handler.payload, delivery.body),)
         except ValidationError as exc:
             details = {"errors": json.loads(exc.json(include_url=False))}
             err = ErrorBody(type="BadPayload", message=f"invalid payload for {meta.method!r}: "
@@ -472,19 +410,6 @@ async def _leave_unacked() -> None:
     """The work of a request left for the broker to requeue: none."""
 
 
-def _validate_payload(adapter: TypeAdapter[Any], body: bytes) -> Any:
-    if body and body != b"null":
-        return adapter.validate_json(body)
-    try:
-        return adapter.validate_json(b"null")
-    except ValidationError:
-        try:  # no payload for a model whose fields all have defaults
-            return adapter.validate_json(b"{}")
-        except ValidationError:
-            pass
-        raise
-
-
 def _error_body(exc: BaseException) -> bytes:
     details = getattr(exc, "details", None)
     if not isinstance(details, dict):
@@ -494,8 +419,3 @@ def _error_body(exc: BaseException) -> bytes:
     except pydantic_core.PydanticSerializationError:
         details = {"unserialisable_details": repr(details)[:500]}
     return ErrorBody(type=type(exc).__name__, message=str(exc), details=details).model_dump_json().encode()
-
-
-def _check_name(name: str) -> None:
-    if not isinstance(name, str) or not name or len(name.encode()) > 200:
-        raise ConfigurationError(f"a method name is a non-empty string up to 200 bytes, not {name!r}")
