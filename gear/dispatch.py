@@ -337,6 +337,11 @@ class Dispatcher:
         """Requests being served right now."""
         return self._in_flight
 
+    def accept(self) -> None:
+        """Serve requests (again, after a stop)."""
+        self._accepting = True
+        self._stopping = threading.Event()
+
     def stop_accepting(self) -> None:
         """From now on, requests are left unacknowledged instead of served (replies still flow)."""
         self._accepting = False

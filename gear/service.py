@@ -340,6 +340,7 @@ class Service:
         self._started_at = time.time()
         self._started = True
         self._stopping = False
+        self._dispatcher.accept()
         self.rpc.loop = asyncio.get_running_loop()
         try:
             await self._connector.start()

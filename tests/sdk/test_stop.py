@@ -95,3 +95,21 @@ async def test_stop_gives_up_after_drain_timeout_and_the_request_is_requeued(fle
     await make("h1", hangs=False).start()  # restarted, it gets the request back, redelivered
     assert await asyncio.wait_for(call, 15) == "x by h1"
     assert runs == [("h1", False), ("h1", True)]
+
+
+async def test_a_stopped_service_serves_again_after_start(fleet: Fleet) -> None:
+    repo = unique("REPO")
+    svc = fleet.service(repo, "h1")
+
+    @svc.handler("echo")
+    def echo(n: int) -> int:
+        assert not gear.cancelled()
+        return n
+
+    web = fleet.client()
+    await fleet.start()
+    assert await web.rpc.call(f"{repo}.h1", "echo", 1) == 1
+    await svc.stop()
+    await svc.start()
+    assert await web.rpc.call(f"{repo}.h1", "echo", 2) == 2
+    assert await web.rpc.call(repo, "echo", 3) == 3
