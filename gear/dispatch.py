@@ -34,7 +34,8 @@ from pydantic import ValidationError
 
 from gear.adapter import Delivery, ack
 from gear.context import RequestContext, _current
-from gear.duplicates import DuplicateWindow, Outcome, WindowEntry
+from gear.deadline import Deadlines
+from gear.duplicates import DuplicateWindow, Outcome
 from gear.envelope import METHOD, STATUS, EnvelopeError, ErrorBody, Kind, Meta, parse_meta
 from gear.errors import ConfigurationError, GearError, RemoteError
 from gear.handler import Handler, check_method_name, validate_payload
@@ -80,6 +81,7 @@ class Dispatcher:
         self._idle = asyncio.Event()
         self._idle.set()
         self._serving: set[asyncio.Task[Any]] = set()
+        self._deadlines = Deadlines()
         self._tasks: set[asyncio.Task[Any]] = set()
 
     # -- registry ----------------------------------------------------------------------------------
@@ -168,11 +170,11 @@ class Dispatcher:
 
     async def _serve(self, delivery: Delivery, meta: Meta) -> None:
         task = asyncio.current_task()
-        if task is not None:
-            self._serving.add(task)
+        assert task is not None
+        self._serving.add(task)
         settled = False
         try:
-            await self._serve_one(delivery, meta)
+            await self._serve_one(delivery, meta, task)
             settled = True
         except Exception:
             log.exception("serving %r failed", meta.method)
@@ -186,7 +188,7 @@ class Dispatcher:
             if self._in_flight == 0:
                 self._idle.set()
 
-    async def _serve_one(self, delivery: Delivery, meta: Meta) -> None:
+    async def _serve_one(self, delivery: Delivery, meta: Meta, task: asyncio.Task[Any]) -> None:
         now = time.time()
         if self._tracer.enabled:
             self._trace(EventName.DELIVER, delivery, meta, {})
@@ -206,39 +208,35 @@ class Dispatcher:
             else:
                 log.warning("no handler for cast %r from %s; dropped", meta.method, meta.sender)
             return
-        entry: WindowEntry | None = None
-        if handler.dedupe:
-            expires = _window_expiry(handler, meta, now)
-            if expires is not None:
-                first, entry = self.window.claim(meta.request_id, expires, now)
-                if not first:
-                    await self._serve_repeat(delivery, meta, entry, wants_reply)
-                    return
+        expires = _window_expiry(handler, meta, now) if handler.dedupe else None
+        if expires is not None and not self.window.claim(meta.request_id, expires, now):
+            await self._serve_repeat(delivery, meta, expires, wants_reply)
+            return
         outcome: Outcome | None = None
         try:
-            outcome = await self._run(handler, delivery, meta)
+            outcome = await self._run(handler, delivery, meta, task)
         finally:
-            if entry is not None:
-                self.window.settle(entry, outcome)
+            if expires is not None:
+                self.window.settle(meta.request_id, expires, outcome)
         if outcome is not None and wants_reply:
             await self._reply(meta, outcome[0], outcome[1])
 
-    async def _serve_repeat(
-        self, delivery: Delivery, meta: Meta, entry: WindowEntry, wants_reply: bool
-    ) -> None:
+    async def _serve_repeat(self, delivery: Delivery, meta: Meta, expires: float, wants_reply: bool) -> None:
         """A request id seen before: answer with the first run's reply (waiting for it if needed)."""
         self.duplicates += 1
         if self._tracer.enabled:
             self._trace(EventName.DELIVER, delivery, meta, {Attr.DUPLICATE: True})
         try:
-            async with asyncio.timeout(max(0.0, entry.expires - time.time())):
-                outcome = await self.window.outcome(entry)
+            async with asyncio.timeout(max(0.0, expires - time.time())):
+                outcome = await self.window.outcome(meta.request_id)
         except TimeoutError:
             return
         if outcome is not None and wants_reply:
             await self._reply(meta, outcome[0], outcome[1])
 
-    async def _run(self, handler: Handler, delivery: Delivery, meta: Meta) -> Outcome | None:
+    async def _run(
+        self, handler: Handler, delivery: Delivery, meta: Meta, task: asyncio.Task[Any]
+    ) -> Outcome | None:
         """Validate the payload and run the handler: its reply, or ``None`` when it outlived its
         deadline (cancelled, or a plain handler that finished late) and no reply is due."""
         try:
@@ -257,19 +255,20 @@ class Dispatcher:
             meta.request_id, meta.method, meta.sender, deadline, meta.trace_id, meta.attempt,
             delivery.redelivered, handler.cancel_at_deadline, self._stopping,
         )
-        token = _current.set(ctx)
-        scope: asyncio.Timeout | None = None
-        outcome: Outcome
+        ctx_token = _current.set(ctx)
+        watch: int | None = None
+        fired = False
+        outcome: Outcome | None = None
         try:
             if handler.is_async:
                 if cancels:
                     assert deadline is not None
-                    loop = asyncio.get_running_loop()
-                    scope = asyncio.timeout_at(loop.time() + (deadline - time.time()))
-                    async with scope:
-                        result = await handler.func(*args)
-                else:
+                    watch = self._deadlines.watch(task, deadline)
+                try:
                     result = await handler.func(*args)
+                finally:
+                    if watch is not None:
+                        fired = self._deadlines.release(watch)
             else:
                 loop = asyncio.get_running_loop()
                 run = contextvars.copy_context().run
@@ -280,13 +279,16 @@ class Dispatcher:
                     self._on_cancelled(handler, delivery, meta)
                     return None
             outcome = True, pydantic_core.to_json(result)
+        except asyncio.CancelledError:
+            if not fired:
+                raise  # not ours: a stop that gives up on the handler
         except Exception as exc:
             outcome = False, _error_body(exc)
         finally:
-            _current.reset(token)
-        if cancels and deadline is not None and (
-            (scope is not None and scope.expired()) or time.time() >= deadline
-        ):
+            _current.reset(ctx_token)
+        if fired:
+            task.uncancel()  # the cancellation was the deadline's, and it ends here
+        if fired or outcome is None or (cancels and deadline is not None and time.time() >= deadline):
             self._on_cancelled(handler, delivery, meta)
             return None
         return outcome

@@ -8,6 +8,8 @@ it gets the same outcome (the reply that was sent), and neither runs the handler
 
 Memory is bounded twice: entries leave when they expire, and past ``max_entries`` entries or
 ``max_bytes`` of cached replies the entry that expires first leaves early (counted in ``evicted``).
+Entries are plain tuples of numbers, strings and bytes, which the garbage collector does not track: a
+window holding a hundred thousand ids adds nothing to collection pauses.
 
 What it cannot catch: a repeat delivered to *another* instance (a round-robin ``TYPE`` queue hands a
 requeued request to whichever instance is free). Handlers reached that way must be idempotent
@@ -18,25 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-import itertools
 
-__all__ = ("DuplicateWindow", "Outcome", "WindowEntry")
+__all__ = ("DuplicateWindow", "Outcome")
 
 Outcome = tuple[bool, bytes]
 """``(ok, body)``: the reply a run produced."""
-
-
-class WindowEntry:
-    """One request id in the window: in progress (``outcome is None``, not ``done``) or settled."""
-
-    __slots__ = ("done", "expires", "outcome", "request_id", "waiters")
-
-    def __init__(self, request_id: str, expires: float) -> None:
-        self.request_id = request_id
-        self.expires = expires
-        self.outcome: Outcome | None = None
-        self.done = False
-        self.waiters: list[asyncio.Future[Outcome | None]] | None = None
 
 
 class DuplicateWindow:
@@ -52,9 +40,10 @@ class DuplicateWindow:
         self.max_bytes = max_bytes
         self.evicted = 0
         """Entries dropped before they expired because the window was full."""
-        self._entries: dict[str, WindowEntry] = {}
-        self._expiry: list[tuple[float, int, WindowEntry]] = []
-        self._order = itertools.count()
+        # request id -> (expires, outcome); outcome None while the first run is in progress
+        self._entries: dict[str, tuple[float, Outcome | None]] = {}
+        self._expiry: list[tuple[float, str]] = []
+        self._waiters: dict[str, list[asyncio.Future[Outcome | None]]] = {}
         self._bytes = 0
 
     def __len__(self) -> int:
@@ -65,74 +54,79 @@ class DuplicateWindow:
         """Bytes of replies held right now."""
         return self._bytes
 
-    def claim(self, request_id: str, expires: float, now: float) -> tuple[bool, WindowEntry]:
-        """Record ``request_id`` until ``expires`` (unix seconds).
+    def claim(self, request_id: str, expires: float, now: float) -> bool:
+        """Record ``request_id`` until ``expires`` (unix seconds); True for its first sighting.
 
-        Returns ``(True, entry)`` for the first sighting: run the handler, then :meth:`settle` the
-        entry. ``(False, entry)`` for a repeat: :meth:`outcome` tells what the first run produced.
+        After True, run the handler and :meth:`settle` with the same ``expires``; after False,
+        :meth:`outcome` tells what the first run produced.
         """
         found = self._entries.get(request_id)
-        if found is not None and found.expires > now:
-            return False, found
+        if found is not None and found[0] > now:
+            return False
         self._expire(now)
         while len(self._entries) >= self.max_entries and self._expiry:
             self._evict_first()
-        entry = WindowEntry(request_id, expires)
-        self._entries[request_id] = entry
-        heapq.heappush(self._expiry, (expires, next(self._order), entry))
+        self._entries[request_id] = (expires, None)
+        heapq.heappush(self._expiry, (expires, request_id))
         if len(self._expiry) > 2 * self.max_entries + 64:
             self._compact()
-        return True, entry
+        return True
 
-    def settle(self, entry: WindowEntry, outcome: Outcome | None) -> None:
+    def settle(self, request_id: str, expires: float, outcome: Outcome | None) -> None:
         """The first run ended with ``outcome`` (``None``: no reply was sent, e.g. it was cancelled
-        at its deadline); wake the repeats that wait for it."""
-        entry.done = True
-        if self._entries.get(entry.request_id) is entry:
+        at its deadline, so the id is forgotten); wake the repeats that wait for it."""
+        found = self._entries.get(request_id)
+        if found is not None and found[0] == expires and found[1] is None:
             if outcome is None:
-                del self._entries[entry.request_id]  # a later repeat may run it (if still in time)
+                del self._entries[request_id]
             else:
-                entry.outcome = outcome
+                self._entries[request_id] = (expires, outcome)
                 self._bytes += len(outcome[1])
                 while self._bytes > self.max_bytes and self._expiry:
                     self._evict_first()
-        waiters, entry.waiters = entry.waiters, None
-        for waiter in waiters or ():
-            if not waiter.done():
-                waiter.set_result(outcome)
+        if self._waiters:
+            for waiter in self._waiters.pop(request_id, ()):
+                if not waiter.done():
+                    waiter.set_result(outcome)
 
-    async def outcome(self, entry: WindowEntry) -> Outcome | None:
-        """The first run's outcome, waiting for it while it is in progress (the caller bounds the wait).
-
-        ``None`` when that run sent no reply.
-        """
-        if entry.done:
-            return entry.outcome
+    async def outcome(self, request_id: str) -> Outcome | None:
+        """What the first run of ``request_id`` replied, waiting for it while it is in progress (the
+        caller bounds the wait); ``None`` when it sent no reply or the id is no longer known."""
+        found = self._entries.get(request_id)
+        if found is None or found[1] is not None:
+            return None if found is None else found[1]
         waiter: asyncio.Future[Outcome | None] = asyncio.get_running_loop().create_future()
-        if entry.waiters is None:
-            entry.waiters = []
-        entry.waiters.append(waiter)
-        return await waiter
+        self._waiters.setdefault(request_id, []).append(waiter)
+        try:
+            return await waiter
+        finally:
+            waiters = self._waiters.get(request_id)
+            if waiters is not None and waiter in waiters:  # given up (cancelled or timed out)
+                waiters.remove(waiter)
+                if not waiters:
+                    del self._waiters[request_id]
 
     def _expire(self, now: float) -> None:
         heap = self._expiry
         while heap and heap[0][0] <= now:
-            self._remove(heapq.heappop(heap)[2])
-
-    def _compact(self) -> None:
-        """Drop heap items whose entry already left (settled without an outcome, or replaced)."""
-        self._expiry = [item for item in self._expiry if self._entries.get(item[2].request_id) is item[2]]
-        heapq.heapify(self._expiry)
+            self._remove(*heapq.heappop(heap))
 
     def _evict_first(self) -> None:
-        entry = heapq.heappop(self._expiry)[2]
-        if self._remove(entry):
+        if self._remove(*heapq.heappop(self._expiry)):
             self.evicted += 1
 
-    def _remove(self, entry: WindowEntry) -> bool:
-        if self._entries.get(entry.request_id) is not entry:
-            return False  # settled without an outcome, or replaced by a later sighting
-        del self._entries[entry.request_id]
-        if entry.outcome is not None:
-            self._bytes -= len(entry.outcome[1])
+    def _remove(self, expires: float, request_id: str) -> bool:
+        found = self._entries.get(request_id)
+        if found is None or found[0] != expires:
+            return False  # settled without an outcome, or claimed again later
+        del self._entries[request_id]
+        if found[1] is not None:
+            self._bytes -= len(found[1][1])
         return True
+
+    def _compact(self) -> None:
+        """Drop heap items whose entry already left (settled without an outcome, or claimed again)."""
+        entries = self._entries
+        live = [item for item in self._expiry if entries.get(item[1], (None,))[0] == item[0]]
+        heapq.heapify(live)
+        self._expiry = live

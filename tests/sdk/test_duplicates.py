@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import time
 from collections.abc import AsyncIterator
@@ -169,35 +170,47 @@ async def test_the_window_is_bounded(fleet: Fleet) -> None:
 
 def test_window_expiry_and_caps() -> None:
     window = DuplicateWindow(max_entries=3, max_bytes=10)
-    first, a = window.claim("a", expires=100.0, now=0.0)
-    assert first
-    repeat, same = window.claim("a", expires=100.0, now=1.0)
-    assert not repeat
-    assert same is a
-    window.settle(a, (True, b"12345"))
+    assert window.claim("a", expires=100.0, now=0.0)
+    assert not window.claim("a", expires=100.0, now=1.0)  # a repeat
+    window.settle("a", 100.0, (True, b"12345"))
     assert window.cached_bytes == 5
-    assert window.claim("b", expires=50.0, now=2.0)[0]
-    _, c = window.claim("c", expires=300.0, now=60.0)  # "b" expired on the way
+    assert window.claim("b", expires=50.0, now=2.0)
+    assert window.claim("c", expires=300.0, now=60.0)  # "b" expired on the way
     assert len(window) == 2
-    window.settle(c, (True, b"123456789"))  # 14 bytes > 10: the entry expiring first ("a") leaves
+    window.settle("c", 300.0, (True, b"123456789"))  # 14 bytes > 10: "a" (expiring first) leaves
     assert (len(window), window.cached_bytes, window.evicted) == (1, 9, 1)
-    assert window.claim("a", expires=100.0, now=61.0)[0]  # forgotten: a repeat would run again
-    assert window.claim("d", expires=300.0, now=61.0)[0]
-    assert window.claim("e", expires=300.0, now=61.0)[0]  # four entries > 3: "a" leaves again
+    assert window.claim("a", expires=100.0, now=61.0)  # forgotten: a repeat would run again
+    assert window.claim("d", expires=300.0, now=61.0)
+    assert window.claim("e", expires=300.0, now=61.0)  # four entries > 3: "a" leaves again
     assert (len(window), window.evicted) == (3, 2)
-    _, g = window.claim("g", expires=400.0, now=101.0)
+    assert window.claim("g", expires=400.0, now=101.0)
     assert window.evicted == 3  # "c" (the first to expire) had to leave early for "g"
-    window.settle(g, None)  # no reply was sent: forgotten, so a repeat may run
-    assert window.claim("g", expires=400.0, now=102.0)[0]
+    window.settle("g", 400.0, None)  # no reply was sent: forgotten, so a repeat may run
+    assert window.claim("g", expires=400.0, now=102.0)
+
+
+def test_window_entries_are_not_tracked_by_the_garbage_collector() -> None:
+    window = DuplicateWindow()
+    for n in range(1000):
+        window.claim(f"{n:016x}", expires=1e12, now=0.0)
+        window.settle(f"{n:016x}", 1e12, (True, b"x" * 100))
+    gc.collect()
+    assert not any(gc.is_tracked(entry) for entry in window._entries.values())
+    assert not any(gc.is_tracked(item) for item in window._expiry)
 
 
 @pytest.mark.parametrize("outcome", [(True, b'"x"'), None])
 async def test_a_repeat_waits_for_the_run_in_progress(outcome: tuple[bool, bytes] | None) -> None:
     window = DuplicateWindow()
-    _, entry = window.claim("r", expires=time.time() + 10, now=time.time())
-    waiting = asyncio.ensure_future(window.outcome(entry))
+    assert window.claim("r", expires=time.time() + 10, now=time.time())
+    expires = next(iter(window._entries.values()))[0]
+    waiting = [asyncio.ensure_future(window.outcome("r")) for _ in range(2)]
+    gave_up = asyncio.ensure_future(window.outcome("r"))
     await asyncio.sleep(0)
-    assert not waiting.done()
-    window.settle(entry, outcome)
-    assert await waiting == outcome
-    assert await window.outcome(entry) == outcome
+    gave_up.cancel()
+    await asyncio.sleep(0)
+    assert not any(w.done() for w in waiting)
+    window.settle("r", expires, outcome)
+    assert await asyncio.gather(*waiting) == [outcome, outcome]
+    assert await window.outcome("r") == outcome
+    assert not window._waiters
