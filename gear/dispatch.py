@@ -1,4 +1,4 @@
-"""The serving side: handler registry, payload validation, execution, replies, expiry, duplicates.
+"""The serving side: deliveries to handler runs and replies, expiry, duplicates, deadlines, draining.
 
 A request delivery becomes one task owned by Gear (not by the AMQP channel, so a connection loss does
 not kill a handler mid-way). The task drops the request if its absolute deadline already passed,
@@ -7,9 +7,10 @@ checks the duplicate window (a request id seen before gets the first run's reply
 (pydantic), runs the handler (plain functions in a thread pool, so they never starve heartbeats),
 publishes the reply (JSON; errors as ``ErrorBody``) and only then acks the request.
 
-Deadlines bound the run too: an async handler still running at its request's deadline is cancelled,
-and a plain one that finishes after it (it can watch ``gear.cancelled()``) has its result dropped; in
-both cases no reply is sent (the caller already gave up) and ``cancelled`` counts it. Handlers
+Deadlines bound the run too: an async handler still running at its request's deadline is cancelled
+(``gear.deadline``: one timer for all of them), a plain one that had no free thread by then is not run,
+and one that finishes after it (it can watch ``gear.cancelled()``) has its result dropped; in
+all cases no reply is sent (the caller already gave up) and ``cancelled`` counts it. Handlers
 registered with ``cancel_at_deadline=False`` run to the end and reply.
 
 On stop the dispatcher stops accepting (new requests stay unacknowledged, so the broker requeues
