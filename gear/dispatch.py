@@ -38,7 +38,13 @@ from gear.context import RequestContext, _current
 from gear.deadline import Deadlines
 from gear.duplicates import DuplicateWindow, Outcome
 from gear.envelope import METHOD, STATUS, EnvelopeError, ErrorBody, Kind, Meta, parse_meta
-from gear.errors import ConfigurationError, GearError, RemoteError
+from gear.errors import (
+    ConfigurationError,
+    ConnectionLostError,
+    GearError,
+    PayloadTooLargeError,
+    RemoteError,
+)
 from gear.handler import Handler, check_method_name, validate_payload
 from gear.publisher import Outgoing, Publisher
 from gear.reply import Reply, decode_reply
@@ -61,8 +67,10 @@ class Dispatcher:
         executor: Callable[[], Executor],
         tracer: Tracer | None = None,
         window: DuplicateWindow | None = None,
+        max_message_bytes: int = 16 * 1024 * 1024,
     ) -> None:
         self._identity = identity
+        self._max_bytes = max_message_bytes
         self._publisher = publisher
         self._executor = executor
         self._tracer: Tracer = tracer or NullTracer()
@@ -279,7 +287,12 @@ class Dispatcher:
                 if result is _SKIPPED:
                     self._on_cancelled(handler, delivery, meta)
                     return None
-            outcome = True, pydantic_core.to_json(result)
+            body = pydantic_core.to_json(result)
+            if len(body) > self._max_bytes:
+                too_large = PayloadTooLargeError(f"the result of {meta.method!r}", len(body), self._max_bytes)
+                outcome = False, _error_body(too_large)
+            else:
+                outcome = True, body
         except asyncio.CancelledError:
             if not fired:
                 raise  # not ours: a stop that gives up on the handler
@@ -317,7 +330,9 @@ class Dispatcher:
         try:
             await self._publisher.publish(msg, until)
         except (GearError, TimeoutError) as exc:
-            log.warning("reply to %s for %r not delivered: %r", meta.reply_to, meta.method, exc)
+            # a link outage is logged once by the connector; one line per lost reply would drown it
+            level = logging.DEBUG if isinstance(exc, (ConnectionLostError, TimeoutError)) else logging.WARNING
+            log.log(level, "reply to %s for %r not delivered: %s", meta.reply_to, meta.method, exc)
             if self._tracer.enabled:
                 self._tracer.emit(EventName.UNROUTABLE, trace_id=meta.trace_id, attributes={
                     Attr.REQUEST_ID: meta.request_id, Attr.CONVERSATION_ID: meta.request_id,

@@ -35,7 +35,7 @@ from gear.dispatch import Dispatcher
 from gear.duplicates import DuplicateWindow
 from gear.errors import ConfigurationError, ConnectionLostError
 from gear.publisher import Publisher, RepublishPolicy
-from gear.reconnect import Backoff, Connector
+from gear.reconnect import Backoff, Connector, ServiceState
 from gear.redact import mask_secrets
 from gear.rpc import RPC
 from gear.settings import Settings
@@ -167,6 +167,7 @@ class Service:
             connect_wait=s.connect_wait,
             on_ready=self._on_link_ready,
             tracer=self._tracer,
+            spread_key=self.identity,
             ssl_context=client_context(s),
         )
         self._connector.on_blocked_hook = self._blocked_hook
@@ -185,6 +186,7 @@ class Service:
             executor=self._get_executor,
             tracer=self._tracer,
             window=DuplicateWindow(s.duplicate_window_entries, s.duplicate_window_bytes),
+            max_message_bytes=s.max_message_bytes,
         )
         self.rpc = RPC(
             identity=self.identity,
@@ -194,6 +196,7 @@ class Service:
             cast_retry_budget=s.cast_retry_budget,
             on_reply_unmatched=self._dispatcher.on_unmatched_reply,
             tracer=self._tracer,
+            max_message_bytes=s.max_message_bytes,
         )
         self.rpc.undeliverable_hook = lambda: self.on_undeliverable.func
         self._dispatcher.rpc = self.rpc
@@ -283,6 +286,21 @@ class Service:
         return self._connector.ready.is_set() and link is not None and link.is_open
 
     @property
+    def state(self) -> ServiceState:
+        """``connecting``, ``ready``, ``blocked``, ``reconnecting`` or ``stopped``."""
+        return self._connector.state
+
+    def health(self) -> dict[str, Any]:
+        """A JSON-able summary: state, broker, reconnects, last error, work in flight, counters."""
+        return {
+            "instance": self.identity,
+            **self._connector.health(),
+            "calls_in_flight": self.rpc.in_flight,
+            "handlers_in_flight": self._dispatcher.in_flight,
+            "stats": self.stats,
+        }
+
+    @property
     def blocked(self) -> bool:
         """True while the broker blocks this connection (publishes wait)."""
         return self._connector.blocked_reason is not None
@@ -369,8 +387,9 @@ class Service:
         self._stopping = True
         self._dispatcher.stop_accepting()
         link = self._connector.link
-        if link is not None:
-            await link.stop_consuming("type")
+        type_queue = self.topology.type_queue
+        if link is not None and type_queue is not None:
+            await link.stop_consuming(type_queue.name)
         self._draining = True
         if not await self._dispatcher.drain(self.settings.drain_timeout):
             left = await self._dispatcher.abandon(limit=1.0)
@@ -438,6 +457,9 @@ class Service:
             "methods": sorted(m for m in self._dispatcher.handlers if m != PING_METHOD),
             "handlers_in_flight": self._dispatcher.in_flight,
             "reconnects": self._connector.reconnects,
+            "state": self._connector.state.value,
+            "broker": self._connector.connected_url,
+            "last_error": self._connector.last_error,
         }
 
     async def _on_link_ready(self, link: Link) -> None:

@@ -12,7 +12,8 @@ import pytest
 
 import gear
 from gear.envelope import ATTEMPT
-from gear.testing import TCPProxy
+from gear.redact import mask_url
+from gear.testing import ProxyMode, TCPProxy
 from tests.backends import BrokerHandle
 from tests.conftest import unique
 from tests.sdk.conftest import Fleet, eventually
@@ -104,7 +105,11 @@ async def test_each_attempt_has_its_own_message_id_on_the_wire(fleet: Fleet) -> 
 async def test_failover_to_the_next_url_while_reconnecting(fleet: Fleet) -> None:
     async with contextlib.AsyncExitStack() as stack:
         first, stop_first = await _first_broker(fleet.broker, stack)
-        urls = [first, fleet.broker.url]
+        # the second URL refuses at first, so every instance starts on the first one
+        second_proxy = await stack.enter_async_context(TCPProxy.for_url(fleet.broker.url))
+        second_proxy.mode = ProxyMode.REFUSE
+        second = second_proxy.url(fleet.broker.url)
+        urls = [first, second]
         repo = unique("REPO")
         servers = [fleet.service(repo, h, url=urls, reconnect_initial=0.05, reconnect_max=0.2)
                    for h in ("h1", "h2")]
@@ -116,14 +121,18 @@ async def test_failover_to_the_next_url_while_reconnecting(fleet: Fleet) -> None
 
         web = fleet.service(unique("WEB"), "w1", url=urls, serve=False, reconnect_initial=0.05,
                             reconnect_max=0.2)
+        everyone = (*servers, web)
         await fleet.start()
+        assert {s.health()["broker"] for s in everyone} == {mask_url(first)}
         assert await web.rpc.call(f"{repo}.h1", "where") == "h1"
+        second_proxy.mode = ProxyMode.FORWARD
         await stop_first()  # the first broker goes away; everyone reconnects to the second
         call = asyncio.create_task(web.rpc.call(f"{repo}.h2", "where", timeout=10))
         assert await call == "h2"  # made while reconnecting: it waited for the new link
         assert {await web.rpc.call(repo, "where", timeout=5) for _ in range(4)} <= {"h1", "h2"}
         assert await web.rpc.call(f"{repo}.h1", "where", timeout=5) == "h1"
-        assert all(s.stats["reconnects"] >= 1 for s in (*servers, web))
+        assert {s.health()["broker"] for s in everyone} == {mask_url(second)}
+        assert all(s.stats["reconnects"] >= 1 for s in everyone)
 
 
 async def _first_broker(broker: BrokerHandle, stack: contextlib.AsyncExitStack) -> tuple[str, Any]:
