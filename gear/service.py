@@ -169,6 +169,8 @@ class Service:
             tracer=self._tracer,
             spread_key=self.identity,
             ssl_context=client_context(s),
+            failback_every=s.failback_interval,
+            retire_grace=s.drain_timeout,
         )
         self._connector.on_blocked_hook = self._blocked_hook
         self._connector.on_unblocked_hook = self._unblocked_hook
@@ -326,6 +328,7 @@ class Service:
             "duplicate_window_evicted": self._dispatcher.window.evicted,
             "held_at_stop": self._dispatcher.held,
             "reconnects": self._connector.reconnects,
+            "failbacks": self._connector.failbacks,
             "calls_in_flight": self.rpc.in_flight,
             "handlers_in_flight": self._dispatcher.in_flight,
         }
@@ -457,6 +460,7 @@ class Service:
             "methods": sorted(m for m in self._dispatcher.handlers if m != PING_METHOD),
             "handlers_in_flight": self._dispatcher.in_flight,
             "reconnects": self._connector.reconnects,
+            "failbacks": self._connector.failbacks,
             "state": self._connector.state.value,
             "broker": self._connector.connected_url,
             "last_error": self._connector.last_error,
