@@ -24,7 +24,7 @@ from cli.options import (
     target,
 )
 from cli.output import ExitCode, Renderer, fail, map_errors
-from gear.address import Address
+from gear import Address
 
 __all__ = ("PING_METHOD", "register", "run_call", "run_cast", "run_gather")
 

@@ -333,6 +333,12 @@ class Emitter:
         if self._tracer.enabled:
             self._delivery_event(EventName.EXPIRED, delivery, meta, {Attr.ERROR_TYPE: "expired"})
 
+    def cancelled(self, delivery: DeliveredMessage, meta: RequestMeta) -> None:
+        """``gear.rpc.cancelled``: the handler outlived the request's deadline; no reply follows."""
+        self._spans.failed("deadline")
+        if self._tracer.enabled:
+            self._delivery_event(EventName.CANCELLED, delivery, meta, {Attr.ERROR_TYPE: "deadline"})
+
     def _reply_event(self, name: EventName, meta: RequestMeta, extra: dict[str, Any]) -> None:
         attrs: dict[str, Any] = {
             Attr.REQUEST_ID: meta.request_id,

@@ -19,7 +19,8 @@ follows it):
   id and the handler did not run again), one ``gear.settle`` per acknowledgement actually sent
   (``messaging.operation.name`` ack | nack | reject, ``gear.amqp.requeue``; a delivery whose channel
   closed first is not settled by Gear: the broker redelivers it), ``gear.rpc.reply`` (with the handler
-  time in ``gear.duration_ms``), ``gear.rpc.expired``, and the reply's own ``gear.publish`` with
+  time in ``gear.duration_ms``), ``gear.rpc.expired``, ``gear.rpc.cancelled`` (a handler outlived the
+  deadline, ``error.type`` = deadline; no reply follows), and the reply's own ``gear.publish`` with
   ``gear.rpc.kind`` = ``reply`` (its confirm/nack/return events carry ``gear.rpc.kind`` = reply too);
   a message that is not a Gear message gets one ``gear.settle`` (reject, no requeue) and no deliver;
 * per instance: ``gear.connection.lost`` / ``.reconnect`` (``gear.reconnect.downtime_ms``) and
