@@ -123,7 +123,7 @@ async def _run_scenario(broker: BrokerHandle, traces: Path, record: Record) -> d
             record.runs["boom"] += 1
             raise ValueError("no")
 
-        @server.handler("slow")
+        @server.handler("slow", cancel_at_deadline=False)  # so that its reply comes, late
         async def slow(_: Any = None) -> str:
             record.runs["slow"] += 1
             await asyncio.sleep(0.6)
