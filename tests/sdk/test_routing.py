@@ -49,12 +49,14 @@ async def test_four_forms_and_isolation(fleet: Fleet) -> None:
     # gather over TYPE.* and *.* sees each instance exactly once
     replies = await caller.rpc.gather(f"{ctrl}.*", "ping", "g1", timeout=2, expected=2)
     assert sorted(r.sender for r in replies) == [c1, c2]
-    everyone = await caller.rpc.gather("*.*", "ping", "g2", timeout=1)
+    # returns at the third reply (a fixed 1 s window missed replies on a loaded machine)
+    everyone = await caller.rpc.gather("*.*", "ping", "g2", timeout=10, expected=3)
     senders = [r.sender for r in everyone]
     assert {c1, c2, w1} <= set(senders)
     assert len(senders) == len(set(senders))
 
     await asyncio.sleep(0.2)  # give any stray delivery a chance to show up before checking isolation
+    assert all(seen[f"{i}:g2"] == 1 for i in (c1, c2, w1))  # once each, none delivered twice
     assert seen[f"{c1}:p2p"] == 0
     assert seen[f"{c1}:p2p-cast"] == 0
     assert seen[f"{w1}:multi"] == 0
