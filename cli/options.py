@@ -18,6 +18,7 @@ __all__ = (
     "ExchangeOpt",
     "JsonOpt",
     "LogLevelOpt",
+    "MethodArg",
     "TimeoutOpt",
     "UrlOpt",
     "load_payload",
@@ -45,6 +46,7 @@ ExchangeOpt = Annotated[
         "--exchange", envvar="GEAR_EXCHANGE", help="The topic exchange Gear uses (env GEAR_EXCHANGE)."
     ),
 ]
+MethodArg = Annotated[str, typer.Argument(help="The remote method name.", show_default=False)]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout, for scripts.")]
 TimeoutOpt = Annotated[
     float,

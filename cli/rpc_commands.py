@@ -12,7 +12,17 @@ from typing import Annotated, Any
 import typer
 
 from cli.client import CLI_TYPE, Target, connect
-from cli.options import DataFileOpt, DataOpt, ExchangeOpt, JsonOpt, TimeoutOpt, UrlOpt, load_payload, target
+from cli.options import (
+    DataFileOpt,
+    DataOpt,
+    ExchangeOpt,
+    JsonOpt,
+    MethodArg,
+    TimeoutOpt,
+    UrlOpt,
+    load_payload,
+    target,
+)
 from cli.output import ExitCode, Renderer, fail, map_errors
 from gear import Address
 
@@ -22,7 +32,6 @@ PING_METHOD = "gear.ping"
 """The method every Service answers on its own; `gear nodes` and gather's census use it."""
 
 AddressArg = Annotated[str, typer.Argument(help="REPO.host2, CTRL, CTRL.* or *.*", show_default=False)]
-MethodArg = Annotated[str, typer.Argument(help="The remote method name.", show_default=False)]
 
 
 def parse_address(text: str, out: Renderer) -> Address:
