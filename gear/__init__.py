@@ -12,9 +12,16 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gear.address import Address, Route
-    from gear.context import RequestContext, current_deadline, current_request, remaining_budget
+    from gear.context import (
+        RequestContext,
+        cancelled,
+        current_deadline,
+        current_request,
+        remaining_budget,
+    )
     from gear.errors import (
         BadPayloadError,
+        BadResultError,
         CallTimeoutError,
         ConfigurationError,
         ConnectError,
@@ -35,6 +42,7 @@ if TYPE_CHECKING:
     from gear.rpc import RPC
     from gear.service import Service
     from gear.settings import Settings
+    from gear.sync import SyncRPC
     from gear.topology import Topology
 
     Client = Service.client
@@ -42,6 +50,7 @@ if TYPE_CHECKING:
 __all__ = (
     "Address",
     "BadPayloadError",
+    "BadResultError",
     "CallTimeoutError",
     "Client",
     "ConfigurationError",
@@ -62,8 +71,10 @@ __all__ = (
     "Service",
     "ServiceState",
     "Settings",
+    "SyncRPC",
     "Topology",
     "UnroutableError",
+    "cancelled",
     "current_deadline",
     "current_request",
     "mask_secrets",
@@ -74,11 +85,12 @@ __all__ = (
 _HOME = {
     **dict.fromkeys(("Address", "Route"), "gear.address"),
     **dict.fromkeys(
-        ("RequestContext", "current_deadline", "current_request", "remaining_budget"), "gear.context"
+        ("RequestContext", "cancelled", "current_deadline", "current_request", "remaining_budget"),
+        "gear.context",
     ),
     **dict.fromkeys(
         (
-            "BadPayloadError", "CallTimeoutError", "ConfigurationError", "ConnectError",
+            "BadPayloadError", "BadResultError", "CallTimeoutError", "ConfigurationError", "ConnectError",
             "ConnectionLostError", "DeliveryError", "GearError", "MethodNotFoundError",
             "NotConfirmedError", "OutcomeUnknownError", "PayloadTooLargeError", "PublishRefusedError",
             "RemoteError", "UnroutableError",
@@ -91,6 +103,7 @@ _HOME = {
     "RPC": "gear.rpc",
     "Service": "gear.service",
     "Settings": "gear.settings",
+    "SyncRPC": "gear.sync",
     "Topology": "gear.topology",
 }
 """Public name -> the module that defines it."""
