@@ -22,6 +22,7 @@ _DEMOTED = (
     "Connection %r was unblocked",
     "Consumer %r cancelled by the broker",
     "Delivery tag %r confirmed %r was ignored",
+    "Closing channel %r because RPC call %r cancelled",
 )
 _LOGGERS = ("aiormq.connection", "aiormq.channel")
 _debug = logging.getLogger("gear.adapter.aiormq")
