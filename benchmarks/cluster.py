@@ -17,8 +17,8 @@ per form, each with a ``--timeout`` deadline:
 Node ``--node`` is lost (``stop_app``, then in a second scenario ``kill -9``) for ``--outage``
 seconds, then brought back, and the stream goes on for ``--after`` seconds. Per form: attempts, ok,
 failed (by error type), hung (no outcome ``--grace`` s after the deadline), and ``recovered``: seconds
-from the loss until the form's last run of successes began (0 if it never failed; ``back+x`` if that
-only came x s after the node returned; ``never``). For casts: confirmed, consumed, lost (confirmed,
+from the loss until the form's last run of successes began (0 if it never failed; ``(back+x)`` when
+that only came x s after the node returned; ``never``). For casts: confirmed, consumed, lost (confirmed,
 never consumed after a drain), duplicates.
 
 **Throughput.** Stateless calls with ``--concurrency`` in flight for ``--seconds``, against a classic
@@ -242,8 +242,9 @@ class Bench:
                 recovered = "never"
             elif later_ok[0].start < t_back_cmd:
                 recovered = f"{later_ok[0].start - t_loss:.1f}"
-            else:
-                recovered = f"back+{max(0.0, later_ok[0].start - t_back):.1f}"
+            else:  # only once the node was back
+                back = max(0.0, later_ok[0].start - t_back)
+                recovered = f"{later_ok[0].start - t_loss:.1f} (back+{back:.1f})"
         return {
             "loss": how, "form": form, "attempts": len(attempts), "ok": sum(a.ok for a in attempts),
             "failed": len(failed), "errors": dict(errors), "hung": ledger.hung, "recovered": recovered,
@@ -317,7 +318,7 @@ def print_table(rows: list[dict[str, Any]], rates: dict[str, list[float]], args:
     print(f"\nnode {args.node} ({nodes.names[args.node - 1]}) lost for {args.outage:g}s, quorum TYPE queue, "
           f"{args.workers} in flight per form, deadline {args.timeout:g}s, gear {_gear_version()}")
     head = ("loss", "form", "attempts", "ok", "failed", "hung", "recovered s", "errors / casts")
-    widths = (8, 10, 8, 6, 6, 4, 11, 0)
+    widths = (8, 10, 8, 6, 6, 4, 16, 0)
     print(" | ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)))
     print("-|-".join("-" * max(w, len(h)) for h, w in zip(head, widths, strict=True)))
     for r in rows:
