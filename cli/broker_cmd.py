@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import re
+import sys
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -11,8 +13,9 @@ import typer
 from cli.options import LogLevelOpt, log_level
 from cli.output import ExitCode, configure_logging, fail
 from cli.signals import run_until_signal
+from gear.redact import mask_url
 
-__all__ = ("broker", "parse_watermark", "register")
+__all__ = ("broker", "hash_password_command", "parse_user", "parse_watermark", "register")
 
 _UNITS = {"": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "ki": 1024, "mi": 1024**2, "gi": 1024**3}
 
@@ -43,8 +46,28 @@ def parse_watermark(text: str) -> float | int:
     return int(match.group(1)) * _UNITS[match.group(2) or ""]
 
 
+def parse_user(text: str) -> tuple[str, str]:
+    """``NAME:PASSWORD`` (the password may contain colons).
+
+    Raises:
+        typer.BadParameter: no colon, or an empty name.
+    """
+    name, colon, password = text.partition(":")
+    if not colon or not name:
+        raise typer.BadParameter("expected NAME:PASSWORD", param_hint="--user")
+    return name, password
+
+
 def broker(
-    port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port; 0 picks a free one.")] = 5672,
+    port: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            max=65535,
+            help="TCP port; 0 picks a free one. Default: 5672, or 5671 with TLS.",
+            show_default=False,
+        ),
+    ] = None,
     bind: Annotated[
         str, typer.Option(help="Interface to listen on (0.0.0.0 for every interface).")
     ] = "127.0.0.1",
@@ -65,18 +88,94 @@ def broker(
             show_default=False,
         ),
     ] = None,
+    user: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--user",
+            envvar="GEAR_BROKER_USERS",
+            help="A user NAME:PASSWORD (repeatable; env: space-separated), hashed at start and kept nowhere. "
+            "Given users replace the default guest/guest and may use every vhost. Note that options show "
+            "in the process list: prefer the env or --users-file.",
+            show_default=False,
+        ),
+    ] = None,
+    users_file: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="GEAR_BROKER_USERS_FILE",
+            help="RabbitMQ-style definitions JSON: users with password_hash (see `gear hash-password`), "
+            "vhosts and permissions (configure/write/read regexps). A RabbitMQ export loads as is.",
+            show_default=False,
+        ),
+    ] = None,
+    vhost: Annotated[
+        list[str] | None,
+        typer.Option("--vhost", help="A virtual host to create besides / (repeatable).", show_default=False),
+    ] = None,
+    allow_guest_remote: Annotated[
+        bool,
+        typer.Option(
+            help="Let guest log in from any address (RabbitMQ: loopback_users = none). Unsafe: without it "
+            "guest works from loopback only, and the broker refuses to listen on a network interface "
+            "when guest is its only user.",
+        ),
+    ] = False,
+    tls_cert: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="GEAR_BROKER_TLS_CERT",
+            help="PEM certificate: listen for amqps:// only.",
+            show_default=False,
+        ),
+    ] = None,
+    tls_key: Annotated[
+        Path | None,
+        typer.Option(envvar="GEAR_BROKER_TLS_KEY", help="PEM private key of --tls-cert.", show_default=False),
+    ] = None,
+    tls_ca: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="GEAR_BROKER_TLS_CA",
+            help="PEM CA bundle for client certificates: clients may present one, and log in with "
+            "EXTERNAL as the user named by its subject's CN.",
+            show_default=False,
+        ),
+    ] = None,
+    tls_require_client_cert: Annotated[
+        bool, typer.Option(help="Refuse TLS clients without a certificate signed by --tls-ca.")
+    ] = False,
     level: LogLevelOpt = "WARNING",
 ) -> None:
     """Run Gear's reference broker (AMQP 0-9-1) in the foreground until Ctrl-C or SIGTERM.
+
+    Users: guest/guest by default, from loopback only, as RabbitMQ. Add users with --user or
+    --users-file (passwords are kept as salted hashes, never in plain text at rest).
 
     Messages live in memory only: queues, bindings and messages are lost when it stops, even the ones
     declared durable or published as persistent. Use RabbitMQ for anything that must survive a restart
     or span several machines.
     """
     from gear.broker import BrokerConfig, serve
+    from gear.broker.definitions import DefinitionsError, load_definitions
 
     configure_logging(log_level(level))
-    options: dict[str, Any] = {"host": bind, "port": port}
+    tls = tls_cert is not None
+    options: dict[str, Any] = {"host": bind, "port": (5671 if tls else 5672) if port is None else port}
+    options["tls_cert"], options["tls_key"], options["tls_ca"] = (
+        None if f is None else str(f) for f in (tls_cert, tls_key, tls_ca)
+    )
+    options["tls_require_client_cert"] = tls_require_client_cert
+    if user:
+        options["users"] = dict(parse_user(u) for entry in user for u in entry.split())
+    if users_file is not None:
+        try:
+            options["definitions"] = load_definitions(users_file)
+        except DefinitionsError as exc:
+            fail(str(exc), ExitCode.USAGE)
+    if vhost:
+        options["vhosts"] = ("/", *vhost)
+    if allow_guest_remote:
+        options["loopback_users"] = ()
     if memory_high_watermark is not None:
         options["memory_high_watermark"] = parse_watermark(memory_high_watermark)
     if max_connections is not None:
@@ -87,15 +186,42 @@ def broker(
         fail(str(exc), ExitCode.USAGE)
 
     def ready(url: str) -> None:
-        typer.echo(f"gear broker: listening on {url} (AMQP 0-9-1; messages in memory only). Ctrl-C to stop.")
+        typer.echo(
+            f"gear broker: listening on {mask_url(url)} (AMQP 0-9-1{' over TLS' if tls else ''}; "
+            "messages in memory only). Ctrl-C to stop."
+        )
 
     try:
         asyncio.run(run_until_signal(serve(config, on_ready=ready)))
+    except ValueError as exc:  # an unusable TLS certificate or key
+        fail(str(exc), ExitCode.USAGE)
     except OSError as exc:
-        fail(f"cannot listen on {bind}:{port}: {exc.strerror or exc}", ExitCode.CONNECT)
+        fail(f"cannot listen on {bind}:{options['port']}: {exc.strerror or exc}", ExitCode.CONNECT)
     typer.echo("gear broker: stopped")
 
 
+def hash_password_command(
+    stdin: Annotated[
+        bool, typer.Option("--stdin", help="Read the password from the first line of standard input.")
+    ] = False,
+) -> None:
+    """Print a salted hash of a password for a --users-file (RabbitMQ's rabbit_password_hashing_sha256).
+
+    The password is asked for without echo (twice), or read from stdin; it is never an argument, so
+    it stays out of the shell history and the process list.
+    """
+    from gear.broker.access import hash_password
+
+    if stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+    else:
+        password = typer.prompt("Password", hide_input=True, confirmation_prompt=True)
+    if not password:
+        fail("refusing to hash an empty password", ExitCode.USAGE)
+    typer.echo(hash_password(password))
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``gear broker`` to ``app``."""
+    """Add ``gear broker`` and ``gear hash-password`` to ``app``."""
     app.command("broker")(broker)
+    app.command("hash-password")(hash_password_command)

@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import sys
-import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
 from enum import IntEnum
 from types import MappingProxyType
@@ -33,6 +32,7 @@ from gear.errors import (
     MethodNotFoundError,
     RemoteError,
 )
+from gear.redact import mask_secrets, mask_url
 
 __all__ = (
     "EXIT_CODES_HELP",
@@ -111,7 +111,7 @@ def exit_code_for(exc: BaseException) -> ExitCode:
 
 
 def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
+    text = mask_secrets(" ".join(str(exc).split())) or type(exc).__name__
     if isinstance(exc, BadPayloadError):
         return f"remote error: {text} ({_validation_summary(exc.details)})"
     if isinstance(exc, RemoteError):
@@ -188,6 +188,7 @@ class Renderer:
 
 def fail(message: str, code: ExitCode, renderer: Renderer | None = None) -> NoReturn:
     """End the command with a one-line message on stderr (and a JSON error document with ``--json``)."""
+    message = mask_secrets(message)
     if renderer is not None and renderer.as_json:
         renderer.document({"ok": False, "error": {"message": message, "exit_code": int(code)}})
     typer.echo(f"gear: {message}", err=True)
@@ -227,12 +228,8 @@ def map_errors(renderer: Renderer | None = None) -> Iterator[None]:
 
 
 def masked_url(url: str) -> str:
-    """``url`` with its password replaced by ``***``, for printing."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    """``url`` with its password replaced by ``***``, for printing (:func:`gear.redact.mask_url`)."""
+    return mask_url(url)
 
 
 class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -38,6 +39,7 @@ from yarl import URL
 
 from gear.errors import ConfigurationError, ConnectError, ConnectionLostError, NotConfirmedError
 from gear.frames import encode_publish
+from gear.redact import mask_secrets, mask_url
 from gear.topology import Topology
 
 __all__ = ("ACK_DELAY", "Delivery", "Link", "LinkEvents", "ack", "open_link")
@@ -228,11 +230,14 @@ async def open_link(
     handshake_timeout: float,
     prefetch: int,
     name: str,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> Link:
     """Connect to one broker and open the three channels.
 
+    ``ssl_context`` (from :func:`gear.tls.client_context`) is used for ``amqps://`` URLs.
+
     Raises:
-        ConnectError: the TCP connect failed, the handshake did not finish within
+        ConnectError: the TCP connect or TLS handshake failed, the handshake did not finish within
             ``handshake_timeout`` (a broker at its connection limit accepts TCP and never sends
             ``connection.start``), or the broker refused the login.
     """
@@ -241,10 +246,11 @@ async def open_link(
         _with_heartbeat(url, heartbeat),
         client_properties={"connection_name": name},
         transport_factory=factory,
+        context=ssl_context,
     )
     factory.pending = conn.write_queue
     conn.gear_events = events
-    safe = URL(url).with_password(None) if URL(url).password else URL(url)
+    safe = mask_url(url)
     try:
         async with asyncio.timeout(handshake_timeout):
             await conn.connect()
@@ -263,10 +269,10 @@ async def open_link(
         ) from exc
     except aiormq.exceptions.ProbableAuthenticationError as exc:
         await _quiet_close(conn)
-        raise ConnectError(f"broker {safe} refused the login: {exc}") from exc
+        raise ConnectError(f"broker {safe} refused the login: {mask_secrets(str(exc))}") from exc
     except _CONNECT_ERRORS as exc:
         await _quiet_close(conn)
-        raise ConnectError(f"cannot connect to {safe}: {exc!r}") from exc
+        raise ConnectError(f"cannot connect to {safe}: {mask_secrets(repr(exc))}") from exc
     link = Link(conn, channels[0], channels[1], channels[2], events, str(safe))
     link.writer = factory.writer
     return link
@@ -290,6 +296,7 @@ class Link:
         self._host = host_ch
         self._events = events
         self._closing_on_purpose = False
+        self._aborted = False
         self._tasks: set[asyncio.Task[None]] = set()
         self._tags: dict[str, tuple[Any, str]] = {}
         self.where = where
@@ -299,8 +306,8 @@ class Link:
 
     @property
     def is_open(self) -> bool:
-        """True until the connection closed or failed."""
-        return not self._conn.is_closed
+        """True until the connection closed, failed or was aborted."""
+        return not self._aborted and not self._conn.is_closed
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -316,8 +323,7 @@ class Link:
             exc = fut.exception()
         if self._closing_on_purpose or self._conn.is_closed:
             return
-        log.warning("channel closed under us on %s (%r); dropping the connection", self.where, exc)
-        self._spawn(self._close_conn())
+        self._events.on_closed(self, exc)
 
     async def _close_conn(self) -> None:
         await _quiet_close(self._conn)
@@ -333,7 +339,10 @@ class Link:
         await _quiet_close(self._conn)
 
     def abort(self) -> None:
-        """Drop the connection without waiting (the owner will reconnect)."""
+        """Drop the connection now (the socket is aborted at once; the owner reconnects)."""
+        self._aborted = True
+        if self.writer is not None:
+            self.writer.transport.abort()
         self._spawn(self._close_conn())
 
     # -- topology ----------------------------------------------------------------------------------
@@ -493,6 +502,12 @@ class Link:
             raise NotConfirmedError(f"broker nacked the publish to {routing_key!r}") from exc
         except _LIB_ERRORS as exc:
             raise ConnectionLostError(f"connection lost during publish: {exc!r}") from exc
+        except Exception as exc:
+            # aiormq rejects pending confirms with a bare ``Exception`` when a connection closes
+            # without a reason: still a lost connection, never an untyped error for the caller
+            if self._pub.is_closed or not self.is_open:
+                raise ConnectionLostError(f"connection lost during publish: {exc!r}") from exc
+            raise
         except asyncio.CancelledError as exc:
             task = asyncio.current_task()
             if self._pub.is_closed and task is not None and not task.cancelling():

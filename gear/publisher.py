@@ -149,9 +149,10 @@ class Publisher:
                     expiration_ms=expiration_ms,
                     persistent=msg.persistent,
                 )
-            except ConnectionLostError:
-                if connector.link is link:
-                    link.abort()
+            except ConnectionLostError as exc:
+                # the link is unusable: take it out of service now, so the next attempt waits for
+                # the reconnect instead of failing on the same dead channel again (a livelock)
+                connector.lose(link, str(exc))
                 if loop.time() >= until:
                     raise TimeoutError("connection lost and not back within the budget") from None
                 reason = "connection_lost"

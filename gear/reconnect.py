@@ -29,11 +29,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import ssl
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from gear.adapter import Link, open_link
 from gear.errors import ConfigurationError, ConnectError, ConnectionLostError
+from gear.redact import mask_url
 from gear.tracing.api import Attr, EventName, NullTracer, Tracer
 
 __all__ = ("Backoff", "Connector")
@@ -76,8 +78,10 @@ class Connector:
         connect_wait: float,
         on_ready: OnReady,
         tracer: Tracer | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self._urls = tuple(urls)
+        self._ssl_context = ssl_context
         self._name = name
         self._heartbeat = heartbeat
         self._handshake_timeout = handshake_timeout
@@ -148,8 +152,15 @@ class Connector:
             if self._closing:
                 raise ConnectionLostError("the service is stopping")
             link = self.link
-            if link is not None and self.ready.is_set() and link.is_open:
-                return link
+            if self.ready.is_set():
+                if link is not None and link.is_open:
+                    return link
+                # ready, but the link died and its close callback has not run yet: retire it now,
+                # or waiting on a set event would return at once, forever (a livelock)
+                if link is not None:
+                    self.lose(link, "connection closed")
+                else:
+                    self.ready.clear()
             async with asyncio.timeout_at(until):
                 await self.ready.wait()
 
@@ -201,25 +212,29 @@ class Connector:
 
     def on_closed(self, link: Link, exc: BaseException | None) -> None:
         """The link died: start the single reconnect task."""
-        if link is not self.link or self._closing:
-            return
-        log.warning("connection to %s lost: %r; reconnecting", link.where, exc)
-        self.ready.clear()
-        self.link = None
-        if self.blocked_reason is not None:
-            self.on_unblocked()
-        self._lost_at = asyncio.get_running_loop().time()
-        self._emit(EventName.CONNECTION_LOST, {"exception.message": repr(exc)})
-        if self._reconnect_task is None or self._reconnect_task.done():
-            self._reconnect_task = asyncio.create_task(self._reconnect())
+        self.lose(link, repr(exc))
 
     def on_consumer_cancelled(self, link: Link, queue: str) -> None:
         """The broker cancelled a consumer: drop the link so the reconnect path rebuilds everything."""
+        self.lose(link, f"the broker cancelled the consumer of {queue!r} (queue deleted?)")
+
+    def lose(self, link: Link, reason: str) -> None:
+        """Declare ``link`` dead: publishers stop using it at once, it is aborted, one reconnect starts.
+
+        Safe to call any number of times and for a link that is already replaced (then it does nothing).
+        """
         if link is not self.link or self._closing:
             return
-        log.warning("broker cancelled the consumer of %r (queue deleted?); rebuilding the link", queue)
+        log.warning("connection to %s lost: %s; reconnecting", link.where, reason)
         self.ready.clear()
+        self.link = None
         link.abort()
+        if self.blocked_reason is not None:
+            self.on_unblocked()
+        self._lost_at = asyncio.get_running_loop().time()
+        self._emit(EventName.CONNECTION_LOST, {"exception.message": reason})
+        if self._reconnect_task is None or self._reconnect_task.done():
+            self._reconnect_task = asyncio.create_task(self._reconnect())
 
     # -- internals ---------------------------------------------------------------------------------
 
@@ -231,6 +246,7 @@ class Connector:
             handshake_timeout=self._handshake_timeout,
             prefetch=self._prefetch,
             name=self._name,
+            ssl_context=self._ssl_context,
         )
         self.link = link
         try:
@@ -263,6 +279,10 @@ class Connector:
                 except (ConnectError, ConnectionLostError, ConfigurationError) as exc:
                     log.warning("reconnect attempt failed: %s", exc)
                     continue
+                except Exception:
+                    # the supervisor must outlive any bug below it: log it once, back off, go on
+                    log.exception("reconnect attempt to %s failed unexpectedly", url)
+                    continue
                 self.reconnects += 1
                 self._emit(
                     EventName.RECONNECT,
@@ -271,7 +291,7 @@ class Connector:
                         Attr.DOWNTIME_MS: round((loop.time() - self._lost_at) * 1000, 3),
                     },
                 )
-                log.info("reconnected to %s", url)
+                log.info("reconnected to %s", mask_url(url))
                 return
             await asyncio.sleep(self._backoff.delay(round_))
             round_ += 1

@@ -35,8 +35,10 @@ from gear.dispatch import Dispatcher
 from gear.errors import ConfigurationError, ConnectionLostError
 from gear.publisher import Publisher, RepublishPolicy
 from gear.reconnect import Backoff, Connector
+from gear.redact import mask_secrets
 from gear.rpc import RPC
 from gear.settings import Settings
+from gear.tls import client_context
 from gear.topology import Topology
 from gear.tracing.api import Tracer
 
@@ -136,7 +138,7 @@ class Service:
             else:
                 self.settings = Settings(**{**settings.model_dump(), **values})
         except ValueError as exc:
-            raise ConfigurationError(str(exc)) from exc
+            raise ConfigurationError(mask_secrets(str(exc))) from None
         if self.settings.type is None:
             raise ConfigurationError("a service needs a TYPE: Service('WEB') or GEAR_TYPE=WEB")
         self.type: str = self.settings.type
@@ -164,6 +166,7 @@ class Service:
             connect_wait=s.connect_wait,
             on_ready=self._on_link_ready,
             tracer=self._tracer,
+            ssl_context=client_context(s),
         )
         self._connector.on_blocked_hook = self._blocked_hook
         self._connector.on_unblocked_hook = self._unblocked_hook

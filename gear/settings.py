@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from gear.address import default_host, validate_host, validate_type
+from gear.redact import mask_url
 
 __all__ = ("Settings",)
 
@@ -56,6 +57,18 @@ class Settings(BaseSettings):
     """On stop, how long to wait for handlers in flight."""
     handler_threads: int = Field(default=16, ge=1)
     """Thread pool size for plain (blocking) handlers."""
+    tls_ca: str | None = None
+    """CA bundle (PEM) that signs the broker's certificate, for ``amqps://``; default: the system's CAs."""
+    tls_cert: str | None = None
+    """Client certificate (PEM) to present to brokers that ask for one (EXTERNAL login uses its CN)."""
+    tls_key: str | None = None
+    """Private key (PEM) of ``tls_cert``; omit it when the key is in the certificate file."""
+    tls_verify: bool = True
+    """Verify the broker's certificate and host name (``False`` lets anyone in between listen in)."""
+
+    def __repr_args__(self) -> Any:
+        for name, value in super().__repr_args__():
+            yield name, (tuple(mask_url(u) for u in value) if name == "url" else value)
 
     @field_validator("url", mode="before")
     @classmethod
@@ -71,8 +84,14 @@ class Settings(BaseSettings):
             raise ValueError("at least one broker URL is needed")
         for url in value:
             if not url.startswith(("amqp://", "amqps://")):
-                raise ValueError(f"broker URL {url!r} must start with amqp:// or amqps://")
+                raise ValueError(f"broker URL {mask_url(url)!r} must start with amqp:// or amqps://")
         return value
+
+    @model_validator(mode="after")
+    def _key_needs_cert(self) -> Settings:
+        if self.tls_key is not None and self.tls_cert is None:
+            raise ValueError("tls_key is set without tls_cert: give the client certificate too")
+        return self
 
     @field_validator("type")
     @classmethod

@@ -8,9 +8,10 @@ aio-pika, aiormq and pika connect to it over TCP::
 Messages and declarations live in memory only: durable queues and persistent messages are accepted and
 reported as such, but nothing survives a restart yet (persistence is planned).
 
-Layout: a sans-I/O core (``frames``, ``codec``, ``handshake``, ``connection``, ``channel``, ``declare``,
-``consume``, ``exchange``, ``queue``, ``arguments``, ``message``, ``vhost``, ``credit``, ``alarms``,
-``core``, ``status``) driven by one asyncio shell (``server``).
+Layout: a sans-I/O core (``frames``, ``codec``, ``handshake``, ``access``, ``connection``, ``channel``,
+``declare``, ``consume``, ``exchange``, ``queue``, ``arguments``, ``message``, ``vhost``, ``credit``,
+``alarms``, ``core``, ``status``) driven by one asyncio shell (``server``, with ``tls``); ``definitions``
+reads a users file.
 
 Where it knowingly differs from RabbitMQ:
 
@@ -21,7 +22,14 @@ Where it knowingly differs from RabbitMQ:
   Transient non-exclusive queues are allowed (4.3 denies them by default).
 * ``x-queue-type`` quorum and stream are accepted with their declaration rules (durable, not exclusive,
   not auto-delete) but run as in-memory classic queues.
-* PLAIN only; every configured user may use every vhost, and guest is not restricted to loopback.
+* Users, vhosts and configure/write/read permissions as RabbitMQ's internal backend (``gear.broker.access``;
+  refusals read ``access to queue 'q' in vhost '/' refused for user 'u'``, the 3.12 text: 3.13+ prefix
+  the permission, ``configure access to ...``); no topic permissions, user tags have no effect, no
+  per-user or per-vhost limits. Without any configured permission every user may use every vhost.
+  PLAIN, AMQPLAIN and (TLS with a client certificate) EXTERNAL by the subject's CN only, where RabbitMQ
+  defaults to the whole distinguished name. ``connection.update-secret`` re-checks vhost access and
+  answers ``update-secret-ok``, as RabbitMQ's internal users (nothing to refresh).
+* TLS (``tls_cert``) makes the one listener TLS-only; RabbitMQ runs amqp and amqps listeners side by side.
 * The memory watermark measures the bytes of messages held (including partly received bodies), not the
   process size; there is no disk alarm. Credit flow meters the channel -> queue link; the reader hands
   frames to channels synchronously, so that link needs no credit.

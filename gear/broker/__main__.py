@@ -9,6 +9,7 @@ import logging
 
 from gear.broker.config import BrokerConfig
 from gear.broker.server import serve
+from gear.redact import mask_url
 
 __all__ = ("main",)
 
@@ -39,7 +40,9 @@ def main(argv: list[str] | None = None) -> None:
         max_connections=args.max_connections,
     )
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(config, on_ready=lambda url: print(f"gear broker ready at {url}", flush=True)))
+        asyncio.run(
+            serve(config, on_ready=lambda url: print(f"gear broker ready at {mask_url(url)}", flush=True))
+        )
 
 
 if __name__ == "__main__":

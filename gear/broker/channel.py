@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from pamqp import commands
 
 from gear.broker import consume, declare
+from gear.broker.access import Grants
 from gear.broker.codec import (
     FastAck,
     FastPublish,
@@ -48,6 +49,8 @@ class Channel:
         self.conn = connection
         self.number = number
         self.vhost: VirtualHost = connection.core.vhosts[connection.vhost_name]
+        assert connection.grants is not None, "channels open only after connection.open"
+        self.grants: Grants = connection.grants
         self.closing = False
         self.released = False
         # content assembly
@@ -113,6 +116,12 @@ class Channel:
     def _start_publish(self, method: FastPublish) -> None:
         if method.immediate:
             raise AMQPError(540, "immediate=true", class_id=60, method_id=40)
+        if not self.grants.unrestricted:
+            try:
+                self.grants.check("write", "exchange", method.exchange)
+            except AMQPError as error:
+                error.class_id, error.method_id = 60, 40
+                raise
         exchange = self.vhost.exchanges.get(method.exchange)
         if exchange is None:
             raise AMQPError(

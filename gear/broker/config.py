@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-from types import MappingProxyType
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ("BrokerConfig",)
+from gear.broker.access import AccessControl, Permission, User, hash_password, is_loopback_address
+from gear.broker.definitions import Definitions
 
+__all__ = ("DEFAULT_USER", "BrokerConfig")
 
-def _default_users() -> MappingProxyType[str, str]:
-    return MappingProxyType({"guest": "guest"})
+#: RabbitMQ's default user, created when nothing else defines users.
+DEFAULT_USER = ("guest", "guest")
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,10 +28,28 @@ class BrokerConfig:
     """Interface to listen on."""
     port: int = 5672
     """TCP port; 0 picks a free one (see ``Broker.port``)."""
-    users: MappingProxyType[str, str] | dict[str, str] = field(default_factory=_default_users)
-    """User name -> password for PLAIN authentication; every user may use every vhost."""
+    users: Mapping[str, str] | None = None
+    """User name -> password, kept in this process's memory only and hashed when the broker starts.
+
+    None: ``guest``/``guest``, unless ``definitions`` has users (RabbitMQ creates its default user only
+    when no definitions are imported)."""
     vhosts: tuple[str, ...] | list[str] = ("/",)
-    """Virtual hosts that exist; ``connection.open`` of any other gets 530."""
+    """Virtual hosts that exist (with those of ``definitions``); ``connection.open`` of another gets 530."""
+    definitions: Definitions | None = None
+    """Users (password hashes), vhosts and permissions from a RabbitMQ-style definitions file."""
+    permissions: Mapping[tuple[str, str], Permission] | None = None
+    """(user, vhost) -> permission. When neither this nor ``definitions`` lists any permission, every
+    user may do everything in every vhost; otherwise exactly the listed ones apply (530 elsewhere)."""
+    loopback_users: tuple[str, ...] | list[str] = ("guest",)
+    """Users who may log in from loopback addresses only (RabbitMQ's ``loopback_users``)."""
+    tls_cert: str | None = None
+    """PEM certificate (chain) file: the listener speaks TLS only (``amqps://``)."""
+    tls_key: str | None = None
+    """PEM private key of ``tls_cert``."""
+    tls_ca: str | None = None
+    """PEM CA bundle for client certificates: clients may present one (EXTERNAL login by its CN)."""
+    tls_require_client_cert: bool = False
+    """Refuse TLS clients without a certificate signed by ``tls_ca`` (``fail_if_no_peer_cert``)."""
     heartbeat: int = 60
     """Heartbeat interval proposed in ``connection.tune`` (seconds; the client's choice wins)."""
     frame_max: int = 131072
@@ -63,6 +83,60 @@ class BrokerConfig:
             )
         if isinstance(self.memory_high_watermark, float) and not 0 < self.memory_high_watermark <= 1:
             raise ValueError("a fractional memory_high_watermark must be in (0, 1]")
+        self._check_access()
+
+    def _check_access(self) -> None:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("TLS needs both a certificate and its key (tls_cert and tls_key)")
+        if (self.tls_ca is not None or self.tls_require_client_cert) and self.tls_cert is None:
+            raise ValueError("client certificates (tls_ca, tls_require_client_cert) need tls_cert, tls_key")
+        if self.tls_require_client_cert and self.tls_ca is None:
+            raise ValueError("tls_require_client_cert needs tls_ca to verify client certificates")
+        names = self.user_names()
+        if not names:
+            raise ValueError("no users: give at least one user (or leave users unset for guest/guest)")
+        local_only = set(self.loopback_users)
+        if not is_loopback_address(self.host) and all(name in local_only for name in names):
+            raise ValueError(
+                f"refusing to listen on {self.host or 'every interface'}: the only user"
+                f"{'s are' if len(names) > 1 else ' is'} {', '.join(repr(n) for n in names)}, who may log in "
+                "from loopback only (as RabbitMQ's guest), so nobody could connect from the network. Add a "
+                "user of your own (--user NAME:PASSWORD or --users-file FILE), or pass --allow-guest-remote "
+                "(loopback_users=()) to accept the default user from any address, which is unsafe."
+            )
+
+    def plain_users(self) -> dict[str, str]:
+        """The users given with plain passwords (the default user when nothing defines users)."""
+        if self.users is not None:
+            return dict(self.users)
+        if self.definitions is not None and self.definitions.users:
+            return {}
+        return dict([DEFAULT_USER])
+
+    def user_names(self) -> list[str]:
+        """Every user name, plain-password users first."""
+        names = list(self.plain_users())
+        if self.definitions is not None:
+            names += [u.name for u in self.definitions.users if u.name not in names]
+        return names
+
+    def all_vhosts(self) -> tuple[str, ...]:
+        """``vhosts`` plus the definitions' vhosts, in order, without repeats."""
+        extra = self.definitions.vhosts if self.definitions is not None else ()
+        return tuple(dict.fromkeys([*self.vhosts, *extra]))
+
+    def access_control(self) -> AccessControl:
+        """The user database (hashes plain passwords: call once, when the broker starts)."""
+        users = [User(name, hash_password(password)) for name, password in self.plain_users().items()]
+        table: dict[tuple[str, str], Permission] | None = None
+        listed = self.definitions.permissions if self.definitions is not None else ()
+        if self.permissions is not None or listed:
+            table = dict(self.permissions or {})
+            table.update({(user, vhost): permission for user, vhost, permission in listed})
+        if self.definitions is not None:
+            plain = {u.name for u in users}
+            users += [u for u in self.definitions.users if u.name not in plain]
+        return AccessControl(users, table, loopback_users=self.loopback_users)
 
     def memory_limit_bytes(self) -> int:
         """The watermark in bytes (fractions are taken of the machine's physical memory)."""

@@ -11,6 +11,12 @@ States, in order: ``header`` (waiting for the 8-byte protocol header) -> ``start
 ``connection.close`` and waits for ``close-ok``) -> ``closed``. A client ``connection.close`` is answered
 with ``close-ok`` and goes straight to ``closed``.
 
+Logins (see :mod:`gear.broker.access`): a refused login is answered as RabbitMQ does, with
+``connection.close`` 403 and a text that names only the mechanism when the client advertised
+``authentication_failure_close``, else by closing the socket. A client that fails the handshake
+otherwise (unknown mechanism, malformed response, a wrong method) gets no answer, and its socket is
+closed only after ``SILENT_CLOSE_DELAY``, as RabbitMQ makes such clients wait.
+
 Errors: every protocol violation raises :class:`~gear.broker.errors.AMQPError`. :meth:`_process` is the
 single place that converts it: a soft code on a non-zero channel closes that channel, anything else
 closes the connection with the code, text and failing method. After a framing error the byte stream
@@ -38,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from pamqp import commands
 
+from gear.broker.access import Grants, LoginRefusedError
 from gear.broker.channel import Channel
 from gear.broker.codec import decode_method, encode_method, method_id_of
 from gear.broker.errors import AMQPError
@@ -50,18 +57,27 @@ from gear.broker.frames import (
     PROTOCOL_HEADER,
     FrameReader,
 )
-from gear.broker.handshake import ACCEPTED_HEADERS, check_tune, plain_credentials, server_properties
+from gear.broker.handshake import (
+    ACCEPTED_HEADERS,
+    BadResponseError,
+    check_tune,
+    credentials,
+    offered_mechanisms,
+    server_properties,
+)
 from gear.broker.status import ConnectionStatus
 
 if TYPE_CHECKING:
     from gear.broker.core import BrokerCore
     from gear.broker.queue import Queue
 
-__all__ = ("OUTPUT_BATCH_LIMIT", "Connection")
+__all__ = ("OUTPUT_BATCH_LIMIT", "SILENT_CLOSE_DELAY", "Connection")
 
 log = logging.getLogger("gear.broker")
 
 _CLOSE_TIMEOUT = 3.0
+#: Seconds a client that failed the handshake waits before its socket closes (RabbitMQ's 3 s).
+SILENT_CLOSE_DELAY = 3.0
 #: Deliveries stop for the rest of a turn once this much output is queued for one connection.
 OUTPUT_BATCH_LIMIT = 1 << 20
 
@@ -69,10 +85,15 @@ OUTPUT_BATCH_LIMIT = 1 << 20
 class Connection:
     """One client connection (sans-I/O)."""
 
-    def __init__(self, core: BrokerCore, peer: str) -> None:
+    def __init__(
+        self, core: BrokerCore, peer: str, *, tls: bool = False, certificate_user: str | None = None
+    ) -> None:
         self.core = core
         self.peer = peer
         self.name = peer
+        self.tls = tls
+        self.certificate_user = certificate_user
+        self.grants: Grants | None = None
         self.state = "header"
         self.user = ""
         self.vhost_name = ""
@@ -215,7 +236,9 @@ class Connection:
         self.send_method(
             0,
             commands.Connection.Start(
-                server_properties=server_properties(), mechanisms="PLAIN", locales="en_US"
+                server_properties=server_properties(),
+                mechanisms=offered_mechanisms(self.certificate_user),
+                locales="en_US",
             ),
         )
         return True
@@ -268,6 +291,7 @@ class Connection:
             vhost = method.virtual_host or "/"
             if vhost not in self.core.vhosts:
                 raise AMQPError(530, f"vhost {vhost} not found", class_id=10, method_id=40)
+            self.grants = self._vhost_grants(vhost, class_id=10, method_id=40)
             self.vhost_name = vhost
             self.state = "running"
             self.send_method(0, commands.Connection.OpenOk())
@@ -280,6 +304,13 @@ class Connection:
             self._drop()
         elif isinstance(method, commands.Connection.Blocked | commands.Connection.Unblocked):
             return
+        elif isinstance(method, commands.Connection.UpdateSecret) and state == "running":
+            # RabbitMQ's internal user database keeps no secret state to refresh: it re-checks the
+            # vhost access (permissions may have changed) and answers update-secret-ok.
+            self.grants = self._vhost_grants(self.vhost_name, class_id=10, method_id=70)
+            for channel in self.channels.values():
+                channel.grants = self.grants
+            self.send_method(0, commands.Connection.UpdateSecretOk())
         else:
             cid, mid = method_id_of(method) if hasattr(method, "index") else (0, 0)
             raise AMQPError(
@@ -290,34 +321,35 @@ class Connection:
             )
 
     def _start_ok(self, method: commands.Connection.StartOk) -> None:
-        props = method.client_properties or {}
-        caps = props.get("capabilities") if isinstance(props, dict) else None
+        props = method.client_properties if isinstance(method.client_properties, dict) else {}
+        caps = props.get("capabilities")
         self.client_capabilities = dict(caps) if isinstance(caps, dict) else {}
-        name = props.get("connection_name") if isinstance(props, dict) else None
+        name = props.get("connection_name")
         if name:
-            self.name = f"{self.peer} ({name!s})"
-        if method.mechanism != "PLAIN":
-            raise AMQPError(
-                403, f"unsupported authentication mechanism {method.mechanism!s}", class_id=10, method_id=11
-            )
-        credentials = plain_credentials(method.response)
-        users = self.core.config.users
-        if credentials is None or users.get(credentials[0]) != credentials[1]:
-            log.info("login refused for user %s from %s", credentials and credentials[0], self.peer)
-            if self.client_capabilities.get("authentication_failure_close"):
+            self.name = f"{self.peer} ({name!s})"[:512]
+        access = self.core.access
+        try:
+            mechanism, user, password = credentials(method.mechanism, method.response, self.certificate_user)
+            self.user = access.authenticate(mechanism, user, password, peer_address=self.peer_address)
+        except BadResponseError as error:
+            access.refused()
+            log.info("handshake refused from %s: %s", self.peer, error)
+            self._linger()
+            return
+        except LoginRefusedError as refused:
+            log.info("login refused from %s with %s: %s", self.peer, refused.mechanism, refused.reason)
+            if self.client_capabilities.get("authentication_failure_close") is True:
                 self._fail(
                     AMQPError(
                         403,
-                        "Login was refused using authentication mechanism PLAIN. "
+                        f"Login was refused using authentication mechanism {refused.mechanism}. "
                         "For details see the broker logfile.",
-                        class_id=10,
-                        method_id=11,
                     ),
                     0,
                 )
-            self._drop()
+            else:
+                self._linger()
             return
-        self.user = credentials[0]
         self.state = "tune-ok"
         config = self.core.config
         self.send_method(
@@ -326,6 +358,22 @@ class Connection:
                 channel_max=config.channel_max, frame_max=config.frame_max, heartbeat=config.heartbeat
             ),
         )
+
+    @property
+    def peer_address(self) -> str:
+        """The client's IP address (the peer text without its port)."""
+        return self.peer.rsplit(":", 1)[0]
+
+    def _vhost_grants(self, vhost: str, *, class_id: int, method_id: int) -> Grants:
+        grants = self.core.access.grants(self.user, vhost)
+        if grants is None:
+            raise AMQPError(
+                530,
+                f"access to vhost '{vhost}' refused for user '{self.user}'",
+                class_id=class_id,
+                method_id=method_id,
+            )
+        return grants
 
     def _tune_ok(self, method: commands.Connection.TuneOk) -> None:
         check_tune(method, self.core.config)
@@ -368,7 +416,7 @@ class Connection:
             return
         log.info("closing connection %s: %s", self.name, error.text)
         if self.state in ("header", "start-ok") and error.code != 403:
-            self._drop()
+            self._linger()
             return
         self.send_method(
             0,
@@ -393,6 +441,11 @@ class Connection:
             0, commands.Connection.Close(reply_code=320, reply_text=forced.text, class_id=0, method_id=0)
         )
         self._enter_closing()
+
+    def _linger(self) -> None:
+        """Answer nothing and close the socket after ``SILENT_CLOSE_DELAY`` (a failed handshake)."""
+        self._enter_closing()
+        self._close_deadline = self.core.now + SILENT_CLOSE_DELAY
 
     def _enter_closing(self) -> None:
         self.state = "closing"
@@ -514,4 +567,5 @@ class Connection:
             channels=len(self.channels),
             user=self.user,
             vhost=self.vhost_name,
+            tls=self.tls,
         )

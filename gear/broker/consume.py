@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from pamqp import commands
 
 from gear.broker.codec import content_frames, get_ok_frame
-from gear.broker.declare import generated_name, lookup_queue
+from gear.broker.declare import generated_name, lookup_queue, queue_name
 from gear.broker.errors import AMQPError, resource
 from gear.broker.message import Entry
 from gear.broker.queue import Consumer, Queue
@@ -52,7 +52,9 @@ def _consume(channel: Channel, method: commands.Basic.Consume) -> None:
     if method.queue == REPLY_TO:
         _reply_consume(channel, method, tag)
         return
-    queue = lookup_queue(channel, method.queue)
+    name = queue_name(channel, method.queue)
+    channel.grants.check("read", "queue", name)
+    queue = lookup_queue(channel, name)
     if queue.consumers and (method.exclusive or queue.exclusive_consumer()):
         raise AMQPError(403, resource("queue", queue.name, channel.vhost.name) + " in exclusive use")
     consumer = Consumer(
@@ -104,7 +106,9 @@ def _cancel_ok(channel: Channel, method: commands.Basic.CancelOk) -> None:
 
 
 def _get(channel: Channel, method: commands.Basic.Get) -> None:
-    queue = lookup_queue(channel, method.queue)
+    name = queue_name(channel, method.queue)
+    channel.grants.check("read", "queue", name)
+    queue = lookup_queue(channel, name)
     entry = queue.get()
     if entry is None:
         channel.conn.send_method(channel.number, commands.Basic.GetEmpty())

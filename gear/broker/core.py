@@ -33,7 +33,8 @@ class BrokerCore:
         self.config = config
         self.clock = clock
         self.now = clock()
-        self.vhosts = {name: VirtualHost(name, self) for name in config.vhosts}
+        self.vhosts = {name: VirtualHost(name, self) for name in config.all_vhosts()}
+        self.access = config.access_control()
         self.connections: set[Connection] = set()
         self.alarm = MemoryAlarm(config.memory_limit_bytes())
         self.reply_channels: dict[str, Channel] = {}
@@ -163,6 +164,7 @@ class BrokerCore:
             alarms=self.alarm.reasons,
             memory_used=self.alarm.used,
             memory_limit=self.alarm.limit,
+            failed_logins=self.access.failed_logins,
         )
 
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from gear.broker.channel import Channel
 
-__all__ = ("HANDLERS", "generated_name", "lookup_queue")
+__all__ = ("HANDLERS", "generated_name", "lookup_queue", "queue_name")
 
 REPLY_TO = "amq.rabbitmq.reply-to"
 
@@ -59,6 +59,19 @@ def _exchange(channel: Channel, name: str) -> Exchange:
     if exchange is None:
         raise AMQPError(404, "no " + resource("exchange", name, channel.vhost.name))
     return exchange
+
+
+def queue_name(channel: Channel, name: str) -> str:
+    """``name``, or the channel's last declared queue for an empty name (RabbitMQ's shortcut).
+
+    Raises:
+        AMQPError: 404 for an empty name when no queue was declared on this channel.
+    """
+    if name:
+        return name
+    if not channel.last_queue:
+        raise AMQPError(404, "no previously declared queue")
+    return channel.last_queue
 
 
 def lookup_queue(channel: Channel, name: str) -> Queue:
@@ -105,9 +118,15 @@ def _exchange_declare(channel: Channel, method: commands.Exchange.Declare) -> No
         if kind not in EXCHANGE_TYPES:
             raise AMQPError(406, f"invalid type '{kind}' for {what}")  # 4.x; 3.x used 503 (connection)
         arguments = dict(method.arguments or {})
+        grants = channel.grants
+        grants.check("configure", "exchange", name)
         if existing is None:
             if name.startswith("amq."):
                 raise AMQPError(403, f"exchange name '{name}' contains reserved prefix 'amq.*'")
+            alternate = arguments.get("alternate-exchange")
+            if isinstance(alternate, str | bytes):
+                grants.check("read", "exchange", name)
+                grants.check("write", "exchange", _text(alternate))
             vhost.exchanges[name] = Exchange(
                 name,
                 kind,
@@ -140,6 +159,7 @@ def _exchange_delete(channel: Channel, method: commands.Exchange.Delete) -> None
     vhost = channel.vhost
     if name.startswith("amq."):
         raise AMQPError(403, f"deletion of system exchange '{name}' in vhost '{vhost.name}' not allowed")
+    channel.grants.check("configure", "exchange", name)
     exchange = vhost.exchanges.get(name)
     if exchange is not None:
         if method.if_unused and exchange.has_bindings():
@@ -149,9 +169,17 @@ def _exchange_delete(channel: Channel, method: commands.Exchange.Delete) -> None
         channel.conn.send_method(channel.number, commands.Exchange.DeleteOk())
 
 
+def _check_binding(channel: Channel, kind: str, destination: str, source: str) -> None:
+    """RabbitMQ's order: write on the destination, no default exchange, read on the source."""
+    channel.grants.check("write", kind, destination)
+    if kind == "exchange":
+        _check_default(destination)
+    _check_default(source)
+    channel.grants.check("read", "exchange", source)
+
+
 def _exchange_bind(channel: Channel, method: commands.Exchange.Bind) -> None:
-    _check_default(method.source)
-    _check_default(method.destination)
+    _check_binding(channel, "exchange", method.destination, method.source)
     destination = _exchange(channel, method.destination)
     source = _exchange(channel, method.source)
     source.bind(destination, method.routing_key, method.arguments or {})
@@ -160,8 +188,7 @@ def _exchange_bind(channel: Channel, method: commands.Exchange.Bind) -> None:
 
 
 def _exchange_unbind(channel: Channel, method: commands.Exchange.Unbind) -> None:
-    _check_default(method.source)
-    _check_default(method.destination)
+    _check_binding(channel, "exchange", method.destination, method.source)
     destination = channel.vhost.exchanges.get(method.destination)
     source = channel.vhost.exchanges.get(method.source)
     if (
@@ -189,10 +216,15 @@ def _queue_declare(channel: Channel, method: commands.Queue.Declare) -> None:
         name = generated_name("amq.gen")
     elif name.startswith("amq."):
         raise AMQPError(403, f"queue name '{name}' contains reserved prefix 'amq.*'")
+    channel.grants.check("configure", "queue", name)
     what = resource("queue", name, vhost.name)
     arguments = dict(method.arguments or {})
     found = vhost.queues.get(name)
     if found is None:
+        dead_letter = arguments.get("x-dead-letter-exchange")
+        if isinstance(dead_letter, str | bytes):
+            channel.grants.check("read", "queue", name)
+            channel.grants.check("write", "exchange", _text(dead_letter))
         arguments_rules.validate(
             arguments,
             what,
@@ -253,11 +285,12 @@ def _reply_to_declare(channel: Channel, name: str, method: commands.Queue.Declar
         channel.conn.send(declare_ok_frame(channel.number, name, 0, 1 if key else 0))
 
 
-def _bind_target(channel: Channel, queue_name: str, exchange_name: str) -> tuple[Queue, Exchange]:
-    if queue_name.startswith(REPLY_TO):
-        raise AMQPError(403, f"access to {resource('queue', queue_name, channel.vhost.name)} refused")
-    _check_default(exchange_name)
-    queue = lookup_queue(channel, _clean(queue_name))
+def _bind_target(channel: Channel, name: str, exchange_name: str) -> tuple[Queue, Exchange]:
+    name = queue_name(channel, _clean(name))
+    _check_binding(channel, "queue", name, exchange_name)
+    if name.startswith(REPLY_TO):
+        raise AMQPError(403, f"access to {resource('queue', name, channel.vhost.name)} refused")
+    queue = lookup_queue(channel, name)
     return queue, _exchange(channel, exchange_name)
 
 
@@ -270,9 +303,10 @@ def _queue_bind(channel: Channel, method: commands.Queue.Bind) -> None:
 
 def _queue_unbind(channel: Channel, method: commands.Queue.Unbind) -> None:
     # Unbinding is idempotent in RabbitMQ: a missing queue, exchange or binding is not an error.
-    _check_default(method.exchange)
+    name = _clean(method.queue) or channel.last_queue
+    _check_binding(channel, "queue", name, method.exchange)
     vhost = channel.vhost
-    queue = vhost.queues.get(_clean(method.queue) or channel.last_queue)
+    queue = vhost.queues.get(name)
     exchange = vhost.exchanges.get(method.exchange)
     if queue is not None:
         _check_exclusive(channel, queue)
@@ -286,7 +320,9 @@ def _queue_unbind(channel: Channel, method: commands.Queue.Unbind) -> None:
 
 
 def _queue_purge(channel: Channel, method: commands.Queue.Purge) -> None:
-    queue = lookup_queue(channel, _clean(method.queue))
+    name = queue_name(channel, _clean(method.queue))
+    channel.grants.check("read", "queue", name)
+    queue = lookup_queue(channel, name)
     count = queue.purge()
     if not method.nowait:
         channel.conn.send_method(channel.number, commands.Queue.PurgeOk(message_count=count))
@@ -296,6 +332,7 @@ def _queue_delete(channel: Channel, method: commands.Queue.Delete) -> None:
     name = _clean(method.queue) or channel.last_queue
     if not name:
         raise AMQPError(404, "no previously declared queue")
+    channel.grants.check("configure", "queue", name)
     queue = channel.vhost.queues.get(name)
     count = 0
     if queue is not None:

@@ -1,16 +1,40 @@
-"""The connection handshake's rules: server properties, PLAIN credentials and tune-ok validation."""
+"""The connection handshake's rules: server properties, SASL mechanisms and tune-ok validation.
+
+Mechanisms, as RabbitMQ offers them: ``PLAIN`` (``\\0user\\0password``), ``AMQPLAIN`` (a field table
+without its length prefix, with ``LOGIN`` and ``PASSWORD``) and, on a TLS connection whose client
+presented a verified certificate, ``EXTERNAL`` (the user is the certificate subject's common name).
+"""
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
-from pamqp import commands
+from pamqp import commands, decode
 
 from gear.broker.config import BrokerConfig
 from gear.broker.errors import AMQPError
 from gear.broker.frames import PROTOCOL_HEADER
 
-__all__ = ("ACCEPTED_HEADERS", "SERVER_CAPABILITIES", "check_tune", "plain_credentials", "server_properties")
+__all__ = (
+    "ACCEPTED_HEADERS",
+    "PASSWORD_MECHANISMS",
+    "SERVER_CAPABILITIES",
+    "BadResponseError",
+    "amqplain_credentials",
+    "check_tune",
+    "credentials",
+    "offered_mechanisms",
+    "plain_credentials",
+    "server_properties",
+)
+
+#: Mechanisms with a user name and password, in the order RabbitMQ offers them.
+PASSWORD_MECHANISMS = ("PLAIN", "AMQPLAIN")
+
+
+class BadResponseError(Exception):
+    """An unknown or not offered mechanism, or a malformed response: RabbitMQ closes silently."""
 
 #: 0-9-1, and the 0-9 header that RabbitMQ also treats as 0-9-1.
 ACCEPTED_HEADERS = (PROTOCOL_HEADER, b"AMQP\x01\x01\x00\x09")
@@ -76,3 +100,45 @@ def check_tune(method: commands.Connection.TuneOk, config: BrokerConfig) -> None
                 class_id=10,
                 method_id=31,
             )
+
+
+def amqplain_credentials(response: str | bytes | None) -> tuple[str, str] | None:
+    """``(user, password)`` from an AMQPLAIN response (a length-less field table), or None if malformed."""
+    raw = response.encode("utf-8") if isinstance(response, str) else bytes(response or b"")
+    try:
+        _, table = decode.field_table(struct.pack(">I", len(raw)) + raw)
+    except (ValueError, struct.error, KeyError, IndexError, TypeError, UnicodeDecodeError):
+        return None
+    login, password = table.get("LOGIN"), table.get("PASSWORD")
+    if not isinstance(login, str | bytes) or not isinstance(password, str | bytes) or not login:
+        return None
+    as_text = [v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in (login, password)]
+    return as_text[0], as_text[1]
+
+
+def offered_mechanisms(certificate_user: str | None) -> str:
+    """The ``connection.start`` mechanisms: EXTERNAL only when a client certificate names a user."""
+    names = (*PASSWORD_MECHANISMS, "EXTERNAL") if certificate_user else PASSWORD_MECHANISMS
+    return " ".join(names)
+
+
+def credentials(
+    mechanism: str | bytes | None, response: str | bytes | None, certificate_user: str | None
+) -> tuple[str, str, str | None]:
+    """``(mechanism, user, password)`` from ``connection.start-ok``; password None for EXTERNAL.
+
+    Raises:
+        BadResponseError: the mechanism was not offered, or its response is malformed.
+    """
+    name = mechanism.decode("utf-8", "replace") if isinstance(mechanism, bytes) else str(mechanism or "")
+    if name == "PLAIN":
+        found = plain_credentials(response)
+    elif name == "AMQPLAIN":
+        found = amqplain_credentials(response)
+    elif name == "EXTERNAL" and certificate_user:
+        return name, certificate_user, None
+    else:
+        raise BadResponseError(f"unknown or not offered authentication mechanism {name[:64]!r}")
+    if found is None:
+        raise BadResponseError(f"malformed {name} response")
+    return name, found[0], found[1]

@@ -12,11 +12,13 @@ import inspect
 import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
+from urllib.parse import quote
 
 from gear.broker.config import BrokerConfig
 from gear.broker.connection import Connection
 from gear.broker.core import BrokerCore
 from gear.broker.status import BrokerStatus
+from gear.broker.tls import certificate_user, server_context
 
 __all__ = ("Broker", "running", "serve")
 
@@ -48,7 +50,9 @@ class _Protocol(asyncio.Protocol):
             loop.call_later(self.broker.config.handshake_timeout, transport.close)
             log.warning("connection limit (%s) reached, not starting AMQP for %s", limit, peer_text)
             return
-        self.conn = Connection(self.broker.core, peer_text)
+        tls = transport.get_extra_info("ssl_object") is not None
+        user = certificate_user(transport.get_extra_info("peercert")) if tls else None
+        self.conn = Connection(self.broker.core, peer_text, tls=tls, certificate_user=user)
         self.broker.protocols[self.conn] = self
 
     def data_received(self, data: bytes) -> None:
@@ -119,20 +123,34 @@ class Broker:
 
     @property
     def url(self) -> str:
-        """``amqp://user:password@host:port/`` for the first configured user."""
-        user, password = next(iter(self.config.users.items()))
-        return f"amqp://{user}:{password}@{self.config.host}:{self.port}/"
+        """``amqp[s]://user:password@host:port/`` for the first user given with a plain password.
+
+        Users from a definitions file have only a hash: then the URL carries no credentials. It holds
+        a password: mask it before printing (``gear.redact.mask_url``).
+        """
+        scheme = "amqps" if self.config.tls_cert else "amqp"
+        plain = self.config.plain_users()
+        if not plain:
+            return f"{scheme}://{self.config.host}:{self.port}/"
+        user, password = next(iter(plain.items()))
+        return f"{scheme}://{quote(user, safe='')}:{quote(password, safe='')}@{self.config.host}:{self.port}/"
 
     async def start(self) -> None:
         """Bind and start accepting connections."""
         loop = asyncio.get_running_loop()
         self._loop = loop
         self.core.wake = self._wake
+        tls = server_context(self.config)
         self._server = await loop.create_server(
-            lambda: _Protocol(self), self.config.host, self.config.port, reuse_address=True
+            lambda: _Protocol(self),
+            self.config.host,
+            self.config.port,
+            reuse_address=True,
+            ssl=tls,
+            ssl_handshake_timeout=self.config.handshake_timeout if tls else None,
         )
         self._ticker = loop.create_task(self._tick_forever())
-        log.info("gear broker listening on %s:%s", self.config.host, self.port)
+        log.info("gear broker listening on %s:%s%s", self.config.host, self.port, " (TLS)" if tls else "")
 
     async def stop(self) -> None:
         """Close every connection and stop listening."""

@@ -17,6 +17,7 @@ class ConnectionStatus:
     channels: int
     user: str = ""
     vhost: str = ""
+    tls: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +44,8 @@ class BrokerStatus:
     alarms: list[str] = field(default_factory=list)
     memory_used: int = 0
     memory_limit: int = 0
+    failed_logins: int = 0
+    """Logins refused since the broker started (wrong password, unknown user, bad mechanism...)."""
 
     def __str__(self) -> str:
         return format_status(self)
@@ -53,6 +56,7 @@ def format_status(status: BrokerStatus) -> str:
     lines = [
         f"memory: {status.memory_used:,} of {status.memory_limit:,} bytes"
         f"{'  ALARM: ' + ', '.join(status.alarms) if status.alarms else ''}",
+        f"failed logins: {status.failed_logins}",
         "",
         f"{'connection':<40} {'state':<9} {'channels':>8}",
     ]

@@ -54,9 +54,17 @@ def parse(data: bytes) -> list[tuple[int, Any]]:
 class Client:
     """One client connection driven by hand."""
 
-    def __init__(self, core: BrokerCore, *, capabilities: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        core: BrokerCore,
+        *,
+        capabilities: dict[str, Any] | None = None,
+        peer: str = "127.0.0.1:1",
+        certificate_user: str | None = None,
+    ) -> None:
         self.core = core
-        self.conn = Connection(core, "test:1")
+        tls = certificate_user is not None
+        self.conn = Connection(core, peer, tls=tls, certificate_user=certificate_user)
         self.capabilities = CAPABILITIES if capabilities is None else capabilities
 
     def feed(self, data: bytes) -> list[tuple[int, Any]]:

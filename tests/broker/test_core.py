@@ -59,7 +59,13 @@ def test_wrong_password_with_auth_failure_close_gets_403() -> None:
     close = out[-1][1]
     assert isinstance(close, commands.Connection.Close)
     assert close.reply_code == 403
-    assert close.reply_text.startswith("ACCESS_REFUSED - Login was refused")
+    assert close.reply_text == (
+        "ACCESS_REFUSED - Login was refused using authentication mechanism PLAIN. "
+        "For details see the broker logfile."
+    )
+    assert (close.class_id, close.method_id) == (0, 0)
+    assert not client.conn.finished, "the broker waits for close-ok, as RabbitMQ"
+    client.send(0, commands.Connection.CloseOk())
     assert client.conn.finished
 
 

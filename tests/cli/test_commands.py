@@ -144,11 +144,12 @@ def test_broker_serves_until_a_signal(sig: signal.Signals) -> None:
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
-        match = re.search(r"listening on (amqp://\S+)", line)
-        assert match, line
+        match = re.search(r"listening on amqp://guest:\*\*\*@(\S+)", line)
+        assert match, f"the URL is shown with its password masked: {line}"
         assert "in memory" in line
         # It is a real AMQP server: the CLI can talk through it (nobody serves, so the cast is returned).
-        result = CliRunner().invoke(app, ["cast", "NOBODY.h1", "x", "--url", match.group(1), "-t", "0.3"])
+        url = f"amqp://guest:guest@{match.group(1)}"
+        result = CliRunner().invoke(app, ["cast", "NOBODY.h1", "x", "--url", url, "-t", "0.3"])
         assert result.exit_code == ExitCode.UNROUTABLE, result.output
     finally:
         code, out, err = _stop(proc, sig)

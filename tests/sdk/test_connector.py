@@ -1,0 +1,105 @@
+"""The connector without a broker: fake links, injected failures, no sockets."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+import gear.reconnect
+from gear.errors import ConnectError
+from gear.reconnect import Backoff, Connector
+
+
+class FakeLink:
+    """Just enough of :class:`gear.adapter.Link` for the connector."""
+
+    def __init__(self, where: str = "fake") -> None:
+        self.where = where
+        self.is_open = True
+        self.aborted = 0
+        self.closed = 0
+
+    def abort(self) -> None:
+        self.aborted += 1
+        self.is_open = False
+
+    async def close(self) -> None:
+        self.closed += 1
+        self.is_open = False
+
+
+async def _nothing(link: Any) -> None:
+    return None
+
+
+def _connector(**kw: Any) -> Connector:
+    kw.setdefault("urls", ["amqp://a/"])
+    kw.setdefault("name", "test")
+    kw.setdefault("heartbeat", 5)
+    kw.setdefault("handshake_timeout", 1.0)
+    kw.setdefault("prefetch", 8)
+    kw.setdefault("backoff", Backoff(initial=0.01, maximum=0.02))
+    kw.setdefault("connect_wait", 1.0)
+    kw.setdefault("on_ready", _nothing)
+    urls = kw.pop("urls")
+    return Connector(urls, **kw)
+
+
+@pytest.mark.timeout(10)
+async def test_a_dead_link_that_is_still_marked_ready_is_retired_not_spun_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The link closed but its close callback has not run: waiting must suspend, not spin."""
+    never: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+    async def open_never(*args: Any, **kw: Any) -> Any:
+        return await never  # the reconnect started by the retirement never completes
+
+    monkeypatch.setattr(gear.reconnect, "open_link", open_never)
+    connector = _connector()
+    connector.started = True
+    link = FakeLink()
+    connector.link = link  # type: ignore[assignment]
+    connector.ready.set()
+    link.is_open = False  # closed under us; ``ready`` still says otherwise
+    loop = asyncio.get_running_loop()
+    with pytest.raises(TimeoutError):
+        await connector.wait_ready(loop.time() + 0.2)
+    assert link.aborted == 1
+    assert not connector.ready.is_set()
+    await connector.close()
+
+
+@pytest.mark.timeout(10)
+async def test_the_reconnect_supervisor_survives_an_unexpected_exception(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    attempts: list[str] = []
+    links: list[FakeLink] = []
+
+    async def flaky_open(url: str, events: Any, **kw: Any) -> Any:
+        attempts.append(url)
+        if len(attempts) == 1:
+            raise KeyError("a bug below the supervisor")
+        if len(attempts) == 2:
+            raise ConnectError("refused")
+        link = FakeLink(url)
+        links.append(link)
+        return link
+
+    monkeypatch.setattr(gear.reconnect, "open_link", flaky_open)
+    connector = _connector()
+    connector.started = True
+    first = FakeLink()
+    connector.link = first  # type: ignore[assignment]
+    connector.ready.set()
+    connector.lose(first, "test cut")  # type: ignore[arg-type]
+    loop = asyncio.get_running_loop()
+    link = await connector.wait_ready(loop.time() + 5)
+    assert link is links[0]
+    assert len(attempts) == 3
+    assert connector.reconnects == 1
+    assert sum("unexpectedly" in r.message for r in caplog.records) == 1
+    await connector.close()
