@@ -27,6 +27,7 @@ Usage::
     scripts/rabbitmq-cluster start
     .venv/bin/python benchmarks/cluster_instance_queues.py --outage 15 [--only a,b] [--loss kill] [--json]
     .venv/bin/python benchmarks/cluster_instance_queues.py --cost   # what quorum TYPE/reply queues cost
+    .venv/bin/python benchmarks/cluster_instance_queues.py --stuck-channel --outage 60
 """
 
 from __future__ import annotations
@@ -424,6 +425,58 @@ async def cost(nodes: Nodes, rounds: int, seconds: float, inflight: int, count: 
           + ", ".join(f"{k} {v:.1f}" for k, v in per_queue.items()))
 
 
+# -- a publishing channel that meets a dead quorum leader ----------------------------------------------
+
+
+async def stuck_channel(nodes: Nodes, how: str, limit: float) -> None:
+    """A quorum queue led by node 1; node 1 is lost; a channel opened on node 2 at that moment publishes
+    to the queue every 0.25 s, and every second a fresh channel publishes once. Prints when each kind
+    of channel first got a confirm (``None``: never within ``limit``)."""
+    name = f"stuck-{uuid.uuid4().hex[:8]}"
+    conn = await aiormq.connect(nodes.urls[0])
+    ch = await conn.channel()
+    await ch.queue_declare(name, durable=True, arguments={"x-queue-type": "quorum"})
+    await conn.close()
+    conn = await aiormq.connect(nodes.urls[1])
+    props = spec.Basic.Properties(delivery_mode=PERSISTENT)
+
+    async def confirmed(channel: aiormq.abc.AbstractChannel) -> bool:
+        try:
+            await asyncio.wait_for(channel.basic_publish(b"x", routing_key=name, properties=props), 10)
+            return True
+        except (TimeoutError, aiormq.exceptions.AMQPError):
+            return False
+
+    try:
+        await nodes.lose(1, how)
+        t0 = time.monotonic()
+        old = await conn.channel()
+        old_ok = fresh_ok = None
+        nacks = 0
+        while time.monotonic() - t0 < limit and (old_ok is None or fresh_ok is None):
+            if old_ok is None:
+                if await confirmed(old):
+                    old_ok = time.monotonic() - t0
+                else:
+                    nacks += 1
+            if fresh_ok is None and nacks % 4 == 0:
+                fresh = await conn.channel()
+                if await confirmed(fresh):
+                    fresh_ok = time.monotonic() - t0
+                await fresh.close()
+            await asyncio.sleep(0.25)
+        show = lambda t: "never" if t is None else f"{t:.1f}s"  # noqa: E731
+        print(f"{how}: channel opened at the loss: first confirm {show(old_ok)} ({nacks} nacks); "
+              f"fresh channels: first confirm {show(fresh_ok)}")
+    finally:
+        await conn.close()
+        await nodes.heal()
+        conn = await aiormq.connect(nodes.urls[1])
+        with contextlib.suppress(Exception):
+            await (await conn.channel()).queue_delete(name)
+        await conn.close()
+
+
 def print_table(rows: list[dict[str, Any]]) -> None:
     head = ("cand", "loss", "recovered s", "before kept", "stream conf/ret/nack/err",
             "lost queued/during/after", "dup",
@@ -452,6 +505,11 @@ async def amain(args: argparse.Namespace) -> None:
     if args.cost:
         await cost(nodes, args.rounds, args.seconds, args.inflight, args.queues)
         return
+    if args.stuck_channel:
+        for _ in range(args.rounds):
+            for how in args.loss.split(","):
+                await stuck_channel(nodes, how, args.outage)
+        return
     rows = []
     for key in args.only.split(","):
         for how in args.loss.split(","):
@@ -474,6 +532,9 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--cost", action="store_true",
                         help="instead: call rate with quorum TYPE and reply queues, and per-queue cost")
+    parser.add_argument("--stuck-channel", action="store_true",
+                        help="instead: does a channel that meets a dead quorum leader stay nacked? "
+                             "(--rounds trials per --loss, each up to --outage s)")
     parser.add_argument("--rounds", type=int, default=3, help="--cost: interleaved rounds")
     parser.add_argument("--seconds", type=float, default=4.0, help="--cost: seconds per round")
     parser.add_argument("--inflight", type=int, default=64, help="--cost: calls in flight")
