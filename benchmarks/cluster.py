@@ -315,8 +315,20 @@ async def throughput(nodes: Nodes, args: argparse.Namespace, quorum: bool) -> fl
 
 def print_table(rows: list[dict[str, Any]], rates: dict[str, list[float]], args: argparse.Namespace,
                 nodes: Nodes) -> None:
-    print(f"\nnode {args.node} ({nodes.names[args.node - 1]}) lost for {args.outage:g}s, quorum TYPE queue, "
-          f"{args.workers} in flight per form, deadline {args.timeout:g}s, gear {_gear_version()}")
+    print(f"\ngear {_gear_version()}; instance queues: {args.instance_queues}")
+    if rows:
+        print(f"node {args.node} ({nodes.names[args.node - 1]}) lost for {args.outage:g}s, quorum TYPE "
+              f"queue, {args.workers} in flight per form, deadline {args.timeout:g}s")
+        _print_loss_rows(rows)
+    if rates["classic"]:
+        c, q = statistics.median(rates["classic"]), statistics.median(rates["quorum"])
+        ratio = statistics.median(qq / cc for cc, qq in zip(rates["classic"], rates["quorum"], strict=True))
+        print(f"\nstateless calls/s, {args.concurrency} in flight, {len(rates['classic'])} rounds x "
+              f"{args.seconds:g}s: classic TYPE queue {c:.0f}, quorum {q:.0f}; quorum/classic {ratio:.2f} "
+              f"(median of per-round ratios)")
+
+
+def _print_loss_rows(rows: list[dict[str, Any]]) -> None:
     head = ("loss", "form", "attempts", "ok", "failed", "hung", "recovered s", "errors / casts")
     widths = (8, 10, 8, 6, 6, 4, 16, 0)
     print(" | ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)))
@@ -327,13 +339,7 @@ def print_table(rows: list[dict[str, Any]], rates: dict[str, list[float]], args:
             extra = f"confirmed {r['confirmed']}, lost {r['lost']}, duplicates {r['duplicates']}" + (
                 f"; {extra}" if extra else "")
         cells = (r["loss"], r["form"], r["attempts"], r["ok"], r["failed"], r["hung"], r["recovered"], extra)
-        print(" | ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True)))
-    if rates["classic"]:
-        c, q = statistics.median(rates["classic"]), statistics.median(rates["quorum"])
-        ratio = statistics.median(qq / cc for cc, qq in zip(rates["classic"], rates["quorum"], strict=True))
-        print(f"\nstateless calls/s, {args.concurrency} in flight, {len(rates['classic'])} rounds x "
-              f"{args.seconds:g}s: classic TYPE queue {c:.0f}, quorum {q:.0f}; quorum/classic {ratio:.2f} "
-              f"(median of per-round ratios)")
+        print(" | ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip())
 
 
 def _gear_version() -> str:
@@ -342,8 +348,36 @@ def _gear_version() -> str:
     return version("gear")
 
 
+def prototype_quorum_instance_queues() -> str:
+    """Make ``quorum=True`` declare ``TYPE.HOST`` as a quorum queue too, by wrapping
+    ``Topology.for_service`` in this process (a benchmark-only preview of docs/cluster-instance-queues.md's
+    recommendation). A no-op once the SDK does it itself."""
+    from dataclasses import replace
+
+    from gear.topology import Topology
+
+    probe = Topology.for_service("PROBE", "h1", quorum=True)
+    if probe.host_queue.arguments.get("x-queue-type") == "quorum":
+        return "the SDK's own (it declares quorum instance queues)"
+    original = Topology.for_service.__func__  # type: ignore[attr-defined]
+
+    def for_service(cls: type[Topology], *args: Any, **kwargs: Any) -> Topology:
+        topo: Topology = original(cls, *args, **kwargs)
+        if not kwargs.get("quorum"):
+            return topo
+        queue = topo.host_queue
+        quorum_queue = replace(queue, arguments={**queue.arguments, "x-queue-type": "quorum"})
+        return replace(topo, host_queue=quorum_queue)
+
+    Topology.for_service = classmethod(for_service)  # type: ignore[method-assign, assignment]
+    return "PROTOTYPE: quorum instance queues patched in by the benchmark"
+
+
 async def amain(args: argparse.Namespace) -> None:
     logging.basicConfig(level=logging.ERROR)
+    args.instance_queues = "durable classic (the SDK's)"
+    if args.quorum_instance_queues:
+        args.instance_queues = prototype_quorum_instance_queues()
     logging.getLogger("aiormq").setLevel(logging.CRITICAL)
     nodes = Nodes()
     rates: dict[str, list[float]] = {"classic": [], "quorum": []}
@@ -379,6 +413,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="throughput rounds (0: none)")
     parser.add_argument("--seconds", type=float, default=4.0, help="per throughput round")
     parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--quorum-instance-queues", action="store_true",
+                        help="preview: TYPE.HOST as a quorum queue too when quorum=True (patched in here)")
     asyncio.run(amain(parser.parse_args()))
 
 
