@@ -56,11 +56,17 @@ class ClusterHandle:
     started_here: bool = False
     """True if this test session started the cluster (and stops it at the end)."""
     disturbed: set[int] = field(default_factory=set)
+    """Nodes stopped or killed and not brought back yet (:meth:`heal` restores them)."""
 
     @property
     def gear_url(self) -> str:
         """All three URLs in ``GEAR_URL`` form (comma-separated)."""
         return ",".join(self.urls)
+
+    def urls_from(self, n: int) -> list[str]:
+        """All three URLs, starting at node ``n``: an instance given this list connects to node ``n``
+        and fails over to the next ones (places instances one per node)."""
+        return [*self.urls[n - 1:], *self.urls[:n - 1]]
 
     def number_of(self, node: str) -> int:
         """Node number (1..3) of an Erlang node name."""
@@ -74,6 +80,7 @@ class ClusterHandle:
     async def start_app(self, n: int) -> None:
         """``rabbitmqctl start_app`` on node ``n``, waiting until RabbitMQ runs on it."""
         await asyncio.to_thread(_checked, "start-app", str(n))
+        self.disturbed.discard(n)
 
     async def kill(self, n: int) -> None:
         """``kill -9`` of node ``n``'s Erlang VM."""
@@ -83,6 +90,7 @@ class ClusterHandle:
     async def restart(self, n: int) -> None:
         """Boot a killed node ``n`` again; it rejoins the cluster by itself."""
         await asyncio.to_thread(_checked, "restart", str(n))
+        self.disturbed.discard(n)
 
     async def ctl(self, n: int, *args: str) -> str:
         """``rabbitmqctl -n NODE ARGS`` on node ``n``; its standard output.

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import aiormq
 import pytest
 from aiormq import spec
 
+import gear
 from tests.cluster._cluster import ClusterHandle
 from tests.conftest import unique
 
@@ -128,3 +130,39 @@ async def test_a_quorum_queue_serves_while_its_leader_node_is_down_and_the_node_
         await asyncio.sleep(0.5)
     assert info is not None
     assert gone in info["online"], f"{gone} not back in the queue's online members: {info}"
+
+
+def _where_server(type_: str, host: str, **kw: Any) -> gear.Service:
+    svc = gear.Service(type_, host, **kw)
+
+    @svc.handler("where")
+    async def where() -> str:
+        return host
+
+    return svc
+
+
+async def test_gear_instances_on_different_nodes_reach_each_other(cluster: ClusterHandle) -> None:
+    type_, exchange = unique("CSMOKE"), unique("gear-cluster-smoke-")
+    common = {"exchange": exchange, "quorum": True, "timeout": 10.0, "connect_wait": 20.0}
+    servers = [_where_server(type_, f"h{n}", url=cluster.urls_from(n), **common) for n in (1, 2, 3)]
+    caller = gear.Service(unique("CCALL"), "c1", url=cluster.urls_from(2), serve=False, **common)
+    try:
+        for svc in (*servers, caller):
+            await svc.start()
+        assert [await caller.rpc.call(f"{type_}.h{n}", "where") for n in (1, 2, 3)] == ["h1", "h2", "h3"]
+        assert await caller.rpc.call(type_, "where") in {"h1", "h2", "h3"}
+        replies = await caller.rpc.gather(f"{type_}.*", "where", timeout=10, expected=3)
+        assert sorted(r.result for r in replies) == ["h1", "h2", "h3"]
+        info = await cluster.queue_info(3, type_, "type", "members")
+        assert info is not None
+        assert info["type"] == "quorum"
+        assert sorted(info["members"]) == sorted(cluster.nodes)
+    finally:
+        for svc in (caller, *servers):
+            await svc.stop()
+        ch = await _channel(cluster.urls[0])
+        for name in (type_, *(s.identity for s in (*servers, caller))):
+            await ch.queue_delete(name)
+        await ch.exchange_delete(exchange)
+        await ch.connection.close()
