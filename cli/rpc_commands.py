@@ -272,7 +272,7 @@ def nodes(
         out.line(f"no instance answered {PING_METHOD} on {address} within {to.timeout:g}s")
         return
     out.table(
-        ["instance", "pid", "uptime", "reconnects", "methods"],
+        ["instance", "state", "broker", "pid", "uptime", "reconnects", "methods"],
         [_node_row(k, v, out) for k, v in info.items()],
     )
     out.line(f"{len(found)} instance(s) alive")
@@ -281,10 +281,12 @@ def nodes(
 def _node_row(instance: str, info: Any, out: Renderer) -> list[str]:
     """One line of `gear nodes`: the built-in ping's fields, or whatever the instance said."""
     if not isinstance(info, dict) or "pid" not in info:
-        return [instance, "-", "-", "-", out.value(info)]
+        return [instance, "-", "-", "-", "-", "-", out.value(info)]
     uptime = info.get("uptime_s")
     return [
         instance,
+        str(info.get("state", "-")),
+        str(info.get("broker") or "-"),
         str(info.get("pid", "-")),
         f"{uptime:.0f}s" if isinstance(uptime, int | float) else "-",
         str(info.get("reconnects", "-")),

@@ -14,9 +14,13 @@ from gear.errors import (
     GearError,
     MethodNotFoundError,
     NotConfirmedError,
+    OutcomeUnknownError,
+    PayloadTooLargeError,
+    PublishRefusedError,
     RemoteError,
     UnroutableError,
 )
+from gear.reconnect import ServiceState
 from gear.reply import Reply
 from gear.rpc import RPC
 from gear.service import Service
@@ -38,12 +42,16 @@ __all__ = (
     "GearError",
     "MethodNotFoundError",
     "NotConfirmedError",
+    "OutcomeUnknownError",
+    "PayloadTooLargeError",
+    "PublishRefusedError",
     "RPC",
     "RemoteError",
     "Reply",
     "RequestContext",
     "Route",
     "Service",
+    "ServiceState",
     "Settings",
     "Topology",
     "UnroutableError",

@@ -28,7 +28,13 @@ from pydantic import TypeAdapter, ValidationError
 from gear.adapter import Delivery, ack
 from gear.context import RequestContext, _current
 from gear.envelope import METHOD, STATUS, EnvelopeError, ErrorBody, Kind, Meta, parse_meta
-from gear.errors import ConfigurationError, GearError, RemoteError
+from gear.errors import (
+    ConfigurationError,
+    ConnectionLostError,
+    GearError,
+    PayloadTooLargeError,
+    RemoteError,
+)
 from gear.publisher import Outgoing, Publisher
 from gear.reply import Reply, decode_reply
 from gear.rpc import RPC
@@ -101,8 +107,10 @@ class Dispatcher:
         publisher: Publisher,
         executor: Callable[[], Executor],
         tracer: Tracer | None = None,
+        max_message_bytes: int = 16 * 1024 * 1024,
     ) -> None:
         self._identity = identity
+        self._max_bytes = max_message_bytes
         self._publisher = publisher
         self._executor = executor
         self._tracer: Tracer = tracer or NullTracer()
@@ -275,11 +283,15 @@ class Dispatcher:
                 loop = asyncio.get_running_loop()
                 run = contextvars.copy_context().run
                 result = await loop.run_in_executor(self._executor(), run, handler.func, *args)
-            return True, pydantic_core.to_json(result)
+            body = pydantic_core.to_json(result)
         except Exception as exc:
             return False, _error_body(exc)
         finally:
             _current.reset(token)
+        if len(body) > self._max_bytes:
+            too_large = PayloadTooLargeError(f"the result of {meta.method!r}", len(body), self._max_bytes)
+            return False, _error_body(too_large)
+        return True, body
 
     async def _reply(self, meta: Meta, ok: bool, body: bytes) -> None:
         assert meta.reply_to is not None
@@ -297,7 +309,9 @@ class Dispatcher:
         try:
             await self._publisher.publish(msg, until)
         except (GearError, TimeoutError) as exc:
-            log.warning("reply to %s for %r not delivered: %r", meta.reply_to, meta.method, exc)
+            # a link outage is logged once by the connector; one line per lost reply would drown it
+            level = logging.DEBUG if isinstance(exc, (ConnectionLostError, TimeoutError)) else logging.WARNING
+            log.log(level, "reply to %s for %r not delivered: %s", meta.reply_to, meta.method, exc)
             if self._tracer.enabled:
                 self._tracer.emit(EventName.UNROUTABLE, trace_id=meta.trace_id, attributes={
                     Attr.REQUEST_ID: meta.request_id, Attr.CONVERSATION_ID: meta.request_id,

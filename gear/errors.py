@@ -3,12 +3,17 @@
 ::
 
     GearError
-    ├── ConfigurationError (ValueError)        bad TYPE/HOST/address/settings, found before any I/O
+    ├── ConfigurationError (ValueError)        bad TYPE/HOST/address/settings/input, found before any I/O
+    │   └── PayloadTooLargeError               a message over ``max_message_bytes``; nothing was sent
     ├── ConnectError (ConnectionError)         cannot reach any broker, handshake timed out, auth refused
-    ├── ConnectionLostError (ConnectionError)  the connection dropped while an operation needed it
+    ├── ConnectionLostError (ConnectionError)  no usable connection for the operation's whole budget
+    │                                          (none, or blocked by the broker), or the service stopped
     ├── DeliveryError                          the broker did not take the message
     │   ├── UnroutableError                    returned (no queue bound) until the deadline ran out
-    │   └── NotConfirmedError                  the broker nacked the publish
+    │   ├── NotConfirmedError                  the broker nacked the publish
+    │   └── PublishRefusedError                the broker closed the channel over this message (406...)
+    ├── OutcomeUnknownError (TimeoutError)     sent, but neither confirmed nor refused within the budget:
+    │                                          it may have been delivered
     ├── CallTimeoutError (TimeoutError)        no reply before the deadline
     └── RemoteError                            the remote handler failed; .type, .message, .details
         ├── MethodNotFoundError                the remote instance has no handler for the method
@@ -40,6 +45,9 @@ __all__ = (
     "MethodNotFoundError",
     "NotConfirmed",
     "NotConfirmedError",
+    "OutcomeUnknownError",
+    "PayloadTooLargeError",
+    "PublishRefusedError",
     "RemoteError",
     "Unroutable",
     "UnroutableError",
@@ -53,6 +61,22 @@ class GearError(Exception):
 
 class ConfigurationError(GearError, ValueError):
     """Invalid configuration or address, detected before any I/O."""
+
+
+class PayloadTooLargeError(ConfigurationError):
+    """A request, cast or reply body is larger than ``Settings.max_message_bytes``; nothing was sent.
+
+    Attributes:
+        size: the encoded body's size in bytes.
+        limit: the limit it exceeded.
+    """
+
+    def __init__(self, what: str, size: int, limit: int) -> None:
+        super().__init__(
+            f"{what} is {size:,} bytes, over the {limit:,}-byte message limit (max_message_bytes)"
+        )
+        self.size = size
+        self.limit = limit
 
 
 class ConnectError(GearError, ConnectionError):
@@ -83,6 +107,37 @@ class UnroutableError(DeliveryError):
 
 class NotConfirmedError(DeliveryError):
     """The broker nacked the publish (the queue refused the message)."""
+
+
+class PublishRefusedError(DeliveryError):
+    """The broker closed the publish channel over this message (e.g. ``406 PRECONDITION_FAILED``
+    for a message over its size limit), on two attempts in a row.
+
+    Attributes:
+        reply_code: the broker's AMQP reply code, if known.
+        reply_text: the broker's explanation.
+    """
+
+    def __init__(self, address: str, reply_code: int | None, reply_text: str) -> None:
+        code = f"{reply_code} " if reply_code else ""
+        super().__init__(f"the broker refused the message to {address!r}: {code}{reply_text}")
+        self.reply_code = reply_code
+        self.reply_text = reply_text
+
+
+class OutcomeUnknownError(GearError, TimeoutError):
+    """The message was sent, but the broker neither confirmed nor refused it within the budget (the
+    connection died or went silent): it may or may not have been delivered. Distinct from a nack.
+
+    Attributes:
+        address: where it was sent.
+    """
+
+    def __init__(self, address: str, detail: str) -> None:
+        super().__init__(
+            f"outcome unknown for the message to {address!r}: {detail}; it may have been delivered"
+        )
+        self.address = address
 
 
 class CallTimeoutError(GearError, TimeoutError):

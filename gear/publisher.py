@@ -11,19 +11,28 @@ Every Gear publish is ``mandatory`` on a channel with publisher confirms. For on
 2. Publish with ``message_id = <request id>.<attempt>`` and the attempt number in a header. The
    message id must differ per attempt: the client library matches ``basic.return`` to its pending
    confirm by message id, and RabbitMQ sends the return *before* the ack.
-3. The outcome is one of:
+3. The attempt's outcome (a value from :mod:`gear.adapter.publish`) decides what comes next:
 
-   * **ack**: done;
-   * **return** (no queue bound, e.g. the instance queue was deleted, or no TYPE consumer declared its
-     queue yet): sleep a growing backoff and republish, as long as the next attempt can still start
-     before ``until``; then ``UnroutableError``. Policies that must not retry (a gather to ``TYPE.*``
-     with no instance) get ``False`` back at once;
-   * **nack**: ``NotConfirmedError`` (the broker refused to take responsibility);
-   * **connection lost before the confirm**: the outcome is unknown. The attempt is repeated on the
-     next link (at-least-once: the request id lets an idempotent handler drop the duplicate).
+   * **confirmed**: done;
+   * **returned** (no queue bound, e.g. the instance queue was deleted, or no TYPE consumer declared
+     its queue yet): sleep a growing backoff and republish, as long as the next attempt can still
+     start before ``until``; then ``UnroutableError``. Policies that must not retry (a gather to
+     ``TYPE.*`` with no instance) get ``False`` back at once;
+   * **nacked**: ``NotConfirmedError`` (the broker refused to take responsibility);
+   * **link lost / not sent**: the link is taken out of service at once (the connector reconnects)
+     and the attempt is repeated on the next link (at-least-once: the stable request id lets the
+     server's duplicate window drop the copy);
+   * **channel closed** by a channel error (say a 406): the channel is reopened and the attempt
+     repeated *in isolation* (nothing else in flight on the channel), since the culprit may have been
+     another message in flight; a refusal of the isolated attempt is this message's own:
+     ``PublishRefusedError`` with the broker's reason;
+   * **unconfirmed** at ``until``: ``OutcomeUnknownError`` (it may have been delivered).
 
 The whole loop is bounded by ``until`` (the call's deadline or a cast's retry budget), so a missing
-queue never turns into a livelock and a dead broker never into a hang.
+queue never turns into a livelock and a dead broker never into a hang. When the budget runs out with
+nothing sent, the error is ``ConnectionLostError``; when an attempt may have reached the broker, it is
+``OutcomeUnknownError``. Every retry waits on something that can only complete later (a new link, a
+backoff, a reopened channel), so the loop never starves the event loop.
 """
 
 from __future__ import annotations
@@ -33,12 +42,23 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from gear.adapter import Outcome
 from gear.envelope import ATTEMPT, DEADLINE, attempt_message_id
-from gear.errors import ConnectionLostError, DeliveryError, UnroutableError
+from gear.errors import (
+    ConnectionLostError,
+    GearError,
+    NotConfirmedError,
+    OutcomeUnknownError,
+    PublishRefusedError,
+    UnroutableError,
+)
 from gear.reconnect import Connector
 from gear.tracing.api import Attr, EventName, NullTracer, Tracer
 
 __all__ = ("Outgoing", "Publisher", "RepublishPolicy")
+
+_RETRY_PAUSE = 0.01
+"""Seconds before retrying an attempt that could not be sent (the link is being replaced)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,83 +121,109 @@ class Publisher:
     ) -> bool:
         """Publish until confirmed; True when confirmed, False when returned and not retried.
 
+        Never waits past loop time ``until``: every wait (link, unblocked, channel, confirm) is
+        bounded by it.
+
         Args:
             msg: the message.
-            until: loop time after which no further attempt starts.
+            until: loop time after which no further attempt starts and no wait continues.
             policy: overrides the default republish policy.
 
         Raises:
             UnroutableError: every attempt was returned and the budget ran out.
             NotConfirmedError: the broker nacked it.
-            TimeoutError: no link, or a blocked connection, for the whole budget.
-            ConnectionLostError: the service is stopping.
+            PublishRefusedError: the broker closed the channel over it on two attempts.
+            OutcomeUnknownError: sent, but no verdict from the broker within the budget.
+            ConnectionLostError: nothing could be sent within the budget (no connection, or a blocked
+                one), or the service is stopping.
         """
         policy = policy or self._policy
         loop = asyncio.get_running_loop()
         connector = self._connector
         attempt = 0
         reason = ""
+        maybe_routed = ""  # why an earlier attempt may have reached the broker
+        isolated = False  # the next attempt goes out alone (after a channel error)
         while True:
             attempt += 1
-            link = connector.link
-            if link is None or not connector.ready.is_set() or not link.is_open:
-                link = await connector.wait_ready(until)
-            if not connector.unblocked.is_set():
-                await connector.wait_unblocked(until)
+            try:
+                link = connector.link
+                if link is None or not connector.ready.is_set() or not link.is_open:
+                    link = await connector.wait_ready(until)
+                if not connector.unblocked.is_set():
+                    await connector.wait_unblocked(until)
+            except TimeoutError:
+                raise self._budget_spent(msg, maybe_routed) from None
             if attempt > 1:  # absent means 1: a smaller header table on the hot path
                 msg.headers[ATTEMPT] = attempt
             expiration_ms: int | None = None
             if msg.deadline_unix is not None:
                 expiration_ms = int((msg.deadline_unix - time.time()) * 1000)
                 if expiration_ms <= 0:
-                    raise TimeoutError("deadline passed before the publish")
+                    raise self._budget_spent(msg, maybe_routed)
             message_id = attempt_message_id(msg.request_id, attempt)
             if self._tracer.enabled:
                 self._trace(EventName.REPUBLISH if attempt > 1 else EventName.PUBLISH, msg,
                             message_id, attempt, {Attr.REPUBLISH_REASON: reason} if reason else {})
-            try:
-                routed = await link.publish(
-                    self._exchange,
-                    msg.routing_key,
-                    msg.body,
-                    message_id=message_id,
-                    correlation_id=msg.request_id,
-                    kind=msg.kind,
-                    app_id=self._app_id,
-                    headers=msg.headers,
-                    reply_to=msg.reply_to,
-                    expiration_ms=expiration_ms,
-                    persistent=msg.persistent,
-                )
-            except ConnectionLostError as exc:
-                # the link is unusable: take it out of service now, so the next attempt waits for
-                # the reconnect instead of failing on the same dead channel again (a livelock)
-                connector.lose(link, str(exc))
-                if loop.time() >= until:
-                    raise TimeoutError("connection lost and not back within the budget") from None
-                reason = "connection_lost"
-                continue
-            except DeliveryError:
-                if self._tracer.enabled:
-                    self._trace(EventName.NACK, msg, message_id, attempt, {Attr.ERROR_TYPE: "nack"})
-                raise
-            if routed:
+            result = await link.publish(
+                self._exchange, msg.routing_key, msg.body, message_id=message_id,
+                correlation_id=msg.request_id, kind=msg.kind, app_id=self._app_id, headers=msg.headers,
+                until=until, reply_to=msg.reply_to, expiration_ms=expiration_ms, persistent=msg.persistent,
+                isolated=isolated,
+            )
+            outcome = result.outcome
+            if outcome is Outcome.CONFIRMED:
                 msg.routed = True
                 if self._tracer.enabled:
                     self._trace(EventName.CONFIRM, msg, message_id, attempt, {})
                 return True
-            self.returns += 1
-            msg.returned += 1
-            if self._tracer.enabled:
-                self._trace(EventName.RETURN, msg, message_id, attempt, {Attr.REPLY_CODE: 312})
-            if not policy.retry:
-                return False
-            delay = policy.delay(attempt)
-            if loop.time() + delay >= until:
-                raise UnroutableError(msg.address, attempt)
-            self.republishes += 1
-            reason = "return"
-            await asyncio.sleep(delay)
+            if outcome is Outcome.RETURNED:
+                self.returns += 1
+                msg.returned += 1
+                if self._tracer.enabled:
+                    self._trace(EventName.RETURN, msg, message_id, attempt, {Attr.REPLY_CODE: 312})
+                if not policy.retry:
+                    return False
+                delay = policy.delay(attempt)
+                if loop.time() + delay >= until:
+                    raise UnroutableError(msg.address, attempt)
+                self.republishes += 1
+                reason = "return"
+                await asyncio.sleep(delay)
+                continue
+            if outcome is Outcome.NACKED:
+                if self._tracer.enabled:
+                    self._trace(EventName.NACK, msg, message_id, attempt, {Attr.ERROR_TYPE: "nack"})
+                raise NotConfirmedError(f"broker nacked the publish to {msg.address!r}")
+            if outcome is Outcome.UNCONFIRMED:
+                raise OutcomeUnknownError(msg.address, result.reason)
+            if result.maybe_routed:
+                maybe_routed = result.reason
+            if outcome is Outcome.CHANNEL_CLOSED:
+                if isolated:  # it was alone on the channel: the broker refused this very message
+                    raise PublishRefusedError(msg.address, result.reply_code, result.reason)
+                isolated = True  # maybe a bystander of another message's error: retry it alone
+                reason = "channel_closed"
+            else:  # LINK_LOST or NOT_SENT: the link is unusable; the next attempt waits for a new one
+                if outcome is Outcome.LINK_LOST or not link.is_open:
+                    connector.lose(link, result.reason)
+                reason = "connection_lost"
+                # always yield to the loop before retrying: a close callback may still have to run
+                await asyncio.sleep(_RETRY_PAUSE)
+            if loop.time() >= until:
+                raise self._budget_spent(msg, maybe_routed)
+
+    def _budget_spent(self, msg: Outgoing, maybe_routed: str) -> GearError:
+        if maybe_routed:
+            return OutcomeUnknownError(msg.address, f"sent, then {maybe_routed}, and not resent in time")
+        blocked = self._connector.blocked_reason
+        if blocked is not None:
+            return ConnectionLostError(
+                f"the broker blocked the connection ({blocked}) for the whole budget; "
+                f"nothing was sent to {msg.address!r}"
+            )
+        return ConnectionLostError(f"no connection to the broker within the budget; nothing was sent "
+                                   f"to {msg.address!r}")
 
     def _trace(
         self, name: EventName, msg: Outgoing, message_id: str, attempt: int, extra: dict[str, Any]

@@ -6,20 +6,25 @@ The :class:`Connector` owns at most one :class:`~gear.adapter.Link`. ``ready`` i
 exactly while a link is open *and* its topology is declared *and* its consumers run; publishers wait on
 it (bounded by their own deadline) instead of failing at once or hanging.
 
-* **Start.** ``start()`` tries the URLs in order, round after round, sleeping a jittered exponential
-  backoff between rounds, until one works or ``connect_wait`` has passed (then ``ConnectError`` with the
-  last reason). A connect attempt has its own handshake timeout (see ``gear.adapter``).
-* **Loss.** When the link reports it closed, ``ready`` is cleared and one reconnect task starts
-  (single flight: a second loss report while it runs is ignored). The task loops like ``start()`` but
-  never gives up until ``close()``.
+* **Start.** ``start()`` tries the URLs, round after round, sleeping a jittered exponential backoff
+  between rounds, until one works or ``connect_wait`` has passed (then ``ConnectError`` with the last
+  reason). A connect attempt has its own handshake timeout (see ``gear.adapter``).
+* **URL order.** With several brokers (a cluster), each instance starts at a different place in the
+  list (a stable hash of its identity), so instances spread over the nodes; after a loss, the broker
+  that failed is tried last, so a reconnect goes to a live node first.
+* **Loss.** Every way a link can fail (the socket closed, the broker closed it, the watchdog heard
+  nothing for too long, a publish found it dead, the broker cancelled a consumer) ends in
+  :meth:`Connector.lose`: ``ready`` is cleared at once (publishers stop using the link), the socket is
+  aborted, one WARNING is logged, and one reconnect task starts (single flight). The task loops like
+  ``start()`` but never gives up until ``close()``, and survives any exception below it (logged with
+  its traceback, then retried after the backoff).
 * **Recovery.** The topology is re-applied *as data* (the same :class:`~gear.topology.Topology` every
-  time, never a replay of history), then the consumers restart and ``ready`` is set again. Calls in
-  flight never noticed: their replies wait in the durable ``TYPE.HOST`` queue.
+  time, never a replay of history), then the consumers restart, ``ready`` is set again and one INFO
+  line says how long the outage lasted. Calls in flight never noticed: their replies wait in the
+  ``TYPE.HOST`` queue.
 * **Cancelled consumer.** If the broker cancels a consumer (its queue was deleted behind our back), the
-  connector drops the whole link and lets the reconnect path rebuild it: re-declaring on the live link
-  races with whatever deleted the queue and can leave a delivery in limbo on a half-cancelled consumer,
-  while a fresh connection requeues everything unacked and re-declares from data. One recovery path,
-  tested by every reconnect test.
+  whole link is dropped and rebuilt by the same path: a fresh connection requeues everything unacked
+  and re-declares from data. One recovery path, tested by every reconnect test.
 * **Blocked.** ``connection.blocked`` clears the ``unblocked`` event and calls the hook; publishers wait
   on it, bounded by their deadline. A new link starts unblocked.
 """
@@ -30,17 +35,39 @@ import asyncio
 import logging
 import random
 import ssl
+import time
+import zlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
 
 from gear.adapter import Link, open_link
 from gear.errors import ConfigurationError, ConnectError, ConnectionLostError
 from gear.redact import mask_url
 from gear.tracing.api import Attr, EventName, NullTracer, Tracer
 
-__all__ = ("Backoff", "Connector")
+__all__ = ("Backoff", "Connector", "ServiceState")
 
 log = logging.getLogger("gear.reconnect")
+
+_STILL_DOWN_EVERY = 30.0
+"""Seconds between the WARNING lines that say a reconnect is still failing."""
+
+
+class ServiceState(StrEnum):
+    """Where a service instance's connection stands."""
+
+    CONNECTING = "connecting"
+    """``start()`` is trying to reach a broker for the first time."""
+    READY = "ready"
+    """Connected, topology declared, consuming."""
+    BLOCKED = "blocked"
+    """Connected, but the broker blocks publishes (memory or disk alarm)."""
+    RECONNECTING = "reconnecting"
+    """The link was lost; a new one is being made."""
+    STOPPED = "stopped"
+    """Not started, or stopped."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +76,7 @@ class Backoff:
     ``min(maximum, initial * factor**n)``."""
 
     initial: float = 0.1
-    maximum: float = 5.0
+    maximum: float = 1.0
     factor: float = 2.0
     jitter: float = 0.5
 
@@ -78,9 +105,12 @@ class Connector:
         connect_wait: float,
         on_ready: OnReady,
         tracer: Tracer | None = None,
+        spread_key: str = "",
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
-        self._urls = tuple(urls)
+        urls = tuple(urls)
+        first = zlib.crc32(spread_key.encode()) % len(urls) if spread_key and urls else 0
+        self._urls = urls[first:] + urls[:first]
         self._ssl_context = ssl_context
         self._name = name
         self._heartbeat = heartbeat
@@ -99,10 +129,42 @@ class Connector:
         self.on_unblocked_hook: Callable[..., object] | None = None
         self.reconnects = 0
         self.started = False
+        self.last_error: str | None = None
+        """Why the last link was lost or the last connect attempt failed."""
+        self.connected_url: str | None = None
+        """The URL (without password) of the broker the current link goes to."""
+        self._connected_since = 0.0
         self._closing = False
         self._reconnect_task: asyncio.Task[None] | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
         self._lost_at = 0.0
+        self._lost_url: str | None = None
+
+    # -- state -------------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> ServiceState:
+        """The connection's state right now."""
+        if not self.started:
+            return ServiceState.STOPPED
+        if self.ready.is_set() and self.link is not None and self.link.is_open:
+            return ServiceState.BLOCKED if self.blocked_reason is not None else ServiceState.READY
+        if self.reconnects or self._reconnect_task is not None:
+            return ServiceState.RECONNECTING
+        return ServiceState.CONNECTING
+
+    def health(self) -> dict[str, Any]:
+        """State, broker, uptime of the link, reconnects and the last error, JSON-able."""
+        link = self.link
+        up = self.state in (ServiceState.READY, ServiceState.BLOCKED)
+        return {
+            "state": self.state.value,
+            "broker": self.connected_url if up else None,
+            "connected_for_s": round(time.time() - self._connected_since, 3) if up else None,
+            "reconnects": self.reconnects,
+            "blocked_reason": self.blocked_reason,
+            "last_error": self.last_error,
+            "heartbeat_s": link.heartbeat if link is not None else self._heartbeat,
+        }
 
     # -- public ------------------------------------------------------------------------------------
 
@@ -128,6 +190,7 @@ class Connector:
                     raise
                 except (ConnectError, ConnectionLostError) as exc:
                     last = exc
+                    self.last_error = str(exc)
                     log.warning("connect to broker failed: %s", exc)
             delay = self._backoff.delay(round_)
             round_ += 1
@@ -142,7 +205,7 @@ class Connector:
 
         Raises:
             TimeoutError: not connected by ``until``.
-            ConnectionLostError: the connector is closing.
+            ConnectionLostError: the connector is closing or was never started.
         """
         while True:
             if not self.started:
@@ -182,8 +245,7 @@ class Connector:
         if self._reconnect_task is not None:
             self._reconnect_task.cancel()
             await asyncio.gather(self._reconnect_task, return_exceptions=True)
-        for task in list(self._tasks):
-            task.cancel()
+            self._reconnect_task = None
         link, self.link = self.link, None
         if link is not None:
             await link.close()
@@ -194,6 +256,7 @@ class Connector:
         """Record the broker's ``connection.blocked`` and call the hook."""
         self.blocked_reason = reason or "blocked"
         self.unblocked.clear()
+        log.warning("the broker blocked publishing on %s: %s", self.connected_url, self.blocked_reason)
         self._emit(EventName.BLOCKED, {Attr.BLOCKED_REASON: self.blocked_reason})
         hook = self.on_blocked_hook
         if hook is not None:
@@ -205,14 +268,15 @@ class Connector:
         self.blocked_reason = None
         self.unblocked.set()
         if was:
+            log.info("the broker unblocked publishing on %s", self.connected_url)
             self._emit(EventName.UNBLOCKED, {})
             hook = self.on_unblocked_hook
             if hook is not None:
                 _call_hook(hook)
 
-    def on_closed(self, link: Link, exc: BaseException | None) -> None:
-        """The link died: start the single reconnect task."""
-        self.lose(link, repr(exc))
+    def on_closed(self, link: Link, reason: str) -> None:
+        """The link failed: see :meth:`lose`."""
+        self.lose(link, reason)
 
     def on_consumer_cancelled(self, link: Link, queue: str) -> None:
         """The broker cancelled a consumer: drop the link so the reconnect path rebuilds everything."""
@@ -225,13 +289,18 @@ class Connector:
         """
         if link is not self.link or self._closing:
             return
-        log.warning("connection to %s lost: %s; reconnecting", link.where, reason)
         self.ready.clear()
         self.link = None
         link.abort()
+        self.last_error = reason
+        self._lost_at = asyncio.get_running_loop().time()
+        self._lost_url = self.connected_url
+        log.warning(
+            "connection to %s lost: %s; reconnecting (every %gs at most)",
+            link.where, reason, self._backoff.maximum,
+        )
         if self.blocked_reason is not None:
             self.on_unblocked()
-        self._lost_at = asyncio.get_running_loop().time()
         self._emit(EventName.CONNECTION_LOST, {"exception.message": reason})
         if self._reconnect_task is None or self._reconnect_task.done():
             self._reconnect_task = asyncio.create_task(self._reconnect())
@@ -266,33 +335,55 @@ class Connector:
             raise
         if not link.is_open:
             self.link = None
-            raise ConnectionLostError("connection closed during setup")
+            raise ConnectionLostError(f"connection to {link.where} closed during setup")
+        self.connected_url = mask_url(url)
+        self._connected_since = time.time()
         self.ready.set()
+
+    def _reconnect_order(self) -> tuple[str, ...]:
+        """The URLs with the one that just failed moved to the end (a live node first)."""
+        lost = self._lost_url
+        if lost is None or len(self._urls) < 2:
+            return self._urls
+        return tuple(u for u in self._urls if mask_url(u) != lost) + tuple(
+            u for u in self._urls if mask_url(u) == lost
+        )
 
     async def _reconnect(self) -> None:
         loop = asyncio.get_running_loop()
         round_ = 0
+        attempts = 0
+        next_warning = loop.time() + _STILL_DOWN_EVERY
         while not self._closing:
-            for url in self._urls:
+            for url in self._reconnect_order():
+                attempts += 1
                 try:
                     await self._bring_up(url)
                 except (ConnectError, ConnectionLostError, ConfigurationError) as exc:
-                    log.warning("reconnect attempt failed: %s", exc)
+                    self.last_error = str(exc)
+                    log.debug("reconnect attempt %d failed: %s", attempts, exc)
                     continue
                 except Exception:
-                    # the supervisor must outlive any bug below it: log it once, back off, go on
-                    log.exception("reconnect attempt to %s failed unexpectedly", url)
+                    # the supervisor must outlive any bug below it: log it, back off, go on
+                    self.last_error = "unexpected error while reconnecting (see the log)"
+                    log.exception("reconnect attempt %d to %s failed unexpectedly", attempts, mask_url(url))
                     continue
                 self.reconnects += 1
+                downtime = loop.time() - self._lost_at
                 self._emit(
                     EventName.RECONNECT,
-                    {
-                        Attr.RECONNECT_ATTEMPT: round_ + 1,
-                        Attr.DOWNTIME_MS: round((loop.time() - self._lost_at) * 1000, 3),
-                    },
+                    {Attr.RECONNECT_ATTEMPT: attempts, Attr.DOWNTIME_MS: round(downtime * 1000, 3)},
                 )
-                log.info("reconnected to %s", mask_url(url))
+                log.info(
+                    "reconnected to %s after %.1fs (%d attempt(s))", self.connected_url, downtime, attempts
+                )
                 return
+            if loop.time() >= next_warning:
+                next_warning = loop.time() + _STILL_DOWN_EVERY
+                log.warning(
+                    "still no broker after %.0fs (%d attempts); last error: %s",
+                    loop.time() - self._lost_at, attempts, self.last_error,
+                )
             await asyncio.sleep(self._backoff.delay(round_))
             round_ += 1
 

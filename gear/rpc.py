@@ -26,6 +26,7 @@ from gear.errors import (
     ConfigurationError,
     ConnectionLostError,
     GearError,
+    PayloadTooLargeError,
     RemoteError,
     UnroutableError,
 )
@@ -72,12 +73,14 @@ class RPC:
         cast_retry_budget: float,
         on_reply_unmatched: Callable[[Meta, bytes], bool],
         tracer: Tracer | None = None,
+        max_message_bytes: int = 16 * 1024 * 1024,
     ) -> None:
         self._identity = identity
         self._own_type = own_type
         self._publisher = publisher
         self._default_timeout = default_timeout
         self._cast_budget = cast_retry_budget
+        self._max_bytes = max_message_bytes
         self._unmatched = on_reply_unmatched
         self._tracer: Tracer = tracer or NullTracer()
         self._pending: dict[str, _Pending] = {}
@@ -131,6 +134,9 @@ class RPC:
             body = pydantic_core.to_json(payload)
         except pydantic_core.PydanticSerializationError as exc:
             raise ConfigurationError(f"payload is not JSON-serialisable: {exc}") from None
+        if len(body) > self._max_bytes:
+            what = f"the payload for {method!r} on {address!r}"
+            raise PayloadTooLargeError(what, len(body), self._max_bytes)
         msg = Outgoing(
             routing_key=addr.routing_key,
             address=address,
@@ -179,6 +185,9 @@ class RPC:
             CallTimeoutError: no reply before the deadline.
             UnroutableError: every attempt was returned until the deadline.
             NotConfirmedError: the broker nacked the request.
+            PublishRefusedError: the broker refused this request (e.g. over its size limit).
+            PayloadTooLargeError: the payload is over ``max_message_bytes`` (nothing was sent).
+            ConnectionLostError: the service is stopping.
             RemoteError: the handler failed (``MethodNotFoundError``, ``BadPayloadError`` or a
                 ``RemoteError`` with the remote type name).
             ConfigurationError: a bad address, method, timeout or payload.
@@ -209,7 +218,9 @@ class RPC:
             async with asyncio.timeout_at(until):
                 await self._publisher.publish(msg, until)
                 ok, body = await fut
-        except TimeoutError:
+        except (TimeoutError, ConnectionLostError) as failure:
+            if isinstance(failure, ConnectionLostError) and loop.time() < until:
+                raise  # the service is stopping, not a spent budget
             if msg.returned and not msg.routed:  # the deadline fell during a republish
                 exc = UnroutableError(address, msg.returned)
                 self._trace_unroutable(msg, addr, exc)
@@ -230,7 +241,9 @@ class RPC:
         try:
             async with asyncio.timeout_at(until):
                 await self._publisher.publish(msg, until)
-        except TimeoutError:
+        except (TimeoutError, ConnectionLostError) as failure:
+            if isinstance(failure, ConnectionLostError) and asyncio.get_running_loop().time() < until:
+                raise
             raise CallTimeoutError(address, method, remaining) from None
 
     def _expire(self, rid: str) -> None:
@@ -275,12 +288,17 @@ class RPC:
         The message is persistent and does not expire. If every attempt is returned (no queue bound)
         for ``retry_budget`` seconds (default ``Settings.cast_retry_budget``), ``on_undeliverable`` is
         called with ``(address, method, payload)`` and ``False`` is returned; with no hook set,
-        ``UnroutableError`` is raised instead, so nothing is lost silently.
+        ``UnroutableError`` is raised instead, so nothing is lost silently. The whole cast, confirm
+        included, never takes longer than the budget.
 
         Raises:
             UnroutableError: returned for the whole budget and no ``on_undeliverable`` hook.
             NotConfirmedError: the broker nacked it.
-            ConnectionLostError: no connection (or a blocked one) for the whole budget.
+            PublishRefusedError: the broker refused this message (e.g. over its size limit).
+            OutcomeUnknownError: sent, but no confirm within the budget: it may have been delivered.
+            ConnectionLostError: nothing could be sent within the budget (no connection, or a
+                blocked one), or the service is stopping.
+            PayloadTooLargeError: the payload is over ``max_message_bytes`` (nothing was sent).
             ConfigurationError: a bad address, method or payload.
         """
         budget = self._cast_budget if retry_budget is None else retry_budget
@@ -298,10 +316,6 @@ class RPC:
             if asyncio.iscoroutine(out):
                 await out
             return False
-        except TimeoutError:
-            raise ConnectionLostError(
-                f"cast to {address!r} not published within {budget:g}s (no connection or blocked)"
-            ) from None
 
     # -- gather ------------------------------------------------------------------------------------
 
@@ -321,6 +335,8 @@ class RPC:
 
         Raises:
             NotConfirmedError: the broker nacked the request.
+            ConnectionLostError: the request could not be sent before the timeout (no connection, or
+                a blocked one), or the service is stopping.
             ConfigurationError: a bad address, method, timeout or payload.
         """
         _addr, msg, _remaining, until = self._prepare(address, method, payload, timeout, Kind.GATHER)

@@ -34,7 +34,7 @@ from gear.address import Address
 from gear.dispatch import Dispatcher
 from gear.errors import ConfigurationError, ConnectionLostError
 from gear.publisher import Publisher, RepublishPolicy
-from gear.reconnect import Backoff, Connector
+from gear.reconnect import Backoff, Connector, ServiceState
 from gear.redact import mask_secrets
 from gear.rpc import RPC
 from gear.settings import Settings
@@ -166,6 +166,7 @@ class Service:
             connect_wait=s.connect_wait,
             on_ready=self._on_link_ready,
             tracer=self._tracer,
+            spread_key=self.identity,
             ssl_context=client_context(s),
         )
         self._connector.on_blocked_hook = self._blocked_hook
@@ -183,6 +184,7 @@ class Service:
             publisher=self._publisher,
             executor=self._get_executor,
             tracer=self._tracer,
+            max_message_bytes=s.max_message_bytes,
         )
         self.rpc = RPC(
             identity=self.identity,
@@ -192,6 +194,7 @@ class Service:
             cast_retry_budget=s.cast_retry_budget,
             on_reply_unmatched=self._dispatcher.on_unmatched_reply,
             tracer=self._tracer,
+            max_message_bytes=s.max_message_bytes,
         )
         self.rpc.undeliverable_hook = lambda: self.on_undeliverable.func
         self._dispatcher.rpc = self.rpc
@@ -258,6 +261,21 @@ class Service:
         """True while a link is open with topology declared and consumers running."""
         link = self._connector.link
         return self._connector.ready.is_set() and link is not None and link.is_open
+
+    @property
+    def state(self) -> ServiceState:
+        """``connecting``, ``ready``, ``blocked``, ``reconnecting`` or ``stopped``."""
+        return self._connector.state
+
+    def health(self) -> dict[str, Any]:
+        """A JSON-able summary: state, broker, reconnects, last error, work in flight, counters."""
+        return {
+            "instance": self.identity,
+            **self._connector.health(),
+            "calls_in_flight": self.rpc.in_flight,
+            "handlers_in_flight": self._dispatcher.in_flight,
+            "stats": self.stats,
+        }
 
     @property
     def blocked(self) -> bool:
@@ -390,6 +408,9 @@ class Service:
             "methods": sorted(m for m in self._dispatcher.handlers if m != PING_METHOD),
             "handlers_in_flight": self._dispatcher.in_flight,
             "reconnects": self._connector.reconnects,
+            "state": self._connector.state.value,
+            "broker": self._connector.connected_url,
+            "last_error": self._connector.last_error,
         }
 
     async def _on_link_ready(self, link: Link) -> None:

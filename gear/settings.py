@@ -33,14 +33,17 @@ class Settings(BaseSettings):
     """Default call/gather deadline in seconds; never infinite."""
     prefetch: int = Field(default=64, ge=1, le=65535)
     """Unacknowledged deliveries per consumer (type and host channel each)."""
-    heartbeat: int = Field(default=60, ge=0)
-    """AMQP heartbeat timeout in seconds (0 disables, not advised)."""
+    heartbeat: int = Field(default=5, ge=0)
+    """AMQP heartbeat timeout in seconds (0 disables, not advised). The broker sends something at
+    least every ``heartbeat / 2`` s; nothing received for ``1.5 * heartbeat`` s declares the link dead
+    (a silent partition is found in about 8 s with the default) and Gear reconnects."""
     handshake_timeout: float = Field(default=10.0, gt=0)
     """Seconds a connect attempt may take from TCP connect to ``connection.open-ok``."""
     reconnect_initial: float = Field(default=0.1, gt=0)
     """First reconnect delay in seconds; doubles per failed round, with jitter."""
-    reconnect_max: float = Field(default=5.0, gt=0)
-    """Upper bound of the reconnect delay."""
+    reconnect_max: float = Field(default=1.0, gt=0)
+    """Upper bound of the reconnect delay (so calls succeed again within about a second of the
+    broker's return)."""
     connect_wait: float = Field(default=30.0, gt=0)
     """How long ``start()`` keeps trying before raising ``ConnectError``."""
     quorum: bool = False
@@ -57,6 +60,11 @@ class Settings(BaseSettings):
     """On stop, how long to wait for handlers in flight."""
     handler_threads: int = Field(default=16, ge=1)
     """Thread pool size for plain (blocking) handlers."""
+    max_message_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    """Largest encoded payload (request, cast or reply) Gear sends; larger ones fail at once with
+    ``PayloadTooLargeError`` before anything is sent. Default 16 MiB: what RabbitMQ 4.x and the
+    reference broker accept (``max_message_size``). RabbitMQ 3.x accepts up to 128 MiB: raise this
+    only if the broker is configured for it (a larger message makes the broker close the channel)."""
     tls_ca: str | None = None
     """CA bundle (PEM) that signs the broker's certificate, for ``amqps://``; default: the system's CAs."""
     tls_cert: str | None = None

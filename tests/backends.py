@@ -9,6 +9,7 @@ same test body runs on both.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -17,9 +18,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ("BrokerHandle", "rabbitmq_url_or_skip_reason")
+__all__ = ("ENV_DISRUPTIVE", "BrokerHandle", "rabbitmq_url_or_skip_reason")
 
 ENV_URL = "GEAR_TEST_AMQP_URL"
+ENV_DISRUPTIVE = "GEAR_TEST_DISRUPTIVE"
+"""Set to 1 to allow tests that stop or force-close a shared RabbitMQ (CI sets it; it runs alone)."""
 
 
 @dataclass
@@ -35,6 +38,12 @@ class BrokerHandle:
     @property
     def is_reference(self) -> bool:
         return self.kind == "reference"
+
+    @property
+    def may_disrupt(self) -> bool:
+        """True when the tests may stop or force-close this broker (never a shared one by default)."""
+        allowed = os.environ.get(ENV_DISRUPTIVE) or os.environ.get("GEAR_TEST_CLOSE_ALL")
+        return self.is_reference or bool(allowed)
 
     def url_with(self, **query: str) -> str:
         """The broker URL with extra query parameters (e.g. ``heartbeat``)."""
@@ -59,6 +68,29 @@ class BrokerHandle:
             await asyncio.to_thread(self._rabbitmqctl, ["set_vm_memory_high_watermark", "0.0000001"])
         else:
             await asyncio.to_thread(self._rabbitmqctl, ["set_vm_memory_high_watermark", "0.4"])
+
+    async def restart(self, down_for: float) -> None:
+        """Stop the broker, keep it down for ``down_for`` seconds, start it again on the same port.
+
+        The reference broker keeps messages in memory, so it comes back empty (durable queues
+        included) until it is given a data directory; RabbitMQ (``stop_app``/``start_app``) keeps
+        durable queues and persistent messages.
+        """
+        if self.is_reference:
+            from gear.broker import Broker
+
+            old = self.broker
+            port = old.port
+            await old.stop()
+            await asyncio.sleep(down_for)
+            self.broker = Broker(dataclasses.replace(old.config, port=port))
+            await self.broker.start()
+            return
+        await asyncio.to_thread(self._rabbitmqctl, ["stop_app"])
+        try:
+            await asyncio.sleep(down_for)
+        finally:
+            await asyncio.to_thread(self._rabbitmqctl, ["start_app"])
 
     def _rabbitmqctl(self, args: Sequence[str]) -> str:
         if self.ctl is None:

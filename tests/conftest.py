@@ -15,6 +15,13 @@ def unique(prefix: str) -> str:
     return f"{prefix}{uuid.uuid4().hex[:8]}"
 
 
+def pytest_report_header() -> str:
+    """Name the AMQP client libraries this run uses (CI installs the newest the ranges allow)."""
+    from importlib.metadata import version
+
+    return "client libraries: " + ", ".join(f"{p} {version(p)}" for p in ("aiormq", "aio-pika", "pamqp"))
+
+
 @pytest.fixture(scope="session")
 def _rabbitmq() -> Iterator[tuple[str | None, object, str]]:
     found = rabbitmq_url_or_skip_reason()
@@ -30,8 +37,13 @@ async def broker(
     if request.param == "reference":
         from gear.broker import Broker
 
-        async with Broker(port=0) as server:
-            yield BrokerHandle(kind="reference", url=server.url, broker=server)
+        server = Broker(port=0)
+        await server.start()
+        handle = BrokerHandle(kind="reference", url=server.url, broker=server)
+        try:
+            yield handle
+        finally:
+            await handle.broker.stop()  # the one running now (a test may have restarted it)
         return
     url, ctl, reason = _rabbitmq
     if url is None:

@@ -7,6 +7,9 @@
         ...
         await proxy.disconnect_all()     # every proxied connection drops (the client reconnects)
         proxy.pause(); proxy.resume()    # stall all traffic, then let it flow again
+        proxy.blackhole()                # existing connections go silent for good (a silent
+                                         # partition: sockets open, bytes vanish); new ones flow
+        proxy.cut_after(to_server=5000)  # each new connection is cut after 5000 bytes upstream
         proxy.mode = ProxyMode.REFUSE    # new connections are closed at once (broker "down")
         proxy.mode = ProxyMode.SILENT    # new connections are accepted and never answered
 
@@ -43,6 +46,8 @@ class _Pipe:
         self.client = client
         self.server = server
         self.tasks: list[asyncio.Task[None]] = []
+        self.silent = False
+        """Bytes are read and dropped in both directions; the sockets stay open."""
 
     def close(self) -> None:
         for writer in (self.client, self.server):
@@ -73,6 +78,10 @@ class TCPProxy:
         self._pipes: set[_Pipe] = set()
         self._flowing = asyncio.Event()
         self._flowing.set()
+        self._silent: set[_Pipe] = set()
+        self._limits: tuple[int | None, int | None] = (None, None)
+        self.cuts = 0
+        """Connections cut by :meth:`cut_after` limits."""
 
     @classmethod
     def for_url(cls, url: str) -> TCPProxy:
@@ -94,6 +103,9 @@ class TCPProxy:
         if self._server is not None:
             self._server.close()
         await self.disconnect_all()
+        silent, self._silent = self._silent, set()
+        for pipe in silent:
+            pipe.close()
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2)
@@ -122,6 +134,25 @@ class TCPProxy:
     def resume(self) -> None:
         """Forward again what :meth:`pause` held back."""
         self._flowing.set()
+
+    def blackhole(self) -> int:
+        """Make every current connection silent for good (a silent partition); return how many.
+
+        Both directions read and drop their bytes and the sockets stay open, so neither side sees an
+        error: only a heartbeat or a watchdog can tell. New connections are forwarded normally, as
+        after a stale NAT or load-balancer entry.
+        """
+        pipes = list(self._pipes)
+        for pipe in pipes:
+            pipe.silent = True
+        self._pipes.difference_update(pipes)
+        self._silent.update(pipes)
+        return len(pipes)
+
+    def cut_after(self, *, to_server: int | None = None, to_client: int | None = None) -> None:
+        """Cut each *new* connection once it has carried that many bytes in that direction
+        (``None``: no limit). The bytes up to the limit are delivered, then both sockets close."""
+        self._limits = (to_server, to_client)
 
     @property
     def active(self) -> int:
@@ -152,19 +183,31 @@ class TCPProxy:
             return
         pipe = _Pipe(writer, up_writer)
         self._pipes.add(pipe)
+        to_server, to_client = self._limits
         pipe.tasks = [
-            asyncio.create_task(self._pump(reader, up_writer, pipe)),
-            asyncio.create_task(self._pump(up_reader, writer, pipe)),
+            asyncio.create_task(self._pump(reader, up_writer, pipe, to_server)),
+            asyncio.create_task(self._pump(up_reader, writer, pipe, to_client)),
         ]
 
-    async def _pump(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, pipe: _Pipe) -> None:
+    async def _pump(
+        self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, pipe: _Pipe, limit: int | None
+    ) -> None:
+        carried = 0
         try:
             while True:
                 data = await src.read(65536)
                 if not data:
                     break
+                if pipe.silent:
+                    continue
                 if not self._flowing.is_set():
                     await self._flowing.wait()
+                if limit is not None and carried + len(data) >= limit:
+                    dst.write(data[: limit - carried])
+                    await dst.drain()
+                    self.cuts += 1
+                    break
+                carried += len(data)
                 dst.write(data)
                 await dst.drain()
         except (OSError, asyncio.CancelledError):

@@ -132,11 +132,15 @@ def test_nodes_lists_the_live_instances(gear_cli: Invoke, running: Running) -> N
     assert {f"{s.type}.{s.host}" for s in running.system.services} <= found
     # The SDK's built-in gear.ping says who the instance is and what it serves.
     assert {"get", "put", "status"} <= set(nodes[running.repo()]["methods"])
+    # ... and how its connection stands: state, and which broker (node) it is connected to
+    assert nodes[running.repo()]["state"] == "ready"
+    assert nodes[running.repo()]["broker"].startswith("amqp://")
     assert not any(name.startswith("CLI.") for name in found), "the CLI must not list itself"
     one_type = gear_cli("nodes", running.names.ctrl, "-t", "0.7")
     assert one_type.exit_code == 0
     assert "2 instance(s) alive" in one_type.stdout
     assert "lookup, refresh, reload, status" in one_type.stdout
+    assert "ready" in one_type.stdout
 
 
 # -- errors: one line on stderr, a distinct exit code ------------------------------------------

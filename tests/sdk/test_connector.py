@@ -103,3 +103,20 @@ async def test_the_reconnect_supervisor_survives_an_unexpected_exception(
     assert connector.reconnects == 1
     assert sum("unexpectedly" in r.message for r in caplog.records) == 1
     await connector.close()
+
+
+def test_the_fence_names_what_is_missing_and_the_supported_versions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client library without a private name Gear relies on is refused clearly, never misused."""
+    import aiormq
+
+    from gear.adapter import _aiormq
+
+    monkeypatch.delattr(aiormq.Channel, "_read_content")
+    with pytest.raises(_aiormq.UnsupportedClientError, match=r"Channel\._read_content.*aiormq>=7\.2,<8"):
+        _aiormq._check_classes()
+
+    class BareChannel:
+        is_closed = False
+
+    with pytest.raises(_aiormq.UnsupportedClientError, match=r"Channel\.delivery_tag"):
+        _aiormq.check_channel(BareChannel())

@@ -207,8 +207,9 @@ def test_fast_publish_encoding_decodes_with_pamqp() -> None:
 
     headers = {"x-gear-method": "status", "x-gear-deadline": 1_790_000_000_123, "x-flag": True}
     data = encode_publish(
-        5, "gear", "REPO.h2", b'{"a": 1}', mandatory=True, content_type="application/json",
-        delivery_mode=2, correlation_id="c" * 16, reply_to="WEB.w1", expiration="1500",
+        5, "gear", "REPO.h2", b'{"a": 1}', frame_body_max=4096, mandatory=True,
+        content_type="application/json", delivery_mode=2, correlation_id="c" * 16, reply_to="WEB.w1",
+        expiration="1500",
         message_id="c" * 16 + ".1", message_type="gear.call", app_id="WEB.w1", headers=headers,
     )
     frames = []
@@ -230,8 +231,9 @@ def test_fast_publish_encoding_decodes_with_pamqp() -> None:
     assert body.value == b'{"a": 1}'
 
     empty = encode_publish(
-        1, "", "q", b"", mandatory=False, content_type=None, delivery_mode=1, correlation_id=None,
-        reply_to=None, expiration=None, message_id="m", message_type=None, app_id=None, headers=None,
+        1, "", "q", b"", frame_body_max=4096, mandatory=False, content_type=None, delivery_mode=1,
+        correlation_id=None, reply_to=None, expiration=None, message_id="m", message_type=None,
+        app_id=None, headers=None,
     )
     used, _, _method = pamqp.frame.unmarshal(empty)
     _, _, head = pamqp.frame.unmarshal(empty[used:])
@@ -239,7 +241,23 @@ def test_fast_publish_encoding_decodes_with_pamqp() -> None:
     assert head.properties.message_id == "m"
     with pytest.raises(TypeError):
         encode_publish(
-            1, "", "q", b"", mandatory=False, content_type=None, delivery_mode=1, correlation_id=None,
-            reply_to=None, expiration=None, message_id="m", message_type=None, app_id=None,
-            headers={"x": 1.5},
+            1, "", "q", b"", frame_body_max=4096, mandatory=False, content_type=None, delivery_mode=1,
+            correlation_id=None, reply_to=None, expiration=None, message_id="m", message_type=None,
+            app_id=None, headers={"x": 1.5},
         )
+
+    # a body larger than the frame size is split into body frames that add up to it
+    big = bytes(range(256)) * 40
+    data = encode_publish(
+        2, "gear", "q", big, frame_body_max=1000, mandatory=True, content_type=None, delivery_mode=1,
+        correlation_id=None, reply_to=None, expiration=None, message_id="m", message_type=None,
+        app_id=None, headers=None,
+    )
+    chunks = []
+    while data:
+        used, _, frame = pamqp.frame.unmarshal(data)
+        chunks.append(frame)
+        data = data[used:]
+    assert chunks[1].body_size == len(big)
+    assert [len(f.value) for f in chunks[2:]] == [1000] * 10 + [240]
+    assert b"".join(f.value for f in chunks[2:]) == big

@@ -1,0 +1,98 @@
+"""Consuming: deliveries in Gear's own form, handed to a callback inline; acknowledgements.
+
+Replies are settled inline (no task at all); requests get one task owned by Gear (not by the AMQP
+channel, so a connection loss does not kill a handler mid-way). An ack for a delivery whose channel is
+gone is a no-op: the broker requeues the message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiormq import spec
+from aiormq.abc import ChannelFrame
+
+from gear.adapter import _aiormq
+from gear.adapter.errors import LIBRARY_ERRORS
+from gear.adapter.transport import CorkedWriter
+
+__all__ = ("ACK_DELAY", "Delivery", "DeliveryCallback", "ack", "read_deliveries")
+
+ACK_DELAY = 0.005
+"""Seconds an acknowledgement may wait to share a send with the next outgoing frame."""
+
+
+@dataclass(slots=True)
+class Delivery:
+    """One message taken from a queue, in the adapter-neutral form the rest of Gear uses."""
+
+    body: bytes
+    routing_key: str
+    delivery_tag: int
+    redelivered: bool
+    message_id: str | None
+    correlation_id: str | None
+    reply_to: str | None
+    kind: str | None
+    app_id: str | None
+    headers: dict[str, Any] | None
+    queue: str
+    channel: Any
+    writer: CorkedWriter | None = None
+
+
+DeliveryCallback = Callable[[Delivery], Awaitable[None] | None]
+"""Returns ``None`` when the delivery was handled inline (the adapter acks it), else an awaitable
+that the adapter runs as a task and that settles the delivery itself."""
+
+
+def read_deliveries(
+    channel: Any,
+    queue: str,
+    callback: DeliveryCallback,
+    writer: CorkedWriter | None,
+    spawn: Callable[[Awaitable[None]], None],
+) -> None:
+    """Route every delivery on ``channel`` to ``callback`` (replies inline, requests as tasks)."""
+
+    def on_deliver(frame: Any, p: Any, body: bytes) -> None:
+        delivery = Delivery(
+            body, frame.routing_key, frame.delivery_tag, frame.redelivered, p.message_id,
+            p.correlation_id, p.reply_to, p.message_type, p.app_id, p.headers, queue, channel, writer,
+        )
+        work = callback(delivery)
+        if work is not None:
+            spawn(work)
+        elif not _ack_lazily(delivery) and not channel.is_closed:
+            spawn(_ack_now(delivery))
+
+    _aiormq.install_deliver_reader(channel, on_deliver)
+
+
+async def ack(delivery: Delivery) -> None:
+    """Acknowledge a delivery on the channel it came from; a no-op if that channel is gone.
+
+    The ack goes out with the next outgoing frame, or within ``ACK_DELAY``: with one call at a time
+    that saves a send and a broker wake-up per message.
+    """
+    if delivery.channel.is_closed or _ack_lazily(delivery):
+        return
+    await _ack_now(delivery)
+
+
+def _ack_lazily(delivery: Delivery) -> bool:
+    ch = delivery.channel
+    writer = delivery.writer
+    if writer is None or ch.is_closed or writer.is_closing():
+        return False
+    frame = ChannelFrame.marshall(ch.number, [spec.Basic.Ack(delivery_tag=delivery.delivery_tag)])
+    writer.write_lazily(frame.payload, ACK_DELAY)
+    return True
+
+
+async def _ack_now(delivery: Delivery) -> None:
+    with contextlib.suppress(*LIBRARY_ERRORS):
+        await delivery.channel.basic_ack(delivery.delivery_tag, wait=False)

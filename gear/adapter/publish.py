@@ -1,0 +1,106 @@
+"""Publishing one attempt on the confirm channel, bounded by a deadline, with the outcome as a value.
+
+Every way an attempt can end is an :class:`Outcome`, so the layer above decides on data (retry,
+republish, fail) instead of on exceptions from the client library:
+
+==================  ========================================================================
+``CONFIRMED``       the broker acked it (and routed it somewhere)
+``RETURNED``        no queue was bound (``basic.return`` came before the ack)
+``NACKED``          the broker refused responsibility (``basic.nack``)
+``NOT_SENT``        nothing reached the socket (channel closed, or no room before the deadline)
+``LINK_LOST``       sent, then the connection failed before the confirm: it may have been routed
+``CHANNEL_CLOSED``  sent, then the broker closed the channel (a channel error, e.g. 406): maybe routed
+``UNCONFIRMED``     sent, and no confirm came before the deadline: it may have been routed
+==================  ========================================================================
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import aiormq.exceptions as amqp
+from aiormq import spec
+
+from gear.adapter import _aiormq
+from gear.adapter.errors import describe
+
+__all__ = ("Outcome", "PublishResult", "send")
+
+
+class Outcome(StrEnum):
+    """How one publish attempt ended."""
+
+    CONFIRMED = "confirmed"
+    RETURNED = "returned"
+    NACKED = "nacked"
+    NOT_SENT = "not_sent"
+    LINK_LOST = "link_lost"
+    CHANNEL_CLOSED = "channel_closed"
+    UNCONFIRMED = "unconfirmed"
+
+
+_MAYBE_ROUTED = frozenset({Outcome.LINK_LOST, Outcome.CHANNEL_CLOSED, Outcome.UNCONFIRMED})
+
+
+@dataclass(frozen=True, slots=True)
+class PublishResult:
+    """The outcome of one attempt, with the broker's reply code and text where there is one."""
+
+    outcome: Outcome
+    reason: str = ""
+    reply_code: int | None = None
+
+    @property
+    def maybe_routed(self) -> bool:
+        """True when the broker may have taken the message although no ack was seen."""
+        return self.outcome in _MAYBE_ROUTED
+
+
+CONFIRMED = PublishResult(Outcome.CONFIRMED)
+RETURNED = PublishResult(Outcome.RETURNED)
+
+
+async def send(channel: Any, payload: bytes, message_id: str, until: float) -> PublishResult:
+    """Publish pre-encoded frames on a confirm channel and wait for the broker's verdict.
+
+    Never waits past loop time ``until`` and never raises for a broker or network failure: the
+    outcome says what happened. Cancellation of the calling task propagates as usual.
+    """
+    if channel.is_closed:
+        return PublishResult(Outcome.NOT_SENT, "the publish channel is closed")
+    sent = False
+    try:
+        async with asyncio.timeout_at(until):
+            confirmation = await _aiormq.send_publish(channel, payload, message_id)
+            sent = True
+            verdict = await confirmation
+    except TimeoutError:
+        if sent:
+            return PublishResult(Outcome.UNCONFIRMED, "no confirm from the broker before the deadline")
+        return PublishResult(Outcome.NOT_SENT, "no room to send before the deadline")
+    except amqp.DeliveryError:
+        return PublishResult(Outcome.NACKED, "the broker nacked it")
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise  # our caller is being cancelled
+        # aiormq rejects pending confirms with CancelledError when a channel closes without a reason
+        return _lost(channel, sent, None)
+    except Exception as exc:  # anything else from the library: a channel or connection failure
+        return _lost(channel, sent, exc)
+    if isinstance(verdict, spec.Basic.Ack):
+        return CONFIRMED
+    return RETURNED
+
+
+def _lost(channel: Any, sent: bool, exc: BaseException | None) -> PublishResult:
+    code, text = describe(exc)
+    if not sent:
+        return PublishResult(Outcome.NOT_SENT, text, code)
+    connection_alive = not channel.connection.is_closed
+    if isinstance(exc, amqp.ChannelClosed) and connection_alive:
+        return PublishResult(Outcome.CHANNEL_CLOSED, text, code)
+    return PublishResult(Outcome.LINK_LOST, text, code)

@@ -1,0 +1,151 @@
+"""The socket under aiormq: a reader that notes when the broker last spoke, a writer that batches.
+
+aiormq opens its TCP/TLS stream through a :class:`~aiormq.connection.TransportFactory` (public API);
+:class:`GearTransportFactory` opens the same stream with two small additions:
+
+* :class:`TimedReader` records the loop time of the last bytes received. A silent link (a dead peer,
+  a pulled cable, a stale NAT entry: the socket stays open and bytes vanish) shows as a growing
+  silence; the link's watchdog compares it with the heartbeat interval and drops the link in seconds.
+* :class:`CorkedWriter` coalesces the frames written in one event-loop iteration into one send. aiormq
+  writes every frame with its own ``transport.write``, and on loopback each of those is a syscall that
+  also runs the receiver's TCP path: the largest single cost per call under concurrency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+from typing import Any, SupportsIndex
+
+from aiormq.connection import SSLContextProvider, TransportFactory
+from aiormq.exceptions import AMQPConnectionError
+from yarl import URL
+
+__all__ = ("CorkedWriter", "GearTransportFactory", "TimedReader")
+
+_READ_LIMIT = 2**16
+
+
+class TimedReader(asyncio.StreamReader):
+    """A stream reader that remembers when data last arrived (``last_received``, loop time)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit=_READ_LIMIT, loop=loop)
+        self._now = loop.time
+        self.last_received = loop.time()
+
+    def feed_data(self, data: Iterable[SupportsIndex]) -> None:
+        self.last_received = self._now()
+        super().feed_data(data)
+
+    def silence(self) -> float:
+        """Seconds since the broker last sent anything."""
+        return self._now() - self.last_received
+
+
+class CorkedWriter:
+    """A stream writer that coalesces the frames written in one loop iteration into one send.
+
+    While the connection's frame queue still holds frames the writer buffers (flushed at the latest at
+    the end of the loop iteration); the last queued frame sends everything at once. With one frame in
+    flight nothing is delayed.
+    """
+
+    def __init__(self, writer: asyncio.StreamWriter, pending: asyncio.Queue[Any] | None) -> None:
+        self._writer = writer
+        self._loop = asyncio.get_running_loop()
+        self._buffer: list[bytes] = []
+        self._scheduled = False
+        self._lazy: asyncio.TimerHandle | None = None
+        self.transport = writer.transport
+        self.pending = pending
+        """The connection's frame queue: while it holds more frames, writes are buffered."""
+        self.guard: Callable[[bytes], bool] | None = None
+        """``guard(frame_bytes)`` True drops the frames instead of sending them."""
+
+    def write(self, data: bytes) -> None:
+        guard = self.guard
+        if guard is not None and guard(data):
+            return
+        self._buffer.append(data)
+        queue = self.pending
+        if queue is None or not queue.qsize():
+            self._flush()  # nothing else queued: send now, no added latency
+        elif not self._scheduled:
+            self._scheduled = True
+            self._loop.call_soon(self._flush)
+
+    def write_lazily(self, data: bytes, within: float) -> None:
+        """Queue ``data`` to go out with the next write, or after ``within`` seconds at the latest."""
+        self._buffer.append(data)
+        if self._lazy is None:
+            self._lazy = self._loop.call_later(within, self._flush)
+
+    def _flush(self) -> None:
+        self._scheduled = False
+        if self._lazy is not None:
+            self._lazy.cancel()
+            self._lazy = None
+        if not self._buffer:
+            return
+        data = b"".join(self._buffer) if len(self._buffer) > 1 else self._buffer[0]
+        self._buffer.clear()
+        if not self._writer.is_closing():
+            self._writer.write(data)
+
+    def abort(self) -> None:
+        """Drop the socket at once (nothing buffered is sent)."""
+        self._buffer.clear()
+        self.transport.abort()
+
+    async def drain(self) -> None:
+        self._flush()
+        await self._writer.drain()
+
+    def close(self) -> None:
+        self._flush()
+        self._writer.close()
+
+    def is_closing(self) -> bool:
+        return self._writer.is_closing()
+
+    def can_write_eof(self) -> bool:
+        return self._writer.can_write_eof()
+
+    def write_eof(self) -> None:
+        self._flush()
+        self._writer.write_eof()
+
+    async def wait_closed(self) -> None:
+        await self._writer.wait_closed()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self._writer.get_extra_info(name, default)
+
+
+class GearTransportFactory(TransportFactory):
+    """Opens aiormq's TCP or TLS stream with a :class:`TimedReader` and a :class:`CorkedWriter`."""
+
+    def __init__(self) -> None:
+        self.pending: asyncio.Queue[Any] | None = None
+        self.reader: TimedReader | None = None
+        self.writer: CorkedWriter | None = None
+
+    async def create(self, url: URL, **kwargs: Any) -> tuple[asyncio.StreamReader, Any]:
+        provider: SSLContextProvider | None = kwargs.pop("ssl_context_provider", None)
+        ssl = None
+        if url.scheme == "amqps" and provider is not None:
+            ssl = await provider.get_context()
+        loop = asyncio.get_running_loop()
+        reader = TimedReader(loop)
+        protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+        try:
+            transport, _ = await loop.create_connection(
+                lambda: protocol, host=url.host or "localhost", port=url.port or 5672, ssl=ssl, **kwargs
+            )
+        except OSError as exc:
+            raise AMQPConnectionError(*exc.args) from exc
+        writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+        self.reader = reader
+        self.writer = CorkedWriter(writer, self.pending)
+        return reader, self.writer
