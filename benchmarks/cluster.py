@@ -3,12 +3,12 @@
 Needs the local cluster (``scripts/rabbitmq-cluster start``). Everything is Gear's public API, so the
 same script measures the SDK of the day ("before" and "after" numbers of issue 10).
 
-**Node loss.** Three server instances ``BC<tag>.h1..h3`` start one per node (instance ``hN`` gets the URL
-list rotated to begin with node N, and h1 starts first, so the shared ``TYPE`` queue is declared
-through node 1), with ``quorum=True``. A caller on node 2 streams, with ``--workers`` calls in flight
-per form, each with a ``--timeout`` deadline:
+**Node loss.** Three server instances ``BC<tag>.h1..h3`` run one per node (``hN`` on node N; h1
+starts first, so the shared ``TYPE`` queue is declared through node 1), with ``quorum=True``. A caller
+(``serve=False``) on node ``--caller-node`` (2) streams, with ``--workers`` calls in flight per form,
+each with a ``--timeout`` deadline:
 
-* ``p2p lost``: calls to the instance on the lost node; ``p2p kept``: to an instance on another node;
+* ``p2p lost``: calls to the server on the lost node; ``p2p kept``: to the server on the next node;
 * ``stateless``: calls to ``TYPE``; ``multicast`` / ``broadcast``: gathers on ``TYPE.*`` / ``*.*``
   that must collect all three replies;
 * ``casts``: persistent casts to ``TYPE`` carrying a sequence number, recorded by whichever instance
@@ -46,6 +46,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import gear
 
@@ -79,19 +80,36 @@ def rotated(urls: tuple[str, ...], first: int) -> list[str]:
     return [*urls[i:], *urls[:i]]
 
 
+def node_of(svc: gear.Service, nodes: Nodes) -> int | None:
+    """The node (1..3) ``svc`` is connected to, from its public ``health()`` (None if it cannot say)."""
+    health = getattr(svc, "health", None)
+    if health is None:
+        return None
+    broker = health().get("broker") or ""
+    ports = [urlsplit(u).port for u in nodes.urls]
+    port = urlsplit(broker).port if broker else None
+    return ports.index(port) + 1 if port in ports else None
+
+
 class Bench:
-    """One node-loss scenario: servers, a caller, the streams and their ledgers."""
+    """One node-loss scenario: servers, a caller, the streams and their ledgers.
+
+    Server ``hN`` is placed on node N and the caller on ``--caller-node``: each is given the URL list
+    starting at its node; an SDK that spreads instances by itself may put it elsewhere, so an instance
+    that reports (``health()``) another node is stopped and started again under the next host name
+    (``h1b``, ``h1c``...) until it lands where the scenario needs it.
+    """
 
     def __init__(self, nodes: Nodes, args: argparse.Namespace, quorum: bool) -> None:
         self.nodes, self.args, self.quorum = nodes, args, quorum
         tag = uuid.uuid4().hex[:6].upper()
         self.type = f"BC{tag}"
+        self.caller_type = f"BCC{tag}"
         self.exchange = f"gear-bench-{tag.lower()}"  # broadcasts stay inside this run
         self.consumed: Counter[int] = Counter()
-        self.servers = [self._server(n) for n in (1, 2, 3)]
-        self.caller = gear.Service(
-            f"BCC{tag}", "c1", url=rotated(nodes.urls, 2), serve=False, **self._common()
-        )
+        self.servers: dict[int, gear.Service] = {}
+        self.caller: gear.Service | None = None
+        self.tried: list[str] = []  # every instance queue name, for the clean-up
         self.ledgers = {form: Ledger() for form in (*FORMS, "casts")}
         self.cast_outcomes: dict[int, str] = {}
         self.stop = asyncio.Event()
@@ -103,8 +121,8 @@ class Bench:
             "handshake_timeout": 5.0, "instance_queue_ttl": 600.0, "drain_timeout": 2.0,
         }
 
-    def _server(self, n: int) -> gear.Service:
-        svc = gear.Service(self.type, f"h{n}", url=rotated(self.nodes.urls, n), **self._common())
+    def _server(self, host: str, n: int) -> gear.Service:
+        svc = gear.Service(self.type, host, url=rotated(self.nodes.urls, n), **self._common())
 
         @svc.handler("echo")
         async def echo(value: int) -> int:
@@ -116,26 +134,41 @@ class Bench:
 
         return svc
 
-    async def start(self) -> None:
-        for svc in self.servers:  # h1 first: the TYPE queue is declared through node 1
+    async def _placed(self, make: Callable[[str], gear.Service], base: str, n: int) -> gear.Service:
+        for suffix in ("", *"bcdefghijklmnop"):
+            svc = make(base + suffix)
+            self.tried.append(svc.identity)
             await svc.start()
-        await self.caller.start()
+            where = node_of(svc, self.nodes)
+            if where in (None, n):
+                return svc
+            await svc.stop()
+        raise RuntimeError(f"could not place an instance on node {n}")
+
+    async def start(self) -> None:
+        for n in (1, 2, 3):  # h1 first: the TYPE queue is declared through node 1
+            self.servers[n] = await self._placed(lambda host, n=n: self._server(host, n), f"h{n}", n)
+        c = self.args.caller_node
+        self.caller = await self._placed(
+            lambda host: gear.Service(self.caller_type, host, url=rotated(self.nodes.urls, c), serve=False,
+                                      **self._common()), "c", c)
 
     async def close(self) -> None:
-        for svc in (self.caller, *self.servers):
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(svc.stop(), 15)
-        await _delete(self.nodes.urls[1], [self.type, *(s.identity for s in (*self.servers, self.caller))],
-                      self.exchange)
+        for svc in (self.caller, *self.servers.values()):
+            if svc is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(svc.stop(), 15)
+        await _delete(self.nodes.urls[self.args.caller_node - 1], [self.type, *self.tried], self.exchange)
 
     # -- streams -------------------------------------------------------------------------------------
 
     def _operation(self, form: str, lost: int) -> Callable[[int], Awaitable[bool]]:
+        assert self.caller is not None
         rpc, t = self.caller.rpc, self.args.timeout
         kept = lost % 3 + 1
 
-        async def p2p(host: int, i: int) -> bool:
-            return bool(await rpc.call(f"{self.type}.h{host}", "echo", i, timeout=t) == i)
+        async def p2p(n: int, i: int) -> bool:
+            return bool(await rpc.call(self.servers[n].identity, "echo", i, timeout=t) == i)
 
         async def stateless(i: int) -> bool:
             return bool(await rpc.call(self.type, "echo", i, timeout=t) == i)
@@ -177,6 +210,7 @@ class Bench:
             n = seq[0]
             start = time.monotonic()
             try:
+                assert self.caller is not None
                 ok = await asyncio.wait_for(
                     self.caller.rpc.cast(self.type, "record", n, retry_budget=self.args.timeout),
                     self.args.timeout + self.args.grace,
@@ -317,8 +351,9 @@ def print_table(rows: list[dict[str, Any]], rates: dict[str, list[float]], args:
                 nodes: Nodes) -> None:
     print(f"\ngear {_gear_version()}; instance queues: {args.instance_queues}")
     if rows:
-        print(f"node {args.node} ({nodes.names[args.node - 1]}) lost for {args.outage:g}s, quorum TYPE "
-              f"queue, {args.workers} in flight per form, deadline {args.timeout:g}s")
+        print(f"node {args.node} ({nodes.names[args.node - 1]}) lost for {args.outage:g}s; servers h1..h3 "
+              f"on nodes 1..3, caller on node {args.caller_node}; quorum TYPE queue; {args.workers} in "
+              f"flight per form, deadline {args.timeout:g}s")
         _print_loss_rows(rows)
     if rates["classic"]:
         c, q = statistics.median(rates["classic"]), statistics.median(rates["quorum"])
@@ -402,7 +437,10 @@ async def amain(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--loss", default="stop_app,kill", help="stop_app, kill, both, or '' (none)")
-    parser.add_argument("--node", type=int, default=1, choices=(1, 2, 3), help="the node to lose")
+    parser.add_argument("--node", type=int, default=1, choices=(1, 2, 3),
+                        help="the node to lose (server hN sits on node N)")
+    parser.add_argument("--caller-node", type=int, default=2, choices=(1, 2, 3),
+                        help="the node the caller is connected to")
     parser.add_argument("--outage", type=float, default=15.0, help="seconds the node stays lost")
     parser.add_argument("--warmup", type=float, default=3.0)
     parser.add_argument("--after", type=float, default=10.0, help="seconds streamed after it is back")
