@@ -1,5 +1,10 @@
 # One image for every example service and for the `gear` CLI.
-FROM python:3.11-slim
+#
+# BASE_IMAGE: any image with Python >= 3.11 and pip. Where no registry is reachable,
+# `python3 scripts/debian_images.py` builds one from Debian packages (gear-debian:bookworm-<hash>):
+#   docker build --network host --build-arg BASE_IMAGE=gear-debian:bookworm-<hash> -t gear .
+ARG BASE_IMAGE=python:3.11-slim
+FROM ${BASE_IMAGE}
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \

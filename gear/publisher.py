@@ -18,7 +18,8 @@ Every Gear publish is ``mandatory`` on a channel with publisher confirms. For on
      its queue yet): sleep a growing backoff and republish, as long as the next attempt can still
      start before ``until``; then ``UnroutableError``. Policies that must not retry (a gather to
      ``TYPE.*`` with no instance) get ``False`` back at once;
-   * **nacked**: ``NotConfirmedError`` (the broker refused to take responsibility);
+   * **nacked**: retried twice, after a pause and on a fresh publish channel (nacks are transient during
+     a cluster node loss); a third nack is ``NotConfirmedError`` (the broker refused responsibility);
    * **link lost / not sent**: the link is taken out of service at once (the connector reconnects)
      and the attempt is repeated on the next link (at-least-once: the stable request id lets the
      server's duplicate window drop the copy);
@@ -59,6 +60,11 @@ __all__ = ("Outgoing", "Publisher", "RepublishPolicy")
 
 _RETRY_PAUSE = 0.01
 """Seconds before retrying an attempt that could not be sent (the link is being replaced)."""
+_NACK_PAUSES = (0.25, 0.75)
+"""Pauses before the 2nd and 3rd attempt of a nacked message; a 3rd nack is ``NotConfirmedError``.
+A nack is rare and usually lasting (a full queue with ``reject-publish``), but during a RabbitMQ node
+loss it is transient, and a channel opened during a quorum leader election stays nacked: each retry
+goes out on a fresh channel, the last about a second after the first nack."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +150,7 @@ class Publisher:
         reason = ""
         maybe_routed = ""  # why an earlier attempt may have reached the broker
         isolated = False  # the next attempt goes out alone (after a channel error)
+        nacks = 0
         while True:
             attempt += 1
             try:
@@ -194,7 +201,15 @@ class Publisher:
             if outcome is Outcome.NACKED:
                 if self._tracer.enabled:
                     self._trace(EventName.NACK, msg, message_id, attempt, {Attr.ERROR_TYPE: "nack"})
-                raise NotConfirmedError(f"broker nacked the publish to {msg.address!r}")
+                nacks += 1
+                pause = _NACK_PAUSES[nacks - 1] if nacks <= len(_NACK_PAUSES) else None
+                if pause is None or loop.time() + pause >= until:
+                    raise NotConfirmedError(f"broker nacked the publish to {msg.address!r} ({nacks} time(s))")
+                # transient during a node loss: try again, after a pause, on a fresh channel
+                await asyncio.sleep(pause)
+                await link.renew_publish_channel(result.channel, until)
+                reason = "nack"
+                continue
             if outcome is Outcome.UNCONFIRMED:
                 raise OutcomeUnknownError(msg.address, result.reason)
             if result.maybe_routed:

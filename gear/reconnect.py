@@ -22,6 +22,11 @@ it (bounded by their own deadline) instead of failing at once or hanging.
   time, never a replay of history), then the consumers restart, ``ready`` is set again and one INFO
   line says how long the outage lasted. Calls in flight never noticed: their replies wait in the
   ``TYPE.HOST`` queue.
+* **Failback.** Connected to another broker than its first choice (after a failover), the instance
+  tries the first choice every ``failback_every`` seconds; once it answers, a complete new link
+  (topology, consumers) is set up there, publishers switch to it, and the old link is retired
+  gracefully (its consumers cancelled, requests taken from it finished and acked on it, its
+  publishes settled). So a cluster node that returns gets its share of instances back.
 * **Cancelled consumer.** If the broker cancels a consumer (its queue was deleted behind our back), the
   whole link is dropped and rebuilt by the same path: a fresh connection requeues everything unacked
   and re-declares from data. One recovery path, tested by every reconnect test.
@@ -107,11 +112,18 @@ class Connector:
         tracer: Tracer | None = None,
         spread_key: str = "",
         ssl_context: ssl.SSLContext | None = None,
+        failback_every: float = 0.0,
+        retire_grace: float = 5.0,
     ) -> None:
         urls = tuple(urls)
         first = zlib.crc32(spread_key.encode()) % len(urls) if spread_key and urls else 0
         self._urls = urls[first:] + urls[:first]
         self._ssl_context = ssl_context
+        self._return_every = failback_every
+        self._retire_grace = retire_grace
+        self._homeward: asyncio.Task[None] | None = None
+        self.failbacks = 0
+        """How many times this instance moved back to its first-choice broker."""
         self._name = name
         self._heartbeat = heartbeat
         self._handshake_timeout = handshake_timeout
@@ -242,6 +254,10 @@ class Connector:
         self._closing = True
         self.started = False
         self.ready.clear()
+        if self._homeward is not None:
+            self._homeward.cancel()
+            await asyncio.gather(self._homeward, return_exceptions=True)
+            self._homeward = None
         if self._reconnect_task is not None:
             self._reconnect_task.cancel()
             await asyncio.gather(self._reconnect_task, return_exceptions=True)
@@ -307,7 +323,14 @@ class Connector:
 
     # -- internals ---------------------------------------------------------------------------------
 
-    async def _bring_up(self, url: str) -> None:
+    async def _open_and_set_up(self, url: str) -> Link:
+        """A link to ``url`` with topology declared and consumers running (not yet in use).
+
+        Raises:
+            ConnectError: cannot connect.
+            ConnectionLostError: setup failed or took longer than the handshake timeout.
+            ConfigurationError: the broker refused the topology.
+        """
         link = await open_link(
             url,
             self,
@@ -317,28 +340,64 @@ class Connector:
             name=self._name,
             ssl_context=self._ssl_context,
         )
-        self.link = link
         try:
             # declarations and consumes are RPCs too: a broker that stops answering mid-setup must
             # not stall recovery, so setup gets the same bound as the handshake
             async with asyncio.timeout(self._handshake_timeout):
                 await self._on_ready(link)
         except TimeoutError:
-            self.link = None
             await link.close()
             raise ConnectionLostError(
                 f"topology setup on {link.where} took longer than {self._handshake_timeout:g}s"
             ) from None
         except BaseException:
-            self.link = None
             await link.close()
             raise
         if not link.is_open:
-            self.link = None
             raise ConnectionLostError(f"connection to {link.where} closed during setup")
+        return link
+
+    async def _bring_up(self, url: str) -> None:
+        self.link = await self._open_and_set_up(url)
         self.connected_url = mask_url(url)
         self._connected_since = time.time()
         self.ready.set()
+        self._go_home_later(url)
+
+    def _go_home_later(self, url: str) -> None:
+        """Connected elsewhere than the first-choice broker: watch for it to come back."""
+        if url == self._urls[0] or not self._return_every:
+            return
+        if self._homeward is None or self._homeward.done():
+            self._homeward = asyncio.create_task(self._return_home())
+
+    async def _return_home(self) -> None:
+        """Every ``failback_every`` seconds (with jitter), try the first-choice broker; once it
+        answers, move there: the new link is set up completely before the old one is retired, so
+        nothing waits and nothing is dropped (requests taken from the old link finish on it)."""
+        home = self._urls[0]
+        while not self._closing:
+            await asyncio.sleep(self._return_every * (0.75 + 0.5 * random.random()))
+            old = self.link
+            if self.connected_url == mask_url(home):
+                return  # a reconnect already took it home
+            if self._closing or old is None or not self.ready.is_set():
+                continue  # reconnecting: the reconnect path decides where to go
+            try:
+                new = await self._open_and_set_up(home)
+            except (ConnectError, ConnectionLostError, ConfigurationError) as exc:
+                log.debug("first-choice broker %s not back yet: %s", mask_url(home), exc)
+                continue
+            if self.link is not old or self._closing:  # lost meanwhile: the reconnect path owns it
+                await new.close()
+                continue
+            self.link = new
+            self.connected_url = mask_url(home)
+            self._connected_since = time.time()
+            self.failbacks += 1
+            log.info("moved back to the first-choice broker %s", self.connected_url)
+            await old.retire(self._retire_grace)
+            return
 
     def _reconnect_order(self) -> tuple[str, ...]:
         """The URLs with the one that just failed moved to the end (a live node first)."""

@@ -168,6 +168,8 @@ class Service:
             tracer=self._tracer,
             spread_key=self.identity,
             ssl_context=client_context(s),
+            failback_every=s.failback_interval,
+            retire_grace=s.drain_timeout,
         )
         self._connector.on_blocked_hook = self._blocked_hook
         self._connector.on_unblocked_hook = self._unblocked_hook
@@ -299,6 +301,7 @@ class Service:
             "expired": self._dispatcher.expired,
             "duplicates": self._dispatcher.duplicates,
             "reconnects": self._connector.reconnects,
+            "failbacks": self._connector.failbacks,
             "calls_in_flight": self.rpc.in_flight,
             "handlers_in_flight": self._dispatcher.in_flight,
         }
@@ -408,6 +411,7 @@ class Service:
             "methods": sorted(m for m in self._dispatcher.handlers if m != PING_METHOD),
             "handlers_in_flight": self._dispatcher.in_flight,
             "reconnects": self._connector.reconnects,
+            "failbacks": self._connector.failbacks,
             "state": self._connector.state.value,
             "broker": self._connector.connected_url,
             "last_error": self._connector.last_error,

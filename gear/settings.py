@@ -44,10 +44,16 @@ class Settings(BaseSettings):
     reconnect_max: float = Field(default=1.0, gt=0)
     """Upper bound of the reconnect delay (so calls succeed again within about a second of the
     broker's return)."""
+    failback_interval: float = Field(default=30.0, ge=0)
+    """With several broker URLs: when connected to another one than this instance's first choice
+    (after a failover), how often to check whether the first choice is back and move there
+    (0: never). Spreads instances back over a cluster node that returns."""
     connect_wait: float = Field(default=30.0, gt=0)
     """How long ``start()`` keeps trying before raising ``ConnectError``."""
     quorum: bool = False
-    """Declare the shared TYPE queue as a quorum queue (RabbitMQ clusters)."""
+    """Declare the shared TYPE queue and each instance's TYPE.HOST queue as quorum queues: the setting
+    for a RabbitMQ cluster (both survive the loss of a node). Switching an existing system needs its
+    old queues deleted first: a queue cannot change its type."""
     instance_queue_ttl: float = Field(default=600.0, gt=0)
     """``x-expires`` of the TYPE.HOST queue in seconds: how long it outlives its instance."""
     cast_retry_budget: float = Field(default=10.0, gt=0)

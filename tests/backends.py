@@ -1,28 +1,86 @@
 """The two brokers the integration suite runs against, behind one small handle.
 
-``reference`` is Gear's own broker started in-process on a free port; ``rabbitmq`` is a real RabbitMQ
-from ``GEAR_TEST_AMQP_URL`` or, when a Docker engine is reachable, a testcontainers RabbitMQ. Tests that
-need to disturb the broker (drop connections, raise a memory alarm) do it through the handle, so the
-same test body runs on both.
+``reference`` is Gear's own broker started in-process on a free port. ``rabbitmq`` is a real RabbitMQ,
+found in this order:
+
+1. ``GEAR_TEST_AMQP_URL`` (``rabbitmqctl`` on this machine controls it, if present);
+2. else, when a Docker engine answers, a container started through testcontainers from
+   ``GEAR_TEST_RABBITMQ_IMAGE`` (default ``rabbitmq:3.13-management``; ``scripts/debian_images.py``
+   builds a local one where no registry is reachable), controlled with ``docker exec rabbitmqctl``;
+3. else the rabbitmq tests skip, saying how to get one.
+
+Nothing is looked for until a selected test asks for RabbitMQ, so ``-m "not rabbitmq"`` never starts a
+container. Tests that disturb the broker (drop every connection, raise a memory alarm, restart it) do it
+through the handle, so the same test body runs on every backend; those that would stop or force-close a
+shared RabbitMQ check ``may_disrupt`` first.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 import shutil
 import subprocess
+import tempfile
 import urllib.parse
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-__all__ = ("ENV_DISRUPTIVE", "BrokerHandle", "rabbitmq_url_or_skip_reason")
+from tests.rabbitmq_container import RabbitMQContainer
+
+__all__ = ("ENV_DISRUPTIVE", "ENV_URL", "BrokerHandle", "RabbitMQ", "find_rabbitmq")
 
 ENV_URL = "GEAR_TEST_AMQP_URL"
 ENV_DISRUPTIVE = "GEAR_TEST_DISRUPTIVE"
-"""Set to 1 to allow tests that stop or force-close a shared RabbitMQ (CI sets it; it runs alone)."""
+"""Set to 1 to allow tests that stop or force-close the RabbitMQ at ``GEAR_TEST_AMQP_URL`` (CI sets it:
+it has that broker to itself). ``GEAR_TEST_CLOSE_ALL``, its older name, still works."""
+
+Ctl = Callable[[Sequence[str]], str]
+
+
+@dataclass
+class RabbitMQ:
+    """A real RabbitMQ for the session: where it is, how to control it, and whether the tests own it."""
+
+    url: str
+    ctl: Ctl | None
+    exclusive: bool
+    """The tests own it (a container, or ``GEAR_TEST_DISRUPTIVE`` is set): they may stop it or close
+    every connection on it."""
+    where: str
+    container: RabbitMQContainer | None = None
+
+    @contextlib.contextmanager
+    def file_for_node(self, text: str, suffix: str = ".json") -> Iterator[str]:
+        """Put ``text`` in a file the RabbitMQ node can read (``rabbitmqctl import_definitions``, say);
+        yield the path as the node sees it, and remove the file afterwards."""
+        if self.container is not None:
+            path = self.container.put_file(text.encode(), suffix)
+            try:
+                yield path
+            finally:
+                with contextlib.suppress(RuntimeError):
+                    self.container.exec(["rm", "-f", path])
+            return
+        shared = Path(tempfile.mkdtemp(prefix="gear-node-"))  # the node runs as another user
+        try:
+            shared.chmod(0o755)
+            path = shared / f"file{suffix}"
+            path.write_text(text)
+            path.chmod(0o644)
+            yield str(path)
+        finally:
+            shutil.rmtree(shared)
+
+    def close(self) -> None:
+        """Stop the container, if this session started one."""
+        if self.container is not None:
+            self.container.stop()
+            self.container = None
 
 
 @dataclass
@@ -32,8 +90,9 @@ class BrokerHandle:
     kind: str
     url: str
     broker: Any = None
-    ctl: Callable[[Sequence[str]], str] | None = None
-    _alarm_restore: str | None = field(default=None, repr=False)
+    ctl: Ctl | None = None
+    exclusive: bool = False
+    """No one else uses this broker (a container, or ``GEAR_TEST_DISRUPTIVE`` is set)."""
 
     @property
     def is_reference(self) -> bool:
@@ -42,8 +101,7 @@ class BrokerHandle:
     @property
     def may_disrupt(self) -> bool:
         """True when the tests may stop or force-close this broker (never a shared one by default)."""
-        allowed = os.environ.get(ENV_DISRUPTIVE) or os.environ.get("GEAR_TEST_CLOSE_ALL")
-        return self.is_reference or bool(allowed)
+        return self.is_reference or self.exclusive
 
     def url_with(self, **query: str) -> str:
         """The broker URL with extra query parameters (e.g. ``heartbeat``)."""
@@ -106,50 +164,39 @@ def local_rabbitmqctl(args: Sequence[str]) -> str:
     return done.stdout
 
 
-def rabbitmq_url_or_skip_reason() -> tuple[str | None, Callable[[Sequence[str]], str] | None, str]:
-    """Find a RabbitMQ: the environment's URL, else a testcontainers one, else a reason to skip."""
-    url = os.environ.get(ENV_URL)
-    if url:
-        ctl = local_rabbitmqctl if shutil.which("rabbitmqctl") else None
-        return url, ctl, ""
+def _docker_answers() -> str | None:
+    """None if a Docker engine answers, else why not."""
     try:
         import docker  # type: ignore[import-untyped]
 
-        docker.from_env().ping()
-    except Exception as exc:  # no Docker engine: the common case on CI machines here
-        return None, None, (
-            f"no RabbitMQ: set {ENV_URL}=amqp://guest:guest@127.0.0.1:5672/ "
-            f"or make a Docker engine reachable for testcontainers ({type(exc).__name__})"
+        client = docker.from_env(timeout=10)
+        try:
+            client.ping()
+        finally:
+            client.close()
+    except Exception as exc:  # no engine, no socket, no permission: all mean "no Docker here"
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def find_rabbitmq() -> tuple[RabbitMQ | None, str]:
+    """A RabbitMQ for the session (starting a container if need be), or None and why there is none.
+
+    Raises:
+        docker.errors.DockerException, TimeoutError: if a Docker engine answers but the container does
+            not start: a broken setup is an error, not a skip.
+    """
+    url = os.environ.get(ENV_URL)
+    if url:
+        ctl = local_rabbitmqctl if shutil.which("rabbitmqctl") else None
+        exclusive = bool(os.environ.get(ENV_DISRUPTIVE) or os.environ.get("GEAR_TEST_CLOSE_ALL"))
+        return RabbitMQ(url, ctl, exclusive=exclusive, where=ENV_URL), ""
+    if (why := _docker_answers()) is not None:
+        return None, (
+            f"no RabbitMQ: set {ENV_URL}=amqp://guest:guest@127.0.0.1:5672/, or make a Docker engine "
+            f"answer for testcontainers (scripts/docker_engine.py start); Docker said {why}"
         )
-    return _start_container()
-
-
-_container: Any = None
-
-
-def _start_container() -> tuple[str | None, Callable[[Sequence[str]], str] | None, str]:
-    global _container
-    from testcontainers.rabbitmq import RabbitMqContainer
-
-    if _container is None:
-        _container = RabbitMqContainer("rabbitmq:3.13-management")
-        _container.start()
-    host = _container.get_container_host_ip()
-    port = _container.get_exposed_port(5672)
-    container = _container
-
-    def ctl(args: Sequence[str]) -> str:
-        code, output = container.exec(["rabbitmqctl", *args])
-        if code != 0:
-            raise RuntimeError(output.decode(errors="replace"))
-        return str(output.decode(errors="replace"))
-
-    return f"amqp://guest:guest@{host}:{port}/", ctl, ""
-
-
-def stop_container() -> None:
-    """Stop the testcontainers RabbitMQ if this session started one."""
-    global _container
-    if _container is not None:
-        _container.stop()
-        _container = None
+    container = RabbitMQContainer()
+    container.start()
+    where = f"container {container.name} ({container.image}) at {container.url}"
+    return RabbitMQ(container.url, container.ctl, exclusive=True, where=where, container=container), ""

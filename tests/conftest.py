@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from tests.backends import BrokerHandle, rabbitmq_url_or_skip_reason, stop_container
+from tests.backends import ENV_URL, BrokerHandle, RabbitMQ, find_rabbitmq
+from tests.rabbitmq_container import START_TIMEOUT
 
 
 def unique(prefix: str) -> str:
@@ -22,17 +24,35 @@ def pytest_report_header() -> str:
     return "client libraries: " + ", ".join(f"{p} {version(p)}" for p in ("aiormq", "aio-pika", "pamqp"))
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Without a RabbitMQ URL, the first test that asks for RabbitMQ may start its container: give it
+    the container's startup time on top of its own timeout."""
+    if os.environ.get(ENV_URL):
+        return
+    for item in items:
+        if item.get_closest_marker("rabbitmq") and {"broker", "rabbitmq"} & set(item.fixturenames):
+            if item.get_closest_marker("timeout") is None:
+                item.add_marker(pytest.mark.timeout(START_TIMEOUT + 60))
+            return
+
+
 @pytest.fixture(scope="session")
-def _rabbitmq() -> Iterator[tuple[str | None, object, str]]:
-    found = rabbitmq_url_or_skip_reason()
-    yield found
-    stop_container()
+def rabbitmq() -> Iterator[RabbitMQ]:
+    """The session's real RabbitMQ (see ``tests/backends.py``); skips the test when there is none.
+
+    Only tests that need RabbitMQ ask for it, so a run without them never starts a container.
+    """
+    found, reason = find_rabbitmq()
+    if found is None:
+        pytest.skip(reason)
+    try:
+        yield found
+    finally:
+        found.close()
 
 
 @pytest.fixture(params=["reference", pytest.param("rabbitmq", marks=pytest.mark.rabbitmq)])
-async def broker(
-    request: pytest.FixtureRequest, _rabbitmq: tuple[str | None, object, str]
-) -> AsyncIterator[BrokerHandle]:
+async def broker(request: pytest.FixtureRequest) -> AsyncIterator[BrokerHandle]:
     """A running broker: Gear's reference broker in-process, or a real RabbitMQ."""
     if request.param == "reference":
         from gear.broker import Broker
@@ -45,10 +65,8 @@ async def broker(
         finally:
             await handle.broker.stop()  # the one running now (a test may have restarted it)
         return
-    url, ctl, reason = _rabbitmq
-    if url is None:
-        pytest.skip(reason)
-    yield BrokerHandle(kind="rabbitmq", url=url, ctl=ctl)  # type: ignore[arg-type]
+    found: RabbitMQ = request.getfixturevalue("rabbitmq")
+    yield BrokerHandle(kind="rabbitmq", url=found.url, ctl=found.ctl, exclusive=found.exclusive)
 
 
 @pytest.fixture

@@ -30,9 +30,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import ssl
 from collections.abc import Awaitable
+from dataclasses import replace
 from typing import Any, Protocol
 
 import aiormq.exceptions as amqp
@@ -56,6 +58,8 @@ _CONNECT_ERRORS: tuple[type[BaseException], ...] = (*LIBRARY_ERRORS, ValueError)
 _CLOSE_ERRORS: tuple[type[BaseException], ...] = (*LIBRARY_ERRORS, TimeoutError, asyncio.CancelledError)
 _REOPEN_ERRORS: tuple[type[BaseException], ...] = (*LIBRARY_ERRORS, TimeoutError)
 _CLOSE_WAIT = 2.0
+_RETIRE_WAIT = 30.0
+"""Longest wait for the publishes on a renewed (old) publish channel to settle before closing it."""
 _BASIC_PUBLISH = b"\x00\x3c\x00\x28"
 """Class 60 (basic), method 40 (publish): the first bytes of a publish frame's payload."""
 _REOPEN_PAUSES = (0.0, 0.1, 0.5, 2.0)
@@ -172,6 +176,8 @@ class Link:
         self._closing_on_purpose = False
         self._failed = False
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._work: set[asyncio.Task[Any]] = set()
+        """Requests taken from this link's queues and still being handled (they ack on it)."""
         self._tags: dict[str, tuple[Any, str]] = {}
         self._pub_ready = asyncio.Event()
         self._pub_ready.set()
@@ -182,6 +188,10 @@ class Link:
         self._in_flight = 0
         self._drained = asyncio.Event()
         self._drained.set()
+        self._uses: dict[Any, int] = {}
+        """Publishes in flight per publish channel (an old one is closed once it has none)."""
+        self._retiring: dict[Any, asyncio.Event] = {}
+        self._renewing: asyncio.Task[None] | None = None
         self._pub_errors: list[float] = []
         self.publish_channel_reopens = 0
         heartbeat = int(getattr(conn.connection_tune, "heartbeat", 0) or 0)
@@ -194,7 +204,7 @@ class Link:
         conn.closing.add_done_callback(self._on_conn_closed)
         for ch in (type_ch, host_ch):
             ch.closing.add_done_callback(self._on_consumer_channel_closed)
-        pub.closing.add_done_callback(self._on_publish_channel_closed)
+        pub.closing.add_done_callback(functools.partial(self._on_publish_channel_closed, pub))
         if heartbeat:
             self._spawn(self._watch())
 
@@ -239,8 +249,8 @@ class Link:
         exc = None if fut.cancelled() else fut.exception()
         self._fail(f"a consumer channel closed ({describe(exc)[1]})")
 
-    def _on_publish_channel_closed(self, fut: asyncio.Future[Any]) -> None:
-        if self._closing_on_purpose or self._failed or self._conn.is_closed:
+    def _on_publish_channel_closed(self, channel: Any, fut: asyncio.Future[Any]) -> None:
+        if channel is not self._pub or self._closing_on_purpose or self._failed or self._conn.is_closed:
             return
         exc = None if fut.cancelled() else fut.exception()
         code, text = describe(exc)
@@ -266,8 +276,49 @@ class Link:
             return
         self._pub = pub
         self.publish_channel_reopens += 1
-        pub.closing.add_done_callback(self._on_publish_channel_closed)
+        pub.closing.add_done_callback(functools.partial(self._on_publish_channel_closed, pub))
         self._pub_ready.set()
+
+    async def renew_publish_channel(self, suspect: Any, until: float) -> None:
+        """Move publishing to a fresh channel unless that already happened since ``suspect`` was in
+        use; the old channel is closed once the publishes on it have settled.
+
+        For nacks during a RabbitMQ node loss: a channel opened while a quorum queue elects its
+        leader can be nacked for that queue for good (RabbitMQ 3.10), a fresh one is not.
+        """
+        if suspect is not self._pub or not self.is_open:
+            return
+        if self._renewing is None or self._renewing.done():
+            self._renewing = asyncio.ensure_future(self._renew())
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout_at(until):
+                await asyncio.shield(self._renewing)
+
+    async def _renew(self) -> None:
+        old = self._pub
+        self._pub_ready.clear()
+        try:
+            async with asyncio.timeout(max(1.0, self.dead_after or 10.0)):
+                pub = await self._conn.channel(publisher_confirms=True, on_return_raises=False)
+        except _REOPEN_ERRORS as exc:
+            self._fail(f"cannot open a new publish channel ({describe(exc)[1]})")
+            return
+        finally:
+            self._pub_ready.set()
+        self._pub = pub
+        pub.closing.add_done_callback(functools.partial(self._on_publish_channel_closed, pub))
+        idle = asyncio.Event()
+        if not self._uses.get(old):
+            idle.set()
+        self._retiring[old] = idle
+        self._spawn(self._close_when_idle(old, idle))
+
+    async def _close_when_idle(self, channel: Any, idle: asyncio.Event) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(idle.wait(), _RETIRE_WAIT)
+        self._retiring.pop(channel, None)
+        with contextlib.suppress(*_CLOSE_ERRORS):
+            await asyncio.wait_for(channel.close(), _CLOSE_WAIT)
 
     async def _watch(self) -> None:
         """Declare the link dead when the broker has been silent for too long: ``dead_after``
@@ -290,8 +341,26 @@ class Link:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def _spawn_work(self, coro: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._work.add(task)
+        task.add_done_callback(self._work.discard)
+
+    async def retire(self, grace: float) -> None:
+        """Leave this link gracefully for another one: stop consuming, let the requests taken from it
+        finish and the publishes on it settle (up to ``grace`` seconds), then close it."""
+        self._closing_on_purpose = True
+        await self.stop_consuming()
+        drained = asyncio.ensure_future(self._drained.wait())
+        try:
+            await asyncio.wait([*self._work, drained], timeout=grace)
+        finally:
+            drained.cancel()
+        await self.close()
+
     async def close(self) -> None:
-        """Close the connection on purpose (no ``on_closed`` event)."""
+        """Close the connection on purpose (no ``on_closed`` event). Requests still being handled
+        keep running; their acks find the channel gone and the broker requeues them."""
         self._closing_on_purpose = True
         for task in list(self._tasks):
             task.cancel()
@@ -326,7 +395,12 @@ class Link:
             for b in topology.bindings:
                 await ch.queue_bind(queue=b.queue, exchange=b.exchange, routing_key=b.routing_key)
         except (amqp.ChannelPreconditionFailed, amqp.ChannelAccessRefused) as exc:
-            raise ConfigurationError(f"broker refused Gear's topology: {describe(exc)[1]}") from exc
+            text = describe(exc)[1]
+            hint = ""
+            if "x-queue-type" in text:
+                hint = (" (the queue exists with another type: `quorum` was switched on or off; delete "
+                        "the old queue, e.g. rabbitmqctl delete_queue NAME, or use new HOST names)")
+            raise ConfigurationError(f"broker refused Gear's topology: {text}{hint}") from exc
         except LIBRARY_ERRORS as exc:
             raise ConnectionLostError(
                 f"declaring the topology on {self.where} failed: {describe(exc)[1]}"
@@ -341,7 +415,7 @@ class Link:
             ConnectionLostError: the channel or connection failed.
         """
         ch = self._type if which == "type" else self._host
-        read_deliveries(ch, queue, callback, self.writer, self._spawn)
+        read_deliveries(ch, queue, callback, self.writer, self._spawn_work)
         ch.on_consumer_cancel_callbacks.add(self._on_cancel)
         try:
             ok = await ch.basic_consume(queue, _never_called)
@@ -455,12 +529,22 @@ class Link:
             raise ConfigurationError(f"cannot encode the message for {routing_key!r}: {exc}") from exc
         self._in_flight += 1
         self._drained.clear()
+        self._uses[ch] = self._uses.get(ch, 0) + 1
         try:
-            return await send(ch, payload, message_id, until)
+            result = await send(ch, payload, message_id, until)
+            return result if result.outcome is not Outcome.NACKED else replace(result, channel=ch)
         finally:
             self._in_flight -= 1
             if not self._in_flight:
                 self._drained.set()
+            left = self._uses[ch] - 1
+            if left:
+                self._uses[ch] = left
+            else:
+                del self._uses[ch]
+                idle = self._retiring.get(ch)
+                if idle is not None:
+                    idle.set()
 
 
 async def _never_called(message: Any) -> None:  # pragma: no cover - the reader is replaced

@@ -52,6 +52,8 @@ class PublishResult:
     outcome: Outcome
     reason: str = ""
     reply_code: int | None = None
+    channel: Any = None
+    """For ``NACKED``: the channel that nacked it (see ``Link.renew_publish_channel``)."""
 
     @property
     def maybe_routed(self) -> bool:

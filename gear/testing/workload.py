@@ -49,6 +49,8 @@ class Ledger:
     untyped: list[str] = field(default_factory=list)
     hung: list[str] = field(default_factory=list)
     casts_confirmed: set[str] = field(default_factory=set)
+    cast_started: dict[str, float] = field(default_factory=dict)
+    """Loop time at which each cast was sent (its first attempt)."""
     casts_unknown: set[str] = field(default_factory=set)
     casts_received: Counter[str] = field(default_factory=Counter)
     handled: Counter[str] = field(default_factory=Counter)
@@ -65,6 +67,10 @@ class Ledger:
     def lost(self) -> set[str]:
         """Casts the broker confirmed that no server received."""
         return self.casts_confirmed - set(self.casts_received)
+
+    def only_casts_sent_after(self, since: float) -> None:
+        """Forget the casts sent before loop time ``since`` (e.g. into a queue that was deleted)."""
+        self.casts_confirmed = {t for t in self.casts_confirmed if self.cast_started[t] >= since}
 
     @property
     def handled_twice(self) -> int:
@@ -224,6 +230,7 @@ class Workload:
         token = f"c{n}"
         budget = 3 * self._timeout
         started = loop.time()
+        ledger.cast_started[token] = started
         try:
             if await self._client.rpc.cast(self._type, "wl.note", token, retry_budget=budget):
                 ledger.casts_confirmed.add(token)

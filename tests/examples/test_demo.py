@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 from typer.testing import CliRunner
 
 from cli.main import app
+from tests.backends import RabbitMQ
 
 SECTIONS = {
     "point-to-point": "'put' was delivered to:",
@@ -51,11 +51,8 @@ def test_demo_json_reports_every_check() -> None:
 
 
 @pytest.mark.rabbitmq
-def test_demo_against_rabbitmq() -> None:
-    url = os.environ.get("GEAR_TEST_AMQP_URL")
-    if not url:
-        pytest.skip("set GEAR_TEST_AMQP_URL=amqp://guest:guest@127.0.0.1:5672/ to run the demo on RabbitMQ")
-    result = CliRunner().invoke(app, ["demo", "--url", url])
+def test_demo_against_rabbitmq(rabbitmq: RabbitMQ) -> None:
+    result = CliRunner().invoke(app, ["demo", "--url", rabbitmq.url])
     assert result.exit_code == 0, result.output
     assert "REPO_demo.repo1" in result.stdout
     assert "UNEXPECTED" not in result.stdout

@@ -235,3 +235,71 @@ async def test_reconnect_supervisor_survives_an_injected_exception(
     assert all(r.exc_info for r in traces)
     assert all(s.connected for s in [*rig.servers, rig.client] if s is not None)
     rig.report("exception injected into reconnect", recovery_s=round(recovery, 2))
+
+
+async def test_queues_deleted_behind_the_services_backs(rig: Rig) -> None:
+    """The seed's lost-queue incident: the shared TYPE queue and an instance queue vanish while
+    traffic flows. The services re-create them without a restart; callers see typed errors at worst."""
+    import aiormq
+
+    rig.build()
+    await rig.fleet.start()
+    async with rig.workload(call_timeout=3.0):
+        await asyncio.sleep(0.5)
+        conn = await aiormq.connect(rig.broker.url)
+        try:
+            ch = await conn.channel()
+            await ch.queue_delete(queue=rig.type_)
+            await ch.queue_delete(queue=f"{rig.type_}.h1")
+        finally:
+            await conn.close()
+        since = asyncio.get_running_loop().time()
+        recovery = await _recovered(rig, since)
+        await eventually(lambda: all(s.connected for s in rig.servers), what="servers serving again")
+        await asyncio.sleep(1.0)
+    # casts sent before the deletion may have gone with the deleted queue (the operator deleted
+    # them); every cast sent after it must arrive
+    rig.ledger.only_casts_sent_after(since)
+    await _settle(rig)
+    rig.ledger.check()
+    assert all(s.stats["reconnects"] >= 1 for s in rig.servers)  # the consumer cancel rebuilt them
+    rig.report("TYPE and TYPE.HOST queues deleted", recovery_s=round(recovery, 2))
+
+
+
+async def test_a_nack_is_retried_on_a_fresh_channel_then_not_confirmed(rig: Rig) -> None:
+    """Nacks are transient during a cluster node loss (and a channel opened during a quorum leader
+    election stays nacked): a nacked message is tried twice more, each time on a fresh publish channel;
+    a third nack is NotConfirmedError. The connection and everyone else's calls are untouched."""
+    import aiormq
+
+    from gear.tracing.api import Attr, EventName
+    from gear.tracing.tracer import InMemoryTracer
+
+    tracer = InMemoryTracer()
+    rig.build()
+    sender = rig.fleet.service(rig.type_ + "N", "n1", serve=False, tracer=tracer)
+    await rig.fleet.start()
+    full = rig.type_ + "FULL"
+    conn = await aiormq.connect(rig.broker.url)
+    try:
+        ch = await conn.channel()
+        await ch.queue_declare(full, arguments={"x-max-length": 1, "x-overflow": "reject-publish"})
+        await ch.queue_bind(full, rig.fleet.exchange, routing_key=f"{full}.h1")
+        async with rig.workload():
+            assert await sender.rpc.cast(f"{full}.h1", "store", 1) is True  # fills the queue
+            with pytest.raises(gear.NotConfirmedError, match="3 time"):
+                await sender.rpc.cast(f"{full}.h1", "store", 2)
+            await asyncio.sleep(0.3)
+        nacks = tracer.named(EventName.NACK)
+        assert len(nacks) == 3
+        retries = [e for e in tracer.named(EventName.REPUBLISH) if e.attributes.model_dump(by_alias=True)
+                   .get(Attr.REPUBLISH_REASON) == "nack"]
+        assert len(retries) == 2
+        assert sender.stats["reconnects"] == 0
+        assert await sender.rpc.call(f"{rig.type_}.h1", "wl.echo", 7) == 7
+    finally:
+        await ch.queue_delete(full)
+        await conn.close()
+    await _settle(rig)
+    rig.ledger.check()

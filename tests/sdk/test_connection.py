@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from typing import Any
 
 import pytest
 
 import gear
 from gear.testing import ProxyMode, SilentServer, TCPProxy
-from tests.backends import BrokerHandle
+from tests.backends import ENV_DISRUPTIVE, BrokerHandle
 from tests.conftest import unique
 from tests.sdk.conftest import Fleet, eventually
 
@@ -37,9 +36,8 @@ async def _cut(broker: BrokerHandle, proxy: TCPProxy, via: str) -> None:
 
 @pytest.mark.parametrize("via", ["proxy", "broker"])
 async def test_forced_close_during_a_stream_of_calls(fleet: Fleet, via: str) -> None:
-    if via == "broker" and not fleet.broker.is_reference and not os.environ.get("GEAR_TEST_CLOSE_ALL"):
-        pytest.skip("close_all_connections on a shared RabbitMQ disturbs its other users; "
-                    "set GEAR_TEST_CLOSE_ALL=1")
+    if via == "broker" and not fleet.broker.may_disrupt:
+        pytest.skip(f"close_all_connections on a shared RabbitMQ disturbs others; set {ENV_DISRUPTIVE}=1")
     repo = unique("REPO")
     async with TCPProxy.for_url(fleet.broker.url) as proxy:
         url = proxy.url(fleet.broker.url)
@@ -215,3 +213,43 @@ async def test_redelivery_after_a_cut_runs_an_idempotent_handler_once(fleet: Fle
         await eventually(lambda: server.stats["duplicates"] >= 1, what="the redelivery was recognised")
         assert runs == [5]  # the redelivered copy did not run the handler again
         assert await web.rpc.call(f"{repo}.h1", "charge", 6, timeout=10) == 2
+
+
+async def test_failback_to_the_first_choice_broker() -> None:
+    """Failed over to its second broker, an instance moves back once its first choice returns."""
+    from dataclasses import replace
+
+    from gear.broker import Broker
+    from gear.redact import mask_url
+
+    first, second = Broker(port=0), Broker(port=0)
+    await first.start()
+    await second.start()
+    repo = unique("REPO")
+    svc = gear.Service(repo, "h1", url=[first.url, second.url], failback_interval=0.2,
+                       reconnect_initial=0.05, connect_wait=5, drain_timeout=1)
+    svc.handler("echo")(_echo)
+    try:
+        await svc.start()
+        home_url = svc.health()["broker"]
+        home, other = (first, second) if home_url == mask_url(first.url) else (second, first)
+        port = home.port
+        await home.stop()
+        await eventually(lambda: svc.health()["broker"] == mask_url(other.url), what="failover")
+        home = Broker(replace(home.config, port=port))
+        await home.start()
+        await eventually(lambda: svc.stats["failbacks"] == 1, what="failback")
+        assert svc.health()["broker"] == home_url
+        assert svc.state is gear.ServiceState.READY
+        async with gear.Service.client(url=home.url) as client:  # it serves on its first choice again
+            assert await client.rpc.call(f"{repo}.h1", "echo", 5, timeout=5) == 5
+    finally:
+        await svc.stop()
+        await first.stop()
+        await second.stop()
+        with contextlib.suppress(Exception):
+            await home.stop()
+
+
+async def _echo(n: int) -> int:
+    return n

@@ -43,6 +43,7 @@ def test_topology_options() -> None:
     quorum = gear.Topology.for_service("REPO", "h2", quorum=True)
     assert quorum.type_queue is not None
     assert quorum.type_queue.arguments == {"x-queue-type": "quorum"}
+    assert quorum.host_queue.arguments == {"x-queue-type": "quorum", "x-expires": 600_000}
     client = gear.Topology.for_service("CLI", "c1", serve=False)
     assert client.type_queue is None
     assert [b.routing_key for b in client.bindings] == ["CLI.c1"]

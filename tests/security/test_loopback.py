@@ -76,9 +76,7 @@ async def test_allow_guest_remote_lets_guest_in(netns: Namespace) -> None:
 async def test_rabbitmq_refuses_guest_from_another_host(
     netns: Namespace, request: pytest.FixtureRequest
 ) -> None:
-    url, _ctl, reason = request.getfixturevalue("_rabbitmq")
-    if url is None:
-        pytest.skip(reason)
+    url = request.getfixturevalue("rabbitmq").url
     port = urllib.parse.urlsplit(url).port or 5672
     with socket.socket() as probe:
         probe.settimeout(2)

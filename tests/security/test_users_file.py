@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,6 +16,7 @@ import pytest
 
 from gear.broker.access import verify_password
 from gear.broker.definitions import parse_definitions
+from tests.backends import RabbitMQ
 from tests.conftest import unique
 
 GEAR = [sys.executable, "-c", "from cli.main import app; app()"]
@@ -87,23 +86,12 @@ async def test_broker_serves_the_users_of_its_file(tmp_path: Path) -> None:
         proc.communicate(timeout=20)
 
 
-def _world_readable(data: Any) -> Path:
-    """A JSON file the rabbitmq user can read (``import_definitions`` reads it as the node)."""
-    shared = Path(tempfile.mkdtemp(prefix="gear-defs-"))
-    shared.chmod(0o755)
-    path = shared / "import.json"
-    path.write_text(json.dumps(data))
-    path.chmod(0o644)
-    return path
-
-
 @pytest.mark.rabbitmq
 async def test_hashes_are_interchangeable_with_rabbitmq(
     tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    url, ctl, reason = request.getfixturevalue("_rabbitmq")
-    if url is None:
-        pytest.skip(reason)
+    rabbitmq: RabbitMQ = request.getfixturevalue("rabbitmq")
+    url, ctl = rabbitmq.url, rabbitmq.ctl
     if ctl is None:
         pytest.skip("this RabbitMQ cannot be configured from the tests (no rabbitmqctl)")
     run: Callable[[Sequence[str]], Any] = ctl
@@ -119,7 +107,7 @@ async def test_hashes_are_interchangeable_with_rabbitmq(
         assert not verify_password(user.password_hash, "not-it", algorithm=user.algorithm)
 
         stored = _gear("hash-password", "--stdin", stdin="our-secret\n").stdout.strip()
-        definitions = _world_readable(
+        definitions = json.dumps(
             {
                 "users": [
                     {
@@ -132,10 +120,8 @@ async def test_hashes_are_interchangeable_with_rabbitmq(
             }
         )
         made.append(ours)
-        try:
-            run(["import_definitions", str(definitions)])
-        finally:
-            shutil.rmtree(definitions.parent)
+        with rabbitmq.file_for_node(definitions) as path:  # import_definitions reads it as the node
+            run(["import_definitions", path])
         host = url.split("@", 1)[1]
         # Our hash verifies in RabbitMQ: the login passes (the user has no vhost, so open is refused).
         with pytest.raises(aiormq.exceptions.AMQPError) as info:
