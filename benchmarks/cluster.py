@@ -410,7 +410,10 @@ def prototype_quorum_instance_queues() -> str:
 
 async def amain(args: argparse.Namespace) -> None:
     logging.basicConfig(level=logging.ERROR)
-    args.instance_queues = "durable classic (the SDK's)"
+    from gear.topology import Topology
+
+    sdk_queue = Topology.for_service("PROBE", "h1", quorum=True).host_queue.arguments.get("x-queue-type")
+    args.instance_queues = f"{sdk_queue or 'durable classic'} (the SDK's)"
     if args.quorum_instance_queues:
         args.instance_queues = prototype_quorum_instance_queues()
     logging.getLogger("aiormq").setLevel(logging.CRITICAL)
