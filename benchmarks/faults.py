@@ -5,10 +5,12 @@ round-robin calls, gathers and persistent casts from one client to two servers, 
 proxy) with Gear's default settings, injects one fault, and prints one row::
 
     broker | scenario | calls | ok | typed errors | hung | casts confirmed | lost | handled twice
-           | recovery s | max loop lag s
+           | twice on one instance | recovery s | max loop lag s
 
 *hung*: ended more than 0.5 s after its deadline; *lost*: confirmed by the broker, never consumed;
-*handled twice*: a request whose handler ran twice (at-least-once redelivery); *recovery*: from the
+*handled twice*: a request whose handler ran twice (at-least-once redelivery), *twice on one
+instance*: of those, the ones that ran twice on the same server (the duplicate window's job; the rest
+are round-robin redeliveries to the other server); *recovery*: from the
 fault (or the broker's return) to the end of the first successful call started after it.
 
 Usage::
@@ -44,7 +46,9 @@ from gear.testing.workload import Ledger, Workload, serve_workload
 __all__ = ("main",)
 
 HOSTS = ("h1", "h2")
-COLUMNS = ("calls", "ok", "typed errors", "hung", "casts confirmed", "lost", "handled twice")
+COLUMNS = (
+    "calls", "ok", "typed errors", "hung", "casts confirmed", "lost", "handled twice", "twice on one instance"
+)
 
 
 @dataclasses.dataclass
@@ -318,7 +322,8 @@ def _print(rows: list[tuple[str, str, dict[str, Any], float | None]], seconds: f
     print("|" + "---|" * len(head))
     for kind, name, row, recovery in rows:
         if not row:
-            print(f"| {kind} | {name} | " + " | ".join(["(skipped: needs --disruptive)"] + [""] * 9) + " |")
+            blanks = [""] * (len(COLUMNS) + 1)
+            print(f"| {kind} | {name} | " + " | ".join(["(skipped: needs --disruptive)", *blanks]) + " |")
             continue
         cells = [str(row[c]) for c in COLUMNS]
         rec = "never" if recovery is None else f"{recovery:.2f}"

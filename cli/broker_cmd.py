@@ -13,7 +13,7 @@ import typer
 from cli.options import LogLevelOpt, log_level
 from cli.output import ExitCode, configure_logging, fail
 from cli.signals import run_until_signal
-from gear.redact import mask_url
+from gear import mask_url
 
 __all__ = ("broker", "hash_password_command", "parse_user", "parse_watermark", "register")
 
@@ -155,8 +155,7 @@ def broker(
     declared durable or published as persistent. Use RabbitMQ for anything that must survive a restart
     or span several machines.
     """
-    from gear.broker import BrokerConfig, serve
-    from gear.broker.definitions import DefinitionsError, load_definitions
+    from gear.broker import BrokerConfig, DefinitionsError, load_definitions, serve
 
     configure_logging(log_level(level))
     tls = tls_cert is not None
@@ -210,7 +209,7 @@ def hash_password_command(
     The password is asked for without echo (twice), or read from stdin; it is never an argument, so
     it stays out of the shell history and the process list.
     """
-    from gear.broker.access import hash_password
+    from gear.broker import hash_password
 
     if stdin:
         password = sys.stdin.readline().rstrip("\r\n")

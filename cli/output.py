@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 import typer
 from pydantic import BaseModel
 
-from gear.errors import (
+from gear import (
     BadPayloadError,
     CallTimeoutError,
     ConfigurationError,
@@ -31,8 +31,9 @@ from gear.errors import (
     GearError,
     MethodNotFoundError,
     RemoteError,
+    mask_secrets,
+    mask_url,
 )
-from gear.redact import mask_secrets, mask_url
 
 __all__ = (
     "EXIT_CODES_HELP",

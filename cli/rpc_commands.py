@@ -14,7 +14,7 @@ import typer
 from cli.client import CLI_TYPE, Target, connect
 from cli.options import DataFileOpt, DataOpt, ExchangeOpt, JsonOpt, TimeoutOpt, UrlOpt, load_payload, target
 from cli.output import ExitCode, Renderer, fail, map_errors
-from gear.address import Address
+from gear import Address
 
 __all__ = ("PING_METHOD", "register", "run_call", "run_cast", "run_gather")
 

@@ -8,8 +8,7 @@ import typer
 
 from cli.options import JsonOpt
 from cli.output import ExitCode, Renderer, fail
-from gear.address import default_host
-from gear.topology import Topology
+from gear import Settings, Topology
 
 __all__ = ("register", "topology")
 
@@ -34,7 +33,7 @@ def topology(
     try:
         topo = Topology.for_service(
             type_,
-            host or default_host(),
+            host or Settings().host,
             exchange=exchange,
             quorum=quorum,
             instance_queue_ttl=instance_queue_ttl,

@@ -6,6 +6,11 @@ must ask the REPO instance that holds the key. Here that is just an ``await`` in
 nested call inherits what is left of the caller's deadline, so a slow REPO makes the whole chain fail in
 time instead of leaving the caller waiting after CTRL gave up.
 
+``export`` is the same case for code that blocks (a report library, a database driver without asyncio):
+a plain ``def`` handler runs in a worker thread and makes its nested calls through ``svc.rpc.sync``,
+the blocking twin of ``svc.rpc`` with the same deadline inheritance and errors. Between calls it checks
+``gear.cancelled()``: once the caller's deadline has passed nobody reads the answer, so it stops early.
+
 Every CTRL instance also listens for the multicast ``CTRL.*`` ``reload`` (a new configuration, here the
 REPO hash ring) and the broadcast ``*.*`` ``refresh``.
 
@@ -17,13 +22,23 @@ Run one instance::
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import gear
 from examples import repo
 from examples.hashring import HashRing
-from examples.models import InstanceStatus, ItemFound, ItemQuery, Refresh, ReloadConfig, StatusQuery
+from examples.models import (
+    ExportQuery,
+    ExportReport,
+    InstanceStatus,
+    ItemFound,
+    ItemQuery,
+    Refresh,
+    ReloadConfig,
+    StatusQuery,
+)
 from gear.tracing.api import Tracer
 
 __all__ = ("DEFAULT_TYPE", "CtrlState", "create_service", "repo_hosts_from_env")
@@ -74,6 +89,32 @@ def create_service(
         found: ItemFound = await svc.rpc.call(f"{repo_type}.{owner}", "get", query, result_type=ItemFound)
         return found.model_copy(
             update={"ctrl_host": svc.host, "budget_ms": None if budget is None else round(budget * 1000)}
+        )
+
+    @svc.handler("export")
+    def export(query: ExportQuery) -> ExportReport:
+        # A plain def: it runs in a worker thread and may block. It cannot await, so svc.rpc.sync
+        # makes the same nested calls from this thread, inheriting this request's deadline.
+        state.handled += 1
+        values: dict[str, str | None] = {}
+        for key in query.keys:
+            if gear.cancelled():  # the caller's deadline passed: nobody waits for the rest
+                break
+            owner = state.ring.host_for(key)
+            found = svc.rpc.sync.call(
+                f"{repo_type}.{owner}", "get", ItemQuery(key=key), result_type=ItemFound
+            )
+            values[found.key] = found.value
+        census = svc.rpc.sync.gather(
+            f"{repo_type}.*", "status", StatusQuery(), expected=len(state.ring.hosts)
+        )
+        held = sum(InstanceStatus.model_validate(reply.result).items for reply in census if reply.ok)
+        return ExportReport(
+            ctrl_host=svc.host,
+            thread=threading.current_thread().name,
+            values=values,
+            repo_items=held,
+            complete=len(values) == len(set(query.keys)),
         )
 
     @svc.handler("reload")

@@ -11,6 +11,8 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = (
+    "ExportQuery",
+    "ExportReport",
     "InstanceStatus",
     "Item",
     "ItemFound",
@@ -58,6 +60,22 @@ class ItemFound(_Payload):
     budget_ms: float | None = Field(
         default=None, description="time left of the caller's deadline when CTRL asked REPO"
     )
+
+
+class ExportQuery(_Payload):
+    """Which keys CTRL's ``export`` puts in its report."""
+
+    keys: list[str] = Field(min_length=1, max_length=100)
+
+
+class ExportReport(_Payload):
+    """What ``export`` (a plain handler) found, and how it ran."""
+
+    ctrl_host: str
+    thread: str = Field(description="the worker thread the plain handler ran in")
+    values: dict[str, str | None] = Field(description="key -> value, each asked of its REPO")
+    repo_items: int = Field(description="keys held by all REPO instances that answered the gather")
+    complete: bool = Field(description="False when the deadline passed before every key was asked")
 
 
 class StatusQuery(_Payload):

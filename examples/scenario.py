@@ -1,4 +1,5 @@
-"""The demo's script: each routing form, the nested call, and the errors a caller can get.
+"""The demo's script: each routing form, the nested calls (from async and plain handlers), and the
+errors a caller can get.
 
 ``run_scenario`` drives a :class:`~examples.system.System` from its WEB instance and reports every step
 through ``say`` (one line at a time), so ``gear demo`` prints it and tests read it. Each step also checks
@@ -197,8 +198,24 @@ async def _errors(system: System, say: Say, outcome: Outcome) -> None:
             outcome.check(f"error {expected.__name__}", False)
 
 
+async def _blocking_handler(system: System, say: Say, outcome: Outcome) -> None:
+    say("6. plain handler   CTRL export: a blocking def handler asks REPO from its worker thread")
+    say("                   (svc.rpc.sync: the same calls and deadline, without blocking the event loop)")
+    keys = list(KEYS)
+    report = await system.web.export(keys, timeout=5.0)
+    name = f"{system.names.ctrl}.{report.ctrl_host}"
+    values_ok = report.values == KEYS and report.complete
+    say(f"   export {len(keys)} keys -> {name}, in thread {report.thread}: "
+        f"{len(report.values)} values  {_mark(values_ok)}")
+    say(f"   and a gather from the same thread: the REPOs hold {report.repo_items} keys "
+        f" {_mark(report.repo_items == len(KEYS))}")
+    outcome.check("plain handler: nested calls from its thread", values_ok)
+    outcome.check("plain handler: ran in a worker thread", not report.thread.startswith("MainThread"))
+    outcome.check("plain handler: gather from its thread", report.repo_items == len(KEYS))
+
+
 async def _deadline(system: System, say: Say, outcome: Outcome) -> None:
-    say("6. deadlines       a REPO instance stops; WEB looks up one of its keys with a 1 s budget")
+    say("7. deadlines       a REPO instance stops; WEB looks up one of its keys with a 1 s budget")
     victim = system.repos[-1]
     key = next((k for k in KEYS if system.web.repo_for(k).endswith(f".{victim.host}")), "alice")
     await victim.stop()
@@ -225,7 +242,7 @@ async def _deadline(system: System, say: Say, outcome: Outcome) -> None:
 async def run_scenario(system: System, say: Say) -> Outcome:
     """Run every step against ``system``; ``say`` receives the report line by line."""
     outcome = Outcome()
-    for step in (_point_to_point, _stateless, _multicast, _broadcast, _errors, _deadline):
+    for step in (_point_to_point, _stateless, _multicast, _broadcast, _errors, _blocking_handler, _deadline):
         await step(system, say, outcome)
         say("")
     return outcome

@@ -33,6 +33,8 @@ import gear
 from examples import ctrl, repo
 from examples.hashring import HashRing
 from examples.models import (
+    ExportQuery,
+    ExportReport,
     InstanceStatus,
     Item,
     ItemFound,
@@ -78,6 +80,13 @@ class Web:
             self.ctrl_type, "lookup", ItemQuery(key=key), timeout=timeout, result_type=ItemFound
         )
         return found
+
+    async def export(self, keys: Sequence[str], timeout: float = 5.0) -> ExportReport:  # noqa: ASYNC109
+        """Ask any CTRL for a report on ``keys``; its plain handler asks each owning REPO in turn."""
+        query = ExportQuery(keys=list(keys))
+        return await self.service.rpc.call(
+            self.ctrl_type, "export", query, timeout=timeout, result_type=ExportReport
+        )
 
     async def reload(self, version: int, repo_hosts: Sequence[str] = ()) -> None:
         """Push configuration ``version`` to every CTRL instance (multicast, fire-and-forget)."""

@@ -1,38 +1,56 @@
-"""Gear: RPC for Python services over RabbitMQ."""
+"""Gear: RPC for Python services over RabbitMQ.
+
+The names below are loaded on first use, so that ``import gear.broker`` (the reference broker) and
+``import gear.pipeline`` (what Spark executors unpickle) load neither the SDK nor its AMQP client;
+``tests/test_package.py`` checks these import rules in fresh interpreters.
+"""
 
 from __future__ import annotations
 
-from gear.address import Address, Route
-from gear.context import RequestContext, current_deadline, current_request, remaining_budget
-from gear.errors import (
-    BadPayloadError,
-    CallTimeoutError,
-    ConfigurationError,
-    ConnectError,
-    ConnectionLostError,
-    DeliveryError,
-    GearError,
-    MethodNotFoundError,
-    NotConfirmedError,
-    OutcomeUnknownError,
-    PayloadTooLargeError,
-    PublishRefusedError,
-    RemoteError,
-    UnroutableError,
-)
-from gear.reconnect import ServiceState
-from gear.reply import Reply
-from gear.rpc import RPC
-from gear.service import Service
-from gear.settings import Settings
-from gear.topology import Topology
+import importlib
+from typing import TYPE_CHECKING, Any
 
-Client = Service.client
-"""``gear.Client(url=...)``: a calling-only instance (see :meth:`Service.client`)."""
+if TYPE_CHECKING:
+    from gear.address import Address, Route
+    from gear.context import (
+        RequestContext,
+        cancelled,
+        current_deadline,
+        current_request,
+        remaining_budget,
+    )
+    from gear.errors import (
+        BadPayloadError,
+        BadResultError,
+        CallTimeoutError,
+        ConfigurationError,
+        ConnectError,
+        ConnectionLostError,
+        DeliveryError,
+        GearError,
+        MethodNotFoundError,
+        NotConfirmedError,
+        OutcomeUnknownError,
+        PayloadTooLargeError,
+        PublishRefusedError,
+        RemoteError,
+        UnroutableError,
+    )
+    from gear.reconnect import ServiceState
+    from gear.redact import mask_secrets, mask_url
+    from gear.reply import Reply
+    from gear.rpc import RPC
+    from gear.service import Service
+    from gear.settings import Settings
+    from gear.sync import SyncRPC
+    from gear.topology import Topology
+
+    Client = Service.client
 
 __all__ = (
     "Address",
     "BadPayloadError",
+    "BadResultError",
     "CallTimeoutError",
     "Client",
     "ConfigurationError",
@@ -53,9 +71,55 @@ __all__ = (
     "Service",
     "ServiceState",
     "Settings",
+    "SyncRPC",
     "Topology",
     "UnroutableError",
+    "cancelled",
     "current_deadline",
     "current_request",
+    "mask_secrets",
+    "mask_url",
     "remaining_budget",
 )
+
+_HOME = {
+    **dict.fromkeys(("Address", "Route"), "gear.address"),
+    **dict.fromkeys(
+        ("RequestContext", "cancelled", "current_deadline", "current_request", "remaining_budget"),
+        "gear.context",
+    ),
+    **dict.fromkeys(
+        (
+            "BadPayloadError", "BadResultError", "CallTimeoutError", "ConfigurationError", "ConnectError",
+            "ConnectionLostError", "DeliveryError", "GearError", "MethodNotFoundError",
+            "NotConfirmedError", "OutcomeUnknownError", "PayloadTooLargeError", "PublishRefusedError",
+            "RemoteError", "UnroutableError",
+        ),
+        "gear.errors",
+    ),
+    "ServiceState": "gear.reconnect",
+    **dict.fromkeys(("mask_secrets", "mask_url"), "gear.redact"),
+    "Reply": "gear.reply",
+    "RPC": "gear.rpc",
+    "Service": "gear.service",
+    "Settings": "gear.settings",
+    "SyncRPC": "gear.sync",
+    "Topology": "gear.topology",
+}
+"""Public name -> the module that defines it."""
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Client":
+        # ``gear.Client(url=...)``: a calling-only instance (see ``Service.client``)
+        value: Any = importlib.import_module("gear.service").Service.client
+    elif name in _HOME:
+        value = getattr(importlib.import_module(_HOME[name]), name)
+    else:
+        raise AttributeError(f"module 'gear' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

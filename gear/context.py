@@ -3,16 +3,29 @@
 A handler's nested ``svc.rpc.call(...)`` reads the current request from a context variable: it inherits
 the remaining budget (its deadline is never later than the one it serves), the trace id, and records the
 served request as its parent. Plain (thread-pool) handlers see the same context: it is copied into the
-worker thread.
+worker thread, and from there onto the event loop by ``svc.rpc.sync``.
+
+An async handler still running at its deadline is cancelled. A plain one cannot be interrupted, so it
+reads :func:`cancelled` (or :func:`remaining_budget`) between steps and gives up by itself::
+
+    @svc.handler("export")
+    def export(keys: list[str]) -> list[str]:
+        rows = []
+        for key in keys:
+            if gear.cancelled():          # the caller's deadline passed, or the service is stopping
+                break
+            rows.append(svc.rpc.sync.call("REPO.h1", "get", key))
+        return rows
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-__all__ = ("RequestContext", "current_deadline", "current_request", "remaining_budget")
+__all__ = ("RequestContext", "cancelled", "current_deadline", "current_request", "remaining_budget")
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +40,9 @@ class RequestContext:
         trace_id: the call tree's trace id.
         attempt: which publish attempt delivered it (1 unless it was republished).
         redelivered: the broker's redelivered flag.
+        cancel_at_deadline: the handler gives up at the deadline (``False`` for handlers registered
+            with ``cancel_at_deadline=False``).
+        stopping: set when the service stops and gives up on handlers still running.
     """
 
     request_id: str
@@ -36,11 +52,21 @@ class RequestContext:
     trace_id: str | None
     attempt: int = 1
     redelivered: bool = False
+    cancel_at_deadline: bool = True
+    stopping: threading.Event | None = field(default=None, repr=False, compare=False)
 
     @property
     def remaining(self) -> float | None:
         """Seconds left until the deadline (may be negative), or ``None``."""
         return None if self.deadline is None else self.deadline - time.time()
+
+    @property
+    def cancelled(self) -> bool:
+        """True when the handler should stop: its deadline passed (unless it opted out) or the service
+        gave up on it while stopping. Its result would not be sent."""
+        if self.stopping is not None and self.stopping.is_set():
+            return True
+        return self.cancel_at_deadline and self.deadline is not None and time.time() >= self.deadline
 
 
 _current: ContextVar[RequestContext | None] = ContextVar("gear_request", default=None)
@@ -61,6 +87,13 @@ def remaining_budget() -> float | None:
     """Seconds left for the request being served, or ``None`` outside handlers."""
     ctx = _current.get()
     return None if ctx is None else ctx.remaining
+
+
+def cancelled() -> bool:
+    """True when the handler being served should stop (see :attr:`RequestContext.cancelled`);
+    ``False`` outside handlers."""
+    ctx = _current.get()
+    return ctx is not None and ctx.cancelled
 
 
 def _set(ctx: RequestContext | None) -> object:

@@ -1,10 +1,20 @@
-"""The serving side: handler registry, payload validation, execution, replies, expiry, idempotency.
+"""The serving side: deliveries to handler runs and replies, expiry, duplicates, deadlines, draining.
 
 A request delivery becomes one task owned by Gear (not by the AMQP channel, so a connection loss does
 not kill a handler mid-way). The task drops the request if its absolute deadline already passed,
-checks the handler's idempotency window, validates the JSON payload against the handler's first
-parameter's type hint (pydantic), runs the handler (plain functions in a thread pool, so they never
-starve heartbeats), publishes the reply (JSON; errors as ``ErrorBody``) and only then acks the request.
+checks the duplicate window (a request id seen before gets the first run's reply, see
+``gear.duplicates``), validates the JSON payload against the handler's first parameter's type hint
+(pydantic), runs the handler (plain functions in a thread pool, so they never starve heartbeats),
+publishes the reply (JSON; errors as ``ErrorBody``) and only then acks the request.
+
+Deadlines bound the run too: an async handler still running at its request's deadline is cancelled
+(``gear.deadline``: one timer for all of them), a plain one that had no free thread by then is not run,
+and one that finishes after it (it can watch ``gear.cancelled()``) has its result dropped; in
+all cases no reply is sent (the caller already gave up) and ``cancelled`` counts it. Handlers
+registered with ``cancel_at_deadline=False`` run to the end and reply.
+
+On stop the dispatcher stops accepting (new requests stay unacknowledged, so the broker requeues
+them), drains what is running, and finally abandons what is left (cancelled, not acknowledged).
 """
 
 from __future__ import annotations
@@ -14,19 +24,19 @@ import contextvars
 import inspect
 import json
 import logging
+import threading
 import time
-import typing
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
 from typing import Any
 
 import pydantic_core
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from gear.adapter import Delivery, ack
 from gear.context import RequestContext, _current
+from gear.deadline import Deadlines
+from gear.duplicates import DuplicateWindow, Outcome
 from gear.envelope import METHOD, STATUS, EnvelopeError, ErrorBody, Kind, Meta, parse_meta
 from gear.errors import (
     ConfigurationError,
@@ -35,66 +45,15 @@ from gear.errors import (
     PayloadTooLargeError,
     RemoteError,
 )
+from gear.handler import Handler, check_method_name, validate_payload
 from gear.publisher import Outgoing, Publisher
 from gear.reply import Reply, decode_reply
 from gear.rpc import RPC
 from gear.tracing.api import Attr, EventName, NullTracer, Tracer
 
-__all__ = ("Dispatcher", "Handler")
+__all__ = ("Dispatcher",)
 
 log = logging.getLogger("gear.dispatch")
-
-_ANY = TypeAdapter(Any)
-
-
-@dataclass(slots=True, eq=False)
-class Handler:
-    """A registered method: the function and how its payload is validated."""
-
-    name: str
-    func: Callable[..., Any]
-    is_async: bool
-    payload: TypeAdapter[Any] | None
-    window: float | None = None
-    seen: OrderedDict[str, tuple[float, tuple[bool, bytes] | None]] = field(default_factory=OrderedDict)
-
-    @classmethod
-    def build(
-        cls,
-        name: str,
-        func: Callable[..., Any],
-        window: float | None,
-        localns: dict[str, Any] | None = None,
-    ) -> Handler:
-        """Inspect ``func``: async or plain, and the type hint of its first parameter.
-
-        Raises:
-            ConfigurationError: ``func`` takes more than one required parameter, or a hint cannot be
-                resolved.
-        """
-        if not callable(func):
-            raise ConfigurationError(f"handler for {name!r} is not callable")
-        params = [
-            p for p in inspect.signature(func).parameters.values()
-            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-        ]
-        required = [p for p in params[1:] if p.default is p.empty]
-        if required:
-            raise ConfigurationError(
-                f"handler {name!r} takes one payload parameter; {required[0].name!r} has no default"
-            )
-        payload: TypeAdapter[Any] | None = None
-        if params:
-            try:
-                hints = typing.get_type_hints(func, localns=localns)
-            except Exception as exc:
-                raise ConfigurationError(f"cannot resolve type hints of handler {name!r}: {exc}") from exc
-            hint = hints.get(params[0].name)
-            payload = _ANY if hint is None else TypeAdapter(hint)
-        if window is not None and window <= 0:
-            raise ConfigurationError("idempotency_window must be > 0 seconds")
-        is_async = inspect.iscoroutinefunction(func)
-        return cls(name, func, is_async, payload, window)
 
 
 class Dispatcher:
@@ -107,6 +66,7 @@ class Dispatcher:
         publisher: Publisher,
         executor: Callable[[], Executor],
         tracer: Tracer | None = None,
+        window: DuplicateWindow | None = None,
         max_message_bytes: int = 16 * 1024 * 1024,
     ) -> None:
         self._identity = identity
@@ -114,14 +74,23 @@ class Dispatcher:
         self._publisher = publisher
         self._executor = executor
         self._tracer: Tracer = tracer or NullTracer()
+        self.window = window if window is not None else DuplicateWindow()
         self.rpc: RPC | None = None
         self.handlers: dict[str, Handler] = {}
         self.reply_handlers: dict[str, Callable[[Reply], Any]] = {}
         self.expired = 0
         self.duplicates = 0
+        self.cancelled = 0
+        """Handler runs that outlived their request's deadline (no reply was sent)."""
+        self.held = 0
+        """Requests that arrived while stopping and were left unacknowledged (requeued on close)."""
+        self._accepting = True
+        self._stopping = threading.Event()
         self._in_flight = 0
         self._idle = asyncio.Event()
         self._idle.set()
+        self._serving: set[asyncio.Task[Any]] = set()
+        self._deadlines = Deadlines()
         self._tasks: set[asyncio.Task[Any]] = set()
 
     # -- registry ----------------------------------------------------------------------------------
@@ -132,16 +101,21 @@ class Dispatcher:
         func: Callable[..., Any],
         window: float | None = None,
         localns: dict[str, Any] | None = None,
+        *,
+        dedupe: bool = True,
+        cancel_at_deadline: bool = True,
     ) -> None:
         """Register ``func`` as the handler of ``name``.
 
         Raises:
             ConfigurationError: a bad name, a duplicate, or a bad signature.
         """
-        _check_name(name)
+        check_method_name(name)
         if name in self.handlers:
             raise ConfigurationError(f"a handler for {name!r} is already registered")
-        self.handlers[name] = Handler.build(name, func, window, localns)
+        self.handlers[name] = Handler.build(
+            name, func, window, localns, dedupe=dedupe, cancel_at_deadline=cancel_at_deadline
+        )
 
     def register_reply(self, name: str, func: Callable[[Reply], Any]) -> None:
         """Register the handler for replies to ``name`` sent with ``reply_to=TYPE``.
@@ -149,7 +123,7 @@ class Dispatcher:
         Raises:
             ConfigurationError: a bad name or a duplicate.
         """
-        _check_name(name)
+        check_method_name(name)
         if name in self.reply_handlers:
             raise ConfigurationError(f"a reply handler for {name!r} is already registered")
         self.reply_handlers[name] = func
@@ -170,6 +144,11 @@ class Dispatcher:
             if self.rpc is not None:
                 self.rpc.on_reply(meta, delivery.body)
             return None
+        if not self._accepting:
+            # Stopping: not run and not acknowledged, so the broker requeues it when the connection
+            # closes (for the next instance of this TYPE, or this one's restart).
+            self.held += 1
+            return _leave_unacked()
         self._in_flight += 1
         self._idle.clear()
         return self._serve(delivery, meta)
@@ -199,17 +178,26 @@ class Dispatcher:
             log.exception("reply handler for %r failed", reply.method)
 
     async def _serve(self, delivery: Delivery, meta: Meta) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._serving.add(task)
+        settled = False
         try:
-            await self._serve_one(delivery, meta)
+            await self._serve_one(delivery, meta, task)
+            settled = True
         except Exception:
             log.exception("serving %r failed", meta.method)
+            settled = True
         finally:
-            await ack(delivery)
+            # A run cancelled by a stop that gave up on it is not acknowledged: the broker requeues it.
+            if settled:
+                await ack(delivery)
+            self._serving.discard(task)
             self._in_flight -= 1
             if self._in_flight == 0:
                 self._idle.set()
 
-    async def _serve_one(self, delivery: Delivery, meta: Meta) -> None:
+    async def _serve_one(self, delivery: Delivery, meta: Meta, task: asyncio.Task[Any]) -> None:
         now = time.time()
         if self._tracer.enabled:
             self._trace(EventName.DELIVER, delivery, meta, {})
@@ -229,69 +217,102 @@ class Dispatcher:
             else:
                 log.warning("no handler for cast %r from %s; dropped", meta.method, meta.sender)
             return
-        if handler.window is not None:
-            duplicate, cached = self._check_duplicate(handler, meta.request_id, now)
-            if duplicate:
-                self.duplicates += 1
-                if self._tracer.enabled:
-                    self._trace(EventName.DELIVER, delivery, meta, {Attr.DUPLICATE: True})
-                if cached is not None and wants_reply:
-                    await self._reply(meta, cached[0], cached[1])
-                return
-        ok, body = await self._run(handler, delivery, meta)
-        if handler.window is not None:
-            handler.seen[meta.request_id] = (now + handler.window, (ok, body))
-        if wants_reply:
-            await self._reply(meta, ok, body)
+        expires = _window_expiry(handler, meta, now) if handler.dedupe else None
+        if expires is not None and not self.window.claim(meta.request_id, expires, now):
+            await self._serve_repeat(delivery, meta, expires, wants_reply)
+            return
+        outcome: Outcome | None = None
+        try:
+            outcome = await self._run(handler, delivery, meta, task)
+        finally:
+            if expires is not None:
+                self.window.settle(meta.request_id, expires, outcome)
+        if outcome is not None and wants_reply:
+            await self._reply(meta, outcome[0], outcome[1])
 
-    def _check_duplicate(
-        self, handler: Handler, rid: str, now: float
-    ) -> tuple[bool, tuple[bool, bytes] | None]:
-        seen = handler.seen
-        while seen:
-            first = next(iter(seen.values()))
-            if first[0] > now:
-                break
-            seen.popitem(last=False)
-        entry = seen.get(rid)
-        if entry is None:
-            seen[rid] = (now + (handler.window or 0), None)
-            return False, None
-        return True, entry[1]
+    async def _serve_repeat(self, delivery: Delivery, meta: Meta, expires: float, wants_reply: bool) -> None:
+        """A request id seen before: answer with the first run's reply (waiting for it if needed)."""
+        self.duplicates += 1
+        if self._tracer.enabled:
+            self._trace(EventName.DELIVER, delivery, meta, {Attr.DUPLICATE: True})
+        try:
+            async with asyncio.timeout(max(0.0, expires - time.time())):
+                outcome = await self.window.outcome(meta.request_id)
+        except TimeoutError:
+            return
+        if outcome is not None and wants_reply:
+            await self._reply(meta, outcome[0], outcome[1])
 
-    async def _run(self, handler: Handler, delivery: Delivery, meta: Meta) -> tuple[bool, bytes]:
+    async def _run(
+        self, handler: Handler, delivery: Delivery, meta: Meta, task: asyncio.Task[Any]
+    ) -> Outcome | None:
+        """Validate the payload and run the handler: its reply, or ``None`` when it outlived its
+        deadline (cancelled, or a plain handler that finished late) and no reply is due."""
         try:
             if handler.payload is None:
                 args: tuple[Any, ...] = ()
             else:
-                args = (_validate_payload(handler.payload, delivery.body),)
+                args = (validate_payload(handler.payload, delivery.body),)
         except ValidationError as exc:
             details = {"errors": json.loads(exc.json(include_url=False))}
             err = ErrorBody(type="BadPayload", message=f"invalid payload for {meta.method!r}: "
                             f"{exc.error_count()} error(s)", details=details)
             return False, err.model_dump_json().encode()
+        deadline = None if meta.deadline_ms is None else meta.deadline_ms / 1000
+        cancels = handler.cancel_at_deadline and deadline is not None
         ctx = RequestContext(
-            meta.request_id, meta.method, meta.sender,
-            None if meta.deadline_ms is None else meta.deadline_ms / 1000, meta.trace_id, meta.attempt,
-            delivery.redelivered,
+            meta.request_id, meta.method, meta.sender, deadline, meta.trace_id, meta.attempt,
+            delivery.redelivered, handler.cancel_at_deadline, self._stopping,
         )
-        token = _current.set(ctx)
+        ctx_token = _current.set(ctx)
+        watch: int | None = None
+        fired = False
+        outcome: Outcome | None = None
         try:
             if handler.is_async:
-                result = await handler.func(*args)
+                if cancels:
+                    assert deadline is not None
+                    watch = self._deadlines.watch(task, deadline)
+                try:
+                    result = await handler.func(*args)
+                finally:
+                    if watch is not None:
+                        fired = self._deadlines.release(watch)
             else:
                 loop = asyncio.get_running_loop()
                 run = contextvars.copy_context().run
-                result = await loop.run_in_executor(self._executor(), run, handler.func, *args)
+                result = await loop.run_in_executor(
+                    self._executor(), run, _unless_cancelled, handler.func, args
+                )
+                if result is _SKIPPED:
+                    self._on_cancelled(handler, delivery, meta)
+                    return None
             body = pydantic_core.to_json(result)
+            if len(body) > self._max_bytes:
+                too_large = PayloadTooLargeError(f"the result of {meta.method!r}", len(body), self._max_bytes)
+                outcome = False, _error_body(too_large)
+            else:
+                outcome = True, body
+        except asyncio.CancelledError:
+            if not fired:
+                raise  # not ours: a stop that gives up on the handler
         except Exception as exc:
-            return False, _error_body(exc)
+            outcome = False, _error_body(exc)
         finally:
-            _current.reset(token)
-        if len(body) > self._max_bytes:
-            too_large = PayloadTooLargeError(f"the result of {meta.method!r}", len(body), self._max_bytes)
-            return False, _error_body(too_large)
-        return True, body
+            _current.reset(ctx_token)
+        if fired:
+            task.uncancel()  # the cancellation was the deadline's, and it ends here
+        if fired or outcome is None or (cancels and deadline is not None and time.time() >= deadline):
+            self._on_cancelled(handler, delivery, meta)
+            return None
+        return outcome
+
+    def _on_cancelled(self, handler: Handler, delivery: Delivery, meta: Meta) -> None:
+        self.cancelled += 1
+        how = "cancelled" if handler.is_async else "finished"
+        log.info("handler %r for %s %s past its deadline; no reply sent", meta.method, meta.sender, how)
+        if self._tracer.enabled:
+            self._trace(EventName.CANCELLED, delivery, meta, {Attr.ERROR_TYPE: "deadline"})
 
     async def _reply(self, meta: Meta, ok: bool, body: bytes) -> None:
         assert meta.reply_to is not None
@@ -334,14 +355,38 @@ class Dispatcher:
         """Requests being served right now."""
         return self._in_flight
 
+    def accept(self) -> None:
+        """Serve requests (again, after a stop)."""
+        self._accepting = True
+        self._stopping = threading.Event()
+
+    def stop_accepting(self) -> None:
+        """From now on, requests are left unacknowledged instead of served (replies still flow)."""
+        self._accepting = False
+
     async def drain(self, limit: float) -> bool:
-        """Wait until no request is being served; False if ``limit`` seconds ran out first."""
+        """Wait until no request (nor reply handler) is being served; False if ``limit`` seconds ran
+        out first."""
         try:
             async with asyncio.timeout(limit):
                 await self._idle.wait()
+                while self._tasks:
+                    await asyncio.wait(list(self._tasks))
         except TimeoutError:
             return False
         return True
+
+    async def abandon(self, limit: float) -> int:
+        """Give up on the requests still being served: async handlers are cancelled, plain ones see
+        ``gear.cancelled()``; none of them is acknowledged, so the broker requeues them. Waits up to
+        ``limit`` seconds for the cancelled tasks; returns how many there were."""
+        self._stopping.set()
+        tasks = [task for task in self._serving if not task.done()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=limit)
+        return len(tasks)
 
     def _trace(self, name: EventName, delivery: Delivery, meta: Meta, extra: dict[str, Any]) -> None:
         attrs: dict[str, Any] = {
@@ -358,17 +403,34 @@ class Dispatcher:
                           parent_span_id=None, attributes=attrs)
 
 
-def _validate_payload(adapter: TypeAdapter[Any], body: bytes) -> Any:
-    if body and body != b"null":
-        return adapter.validate_json(body)
-    try:
-        return adapter.validate_json(b"null")
-    except ValidationError:
-        try:  # no payload for a model whose fields all have defaults
-            return adapter.validate_json(b"{}")
-        except ValidationError:
-            pass
-        raise
+def _window_expiry(handler: Handler, meta: Meta, now: float) -> float | None:
+    """Until when (unix seconds) a request id stays in the duplicate window; ``None``: not at all.
+
+    Calls and gathers: their deadline (or the handler's ``idempotency_window``, if longer); casts have
+    no deadline and are remembered only with an ``idempotency_window``.
+    """
+    if meta.kind is Kind.CAST:
+        return None if handler.window is None else now + handler.window
+    deadline = None if meta.deadline_ms is None else meta.deadline_ms / 1000
+    if handler.window is None:
+        return deadline
+    return now + handler.window if deadline is None else max(deadline, now + handler.window)
+
+
+_SKIPPED = object()
+
+
+def _unless_cancelled(func: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    """Run a plain handler in its worker thread, unless its request was given up while it waited for
+    a free thread (then ``_SKIPPED``)."""
+    ctx = _current.get()
+    if ctx is not None and ctx.cancelled:
+        return _SKIPPED
+    return func(*args)
+
+
+async def _leave_unacked() -> None:
+    """The work of a request left for the broker to requeue: none."""
 
 
 def _error_body(exc: BaseException) -> bytes:
@@ -380,8 +442,3 @@ def _error_body(exc: BaseException) -> bytes:
     except pydantic_core.PydanticSerializationError:
         details = {"unserialisable_details": repr(details)[:500]}
     return ErrorBody(type=type(exc).__name__, message=str(exc), details=details).model_dump_json().encode()
-
-
-def _check_name(name: str) -> None:
-    if not isinstance(name, str) or not name or len(name.encode()) > 200:
-        raise ConfigurationError(f"a method name is a non-empty string up to 200 bytes, not {name!r}")

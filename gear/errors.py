@@ -15,6 +15,7 @@
     ├── OutcomeUnknownError (TimeoutError)     sent, but neither confirmed nor refused within the budget:
     │                                          it may have been delivered
     ├── CallTimeoutError (TimeoutError)        no reply before the deadline
+    ├── BadResultError (ValueError)            a reply arrived but does not fit ``result_type``
     └── RemoteError                            the remote handler failed; .type, .message, .details
         ├── MethodNotFoundError                the remote instance has no handler for the method
         └── BadPayloadError                    the remote handler rejected the payload (validation)
@@ -34,6 +35,7 @@ from typing import Any
 __all__ = (
     "BadPayload",
     "BadPayloadError",
+    "BadResultError",
     "CallTimeout",
     "CallTimeoutError",
     "ConfigurationError",
@@ -154,6 +156,25 @@ class CallTimeoutError(GearError, TimeoutError):
         self.address = address
         self.method = method
         self.timeout = timeout
+
+
+class BadResultError(GearError, ValueError):
+    """A reply arrived, but its result does not validate into the call's ``result_type``.
+
+    Attributes:
+        address: where the request went.
+        method: the remote method name.
+        result: the decoded JSON result as it arrived.
+        details: ``{"errors": [...]}``, pydantic's validation errors as JSON.
+    """
+
+    def __init__(self, address: str, method: str, result: Any, details: Mapping[str, Any]) -> None:
+        count = len(details.get("errors", ()))
+        super().__init__(f"the result of {method!r} on {address!r} does not fit: {count} error(s)")
+        self.address = address
+        self.method = method
+        self.result = result
+        self.details: dict[str, Any] = dict(details)
 
 
 class RemoteError(GearError):

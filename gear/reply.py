@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
 import pydantic_core
-from pydantic import TypeAdapter, ValidationError
+from pydantic import PydanticSchemaGenerationError, TypeAdapter, ValidationError
 
 from gear.envelope import ErrorBody
-from gear.errors import RemoteError, remote_error_from_wire
+from gear.errors import BadResultError, ConfigurationError, RemoteError, remote_error_from_wire
 
-__all__ = ("Reply", "decode_reply", "validate_result")
+__all__ = ("Reply", "decode_reply", "result_adapter", "validate_result")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,13 +57,32 @@ def decode_reply(ok: bool, body: bytes) -> Any:
 _adapters: dict[Any, TypeAdapter[Any]] = {}
 
 
-def validate_result(result_type: Any, value: Any) -> Any:
-    """``value`` validated into ``result_type`` (adapters are cached per type).
+def result_adapter(result_type: Any) -> TypeAdapter[Any]:
+    """The (cached) validator for ``result_type``.
 
     Raises:
-        pydantic.ValidationError: the value does not fit.
+        ConfigurationError: pydantic cannot validate into that type.
     """
     adapter = _adapters.get(result_type)
     if adapter is None:
-        adapter = _adapters[result_type] = TypeAdapter(result_type)
-    return adapter.validate_python(value)
+        try:
+            adapter = TypeAdapter(result_type)
+        except (PydanticSchemaGenerationError, TypeError) as exc:
+            raise ConfigurationError(f"result_type {result_type!r} cannot be validated: {exc}") from None
+        if len(_adapters) < 1024:
+            _adapters[result_type] = adapter
+    return adapter
+
+
+def validate_result(result_type: Any, value: Any, address: str = "", method: str = "") -> Any:
+    """``value`` validated into ``result_type``.
+
+    Raises:
+        BadResultError: the value does not fit (``details`` holds pydantic's errors).
+        ConfigurationError: pydantic cannot validate into that type.
+    """
+    try:
+        return result_adapter(result_type).validate_python(value)
+    except ValidationError as exc:
+        details = {"errors": json.loads(exc.json(include_url=False))}
+        raise BadResultError(address, method, value, details) from None

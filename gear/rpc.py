@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, overload
 
 import pydantic_core
 
@@ -31,7 +31,8 @@ from gear.errors import (
     UnroutableError,
 )
 from gear.publisher import Outgoing, Publisher, RepublishPolicy
-from gear.reply import Reply, decode_reply, validate_result
+from gear.reply import Reply, decode_reply, result_adapter, validate_result
+from gear.sync import SyncRPC
 from gear.tracing.api import Attr, EventName, NullTracer, Tracer
 
 __all__ = ("NESTED_MARGIN", "RPC", "ReplyCallback")
@@ -42,6 +43,8 @@ ReplyCallback = Callable[[Any], Awaitable[None] | None]
 """``callback(result_or_exception)``: called once with the result, or a ``GearError`` instance."""
 
 _NO_RETRY = RepublishPolicy(retry=False)
+
+T = TypeVar("T")
 
 NESTED_MARGIN = 0.1
 """Seconds (at most 10 % of what is left) a nested call leaves to the handler that makes it."""
@@ -86,9 +89,26 @@ class RPC:
         self._pending: dict[str, _Pending] = {}
         self._addresses: dict[str, Address] = {}
         self.late_replies = 0
+        self.loop: asyncio.AbstractEventLoop | None = None
+        """The service's event loop while it runs (what :attr:`sync` submits to)."""
         self.undeliverable_hook: Callable[[], Callable[..., object] | None] = lambda: self.on_undeliverable
         self.on_undeliverable: Callable[..., object] | None = None
         """``fn(address, method, payload)`` for casts returned for their whole budget."""
+
+    @property
+    def sync(self) -> SyncRPC:
+        """The blocking facade for plain handlers and other threads: ``svc.rpc.sync.call(...)``."""
+        return SyncRPC(self)
+
+    @property
+    def default_timeout(self) -> float:
+        """The deadline of a call or gather made without ``timeout``, in seconds."""
+        return self._default_timeout
+
+    @property
+    def cast_retry_budget(self) -> float:
+        """How long a cast made without ``retry_budget`` may be republished, in seconds."""
+        return self._cast_budget
 
     # -- helpers -----------------------------------------------------------------------------------
 
@@ -154,6 +174,45 @@ class RPC:
 
     # -- call --------------------------------------------------------------------------------------
 
+    @overload
+    async def call(
+        self,
+        address: str,
+        method: str,
+        payload: Any = None,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109
+        callback: None = None,
+        reply_to: None = None,
+        result_type: type[T],
+    ) -> T: ...
+
+    @overload
+    async def call(
+        self,
+        address: str,
+        method: str,
+        payload: Any = None,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109
+        callback: ReplyCallback,
+        reply_to: None = None,
+        result_type: Any = None,
+    ) -> None: ...
+
+    @overload
+    async def call(
+        self,
+        address: str,
+        method: str,
+        payload: Any = None,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109
+        callback: ReplyCallback | None = None,
+        reply_to: str | None = None,
+        result_type: Any = None,
+    ) -> Any: ...
+
     async def call(
         self,
         address: str,
@@ -179,10 +238,13 @@ class RPC:
             reply_to: ``None`` for this instance (``TYPE.HOST``); a ``TYPE`` for a stateless caller:
                 the reply goes to that TYPE's queue and any instance's ``@reply_handler(method)``
                 takes it. Then ``call`` returns the request id once confirmed.
-            result_type: validate the result into this type (e.g. a pydantic model).
+            result_type: validate the result into this type (e.g. a pydantic model); type checkers
+                then see the call return that type.
 
         Raises:
             CallTimeoutError: no reply before the deadline.
+            BadResultError: the reply does not validate into ``result_type`` (with the callback,
+                the callback receives it).
             UnroutableError: every attempt was returned until the deadline.
             NotConfirmedError: the broker nacked the request.
             PublishRefusedError: the broker refused this request (e.g. over its size limit).
@@ -190,8 +252,10 @@ class RPC:
             ConnectionLostError: the service is stopping.
             RemoteError: the handler failed (``MethodNotFoundError``, ``BadPayloadError`` or a
                 ``RemoteError`` with the remote type name).
-            ConfigurationError: a bad address, method, timeout or payload.
+            ConfigurationError: a bad address, method, timeout, payload or ``result_type``.
         """
+        if result_type is not None:
+            result_adapter(result_type)  # a type pydantic cannot validate into fails before any I/O
         addr, msg, remaining, until = self._prepare(address, method, payload, timeout, Kind.CALL)
         if addr.is_fanout:
             raise ConfigurationError(f"{address!r} reaches several instances: use rpc.gather()")
@@ -212,7 +276,7 @@ class RPC:
                 self._pending.pop(rid, None)
                 raise
             pending.timer = loop.call_at(until, self._expire, rid)
-            fut.add_done_callback(lambda f: self._run_callback(callback, f, result_type))
+            fut.add_done_callback(lambda f: self._run_callback(callback, f, result_type, address, method))
             return None
         try:
             async with asyncio.timeout_at(until):
@@ -233,7 +297,7 @@ class RPC:
         finally:
             self._pending.pop(rid, None)
         result = decode_reply(ok, body)
-        return result if result_type is None else validate_result(result_type, result)
+        return result if result_type is None else validate_result(result_type, result, address, method)
 
     async def _publish_bounded(
         self, msg: Outgoing, until: float, address: str, method: str, remaining: float
@@ -255,7 +319,9 @@ class RPC:
             )
             pending.future.exception()  # retrieved here: a callback may be the only consumer
 
-    def _run_callback(self, callback: ReplyCallback, fut: asyncio.Future[Any], result_type: Any) -> None:
+    def _run_callback(
+        self, callback: ReplyCallback, fut: asyncio.Future[Any], result_type: Any, address: str, method: str
+    ) -> None:
         value: Any
         if fut.cancelled():
             return
@@ -267,7 +333,7 @@ class RPC:
             try:
                 value = decode_reply(ok, body)
                 if result_type is not None:
-                    value = validate_result(result_type, value)
+                    value = validate_result(result_type, value, address, method)
             except GearError as err:
                 value = err
         try:

@@ -32,6 +32,7 @@ from typing import Any, Generic, TypeVar, overload
 from gear.adapter import Link
 from gear.address import Address
 from gear.dispatch import Dispatcher
+from gear.duplicates import DuplicateWindow
 from gear.errors import ConfigurationError, ConnectionLostError
 from gear.publisher import Publisher, RepublishPolicy
 from gear.reconnect import Backoff, Connector, ServiceState
@@ -186,6 +187,7 @@ class Service:
             publisher=self._publisher,
             executor=self._get_executor,
             tracer=self._tracer,
+            window=DuplicateWindow(s.duplicate_window_entries, s.duplicate_window_bytes),
             max_message_bytes=s.max_message_bytes,
         )
         self.rpc = RPC(
@@ -204,6 +206,8 @@ class Service:
         self._started = False
         self._started_at = 0.0
         self._stopping = False
+        self._draining = False
+        """True while :meth:`stop` waits for handlers (no TYPE consumer, replies still received)."""
         self._stop_event = asyncio.Event()
 
     @classmethod
@@ -221,14 +225,31 @@ class Service:
 
     # -- registration ------------------------------------------------------------------------------
 
-    def handler(self, name: str, *, idempotency_window: float | None = None) -> Callable[[F], F]:
+    def handler(
+        self,
+        name: str,
+        *,
+        idempotency_window: float | None = None,
+        dedupe: bool = True,
+        cancel_at_deadline: bool = True,
+    ) -> Callable[[F], F]:
         """Register a handler for method ``name``: an async or plain function.
 
         The first parameter's type hint (a pydantic model or plain types) validates the JSON payload;
-        a missing hint accepts any JSON. Plain functions run in a thread pool. The return value is
-        sent back as JSON. With ``idempotency_window`` (seconds), a request id seen within the window
-        is not run again: the cached reply is sent (or, while the first run is in progress, the
-        duplicate is dropped).
+        a missing hint accepts any JSON. Plain functions run in a thread pool (they may make nested
+        calls through ``svc.rpc.sync``). The return value is sent back as JSON.
+
+        Args:
+            name: the method name callers use.
+            idempotency_window: seconds a request id is remembered after it was first seen; needed
+                for casts (they have no deadline), optional for calls (remembered until their deadline
+                anyway, or for this long if it is longer).
+            dedupe: a call (or gather) whose request id this instance saw before its deadline does
+                not run again: it gets the first run's reply, waiting for it if that run is still in
+                progress. ``False`` runs every delivery.
+            cancel_at_deadline: an async handler still running at its request's deadline is
+                cancelled; a plain one sees ``gear.cancelled()`` turn True and its result is dropped;
+                no reply is sent either way. ``False`` lets the handler finish and reply late.
 
         Raises:
             ConfigurationError: a bad name, a duplicate, or a handler with more than one required
@@ -238,7 +259,9 @@ class Service:
         def register(func: F) -> F:
             # the defining scope's names, so hints on models declared inside a function resolve
             localns = dict(sys._getframe(1).f_locals)
-            self._dispatcher.register(name, func, idempotency_window, localns)
+            self._dispatcher.register(
+                name, func, idempotency_window, localns, dedupe=dedupe, cancel_at_deadline=cancel_at_deadline
+            )
             return func
 
         return register
@@ -293,13 +316,17 @@ class Service:
 
     @property
     def stats(self) -> dict[str, int]:
-        """Counters: late replies, returns, republishes, expired and duplicate requests, reconnects."""
+        """Counters: late replies, returns, republishes, expired, cancelled and duplicate requests,
+        duplicate-window evictions, requests left for requeue at stop, reconnects."""
         return {
             "late_replies": self.rpc.late_replies,
             "returns": self._publisher.returns,
             "republishes": self._publisher.republishes,
             "expired": self._dispatcher.expired,
+            "cancelled": self._dispatcher.cancelled,
             "duplicates": self._dispatcher.duplicates,
+            "duplicate_window_evicted": self._dispatcher.window.evicted,
+            "held_at_stop": self._dispatcher.held,
             "reconnects": self._connector.reconnects,
             "failbacks": self._connector.failbacks,
             "calls_in_flight": self.rpc.in_flight,
@@ -334,28 +361,50 @@ class Service:
         self._started_at = time.time()
         self._started = True
         self._stopping = False
+        self._dispatcher.accept()
+        self.rpc.loop = asyncio.get_running_loop()
         try:
             await self._connector.start()
         except BaseException:
             self._started = False
+            self.rpc.loop = None
             await self._connector.close()
             raise
         log.info("%s started", self.identity)
 
     async def stop(self) -> None:
-        """Graceful stop: stop consuming, let handlers in flight finish (up to ``drain_timeout``),
-        fail calls still waiting with ``ConnectionLostError``, close the connection."""
+        """Graceful stop that drains.
+
+        1. Stop taking requests: the shared TYPE consumer is cancelled (the broker gives new requests
+           to the other instances) and requests still arriving on this instance's own queue are left
+           unacknowledged (the broker requeues them when the connection closes).
+        2. Keep receiving replies while the handlers in flight finish, nested calls included, for up
+           to ``drain_timeout`` seconds. (Requests left alone count against the ``prefetch`` of the
+           instance queue: past ``prefetch`` of them, replies for this instance wait behind them.)
+        3. Give up on what is still running (async handlers are cancelled, plain ones see
+           ``gear.cancelled()``; their requests are not acknowledged, so they are requeued), fail calls
+           still waiting with ``ConnectionLostError``, close the connection.
+        """
         if not self._started or self._stopping:
             return
         self._stopping = True
+        self._dispatcher.stop_accepting()
+        link = self._connector.link
+        type_queue = self.topology.type_queue
+        if link is not None and type_queue is not None:
+            await link.stop_consuming(type_queue.name)
+        self._draining = True
+        if not await self._dispatcher.drain(self.settings.drain_timeout):
+            left = await self._dispatcher.abandon(limit=1.0)
+            log.warning("%s: %d handler(s) still running after drain_timeout (%gs); cancelled, their "
+                        "requests go back to the queue", self.identity, left, self.settings.drain_timeout)
         link = self._connector.link
         if link is not None:
             await link.stop_consuming()
-        if not await self._dispatcher.drain(self.settings.drain_timeout):
-            log.warning("%s: %d handler(s) still running after drain_timeout",
-                        self.identity, self._dispatcher.in_flight)
         self.rpc.fail_all(ConnectionLostError(f"{self.identity} stopped"))
         await self._connector.close()
+        self.rpc.loop = None
+        self._draining = False
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None
@@ -420,7 +469,7 @@ class Service:
     async def _on_link_ready(self, link: Link) -> None:
         topology = self._topology or self._make_topology()
         await link.apply(topology)
-        if topology.type_queue is not None:
+        if topology.type_queue is not None and not self._stopping:
             await link.consume("type", topology.type_queue.name, self._dispatcher.on_delivery)
         await link.consume("host", topology.host_queue.name, self._dispatcher.on_delivery)
 

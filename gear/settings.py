@@ -66,6 +66,10 @@ class Settings(BaseSettings):
     """On stop, how long to wait for handlers in flight."""
     handler_threads: int = Field(default=16, ge=1)
     """Thread pool size for plain (blocking) handlers."""
+    duplicate_window_entries: int = Field(default=100_000, ge=1)
+    """Request ids the duplicate window remembers at most (past it, the first to expire leaves early)."""
+    duplicate_window_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
+    """Bytes of replies the duplicate window caches at most."""
     max_message_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     """Largest encoded payload (request, cast or reply) Gear sends; larger ones fail at once with
     ``PayloadTooLargeError`` before anything is sent. Default 16 MiB: what RabbitMQ 4.x and the

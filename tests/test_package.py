@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 import gear
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _modules() -> list[str]:
@@ -42,3 +46,79 @@ def test_importing_the_sdk_pulls_neither_the_broker_nor_spark() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "", f"`import gear` imported {done.stdout.strip()}"
+
+
+# -- import rules, checked at runtime in fresh interpreters -------------------------------------------
+
+_SDK = ("gear.service", "gear.rpc", "gear.adapter", "gear.reconnect", "aiormq", "aio_pika")
+
+
+def _loaded_by(statement: str, prefixes: tuple[str, ...]) -> list[str]:
+    code = (
+        f"import sys; {statement}; "
+        f"print(','.join(sorted(m for m in sys.modules if m.startswith({prefixes!r}))))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return [m for m in done.stdout.strip().split(",") if m]
+
+
+def test_importing_the_broker_loads_neither_the_sdk_nor_its_amqp_client() -> None:
+    assert _loaded_by("import gear.broker", _SDK) == []
+
+
+@pytest.mark.parametrize("module", ["gear.pipeline", "gear.pipeline.job", "gear.tracing.event"])
+def test_what_spark_executors_load_pulls_in_no_sdk(module: str) -> None:
+    """Spark unpickles the pipeline's functions on its executors: they must not need the SDK."""
+    assert _loaded_by(f"import {module}", _SDK) == []
+
+
+def test_gear_names_load_on_first_use() -> None:
+    assert _loaded_by("import gear", _SDK) == []
+    assert "gear.service" in _loaded_by("import gear; gear.Service", _SDK)
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module a file imports (``from X import Y`` gives ``X`` and ``X.Y``)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def test_only_the_brokers_server_does_io() -> None:
+    """The broker's core is sans-I/O: sockets and the event loop belong to its asyncio shell."""
+    shell = {"server.py", "__main__.py"}
+    offenders = {
+        path.name: sorted(m for m in _imports(path) if m.split(".")[0] in ("asyncio", "socket"))
+        for path in (ROOT / "gear" / "broker").glob("*.py")
+        if path.name not in shell
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_the_cli_uses_only_public_names() -> None:
+    """``cli/`` is glue over the public API: ``gear``'s facade, ``gear.broker``, ``gear.pipeline``."""
+    import gear.broker
+    import gear.pipeline
+
+    public = {
+        "gear": {*gear.__all__, "pipeline"},
+        "gear.broker": set(gear.broker.__all__),
+        "gear.pipeline": set(gear.pipeline.__all__),
+    }
+    wrong = []
+    for path in sorted((ROOT / "cli").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "gear":
+                names = {alias.name for alias in node.names}
+                allowed = public.get(node.module)
+                if allowed is None or not names <= allowed:
+                    wrong.append(f"{path.name}: from {node.module} import {', '.join(sorted(names))}")
+            elif isinstance(node, ast.Import):
+                wrong += [f"{path.name}: import {a.name}" for a in node.names
+                          if a.name.startswith("gear.") and a.name not in public]
+    assert wrong == []

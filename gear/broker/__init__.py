@@ -40,7 +40,9 @@ Where it knowingly differs from RabbitMQ:
 
 from __future__ import annotations
 
+from gear.broker.access import hash_password
 from gear.broker.config import BrokerConfig
+from gear.broker.definitions import DefinitionsError, load_definitions
 from gear.broker.server import Broker, running, serve
 from gear.broker.status import BrokerStatus, ConnectionStatus, QueueStatus, format_status
 
@@ -49,8 +51,11 @@ __all__ = (
     "BrokerConfig",
     "BrokerStatus",
     "ConnectionStatus",
+    "DefinitionsError",
     "QueueStatus",
     "format_status",
+    "hash_password",
+    "load_definitions",
     "running",
     "serve",
 )

@@ -7,6 +7,7 @@
         ...
         await proxy.disconnect_all()     # every proxied connection drops (the client reconnects)
         proxy.pause(); proxy.resume()    # stall all traffic, then let it flow again
+        proxy.pause(to_server=False)     # stall only what the broker sends (confirms, deliveries)
         proxy.blackhole()                # existing connections go silent for good (a silent
                                          # partition: sockets open, bytes vanish); new ones flow
         proxy.cut_after(to_server=5000)  # each new connection is cut after 5000 bytes upstream
@@ -76,8 +77,10 @@ class TCPProxy:
         self.connections_made = 0
         self._server: asyncio.Server | None = None
         self._pipes: set[_Pipe] = set()
-        self._flowing = asyncio.Event()
+        self._flowing = asyncio.Event()  # bytes to the client flow (and to the server: _to_server)
         self._flowing.set()
+        self._to_server = asyncio.Event()
+        self._to_server.set()
         self._silent: set[_Pipe] = set()
         self._limits: tuple[int | None, int | None] = (None, None)
         self.cuts = 0
@@ -127,13 +130,18 @@ class TCPProxy:
             pipe.close()
         await asyncio.sleep(0)
 
-    def pause(self) -> None:
-        """Stop forwarding bytes in both directions (connections stay open, data waits)."""
-        self._flowing.clear()
+    def pause(self, *, to_client: bool = True, to_server: bool = True) -> None:
+        """Stop forwarding bytes (connections stay open, data waits): by default in both directions;
+        ``to_server=False`` stalls only what the broker sends, ``to_client=False`` only what it gets."""
+        if to_client:
+            self._flowing.clear()
+        if to_server:
+            self._to_server.clear()
 
     def resume(self) -> None:
         """Forward again what :meth:`pause` held back."""
         self._flowing.set()
+        self._to_server.set()
 
     def blackhole(self) -> int:
         """Make every current connection silent for good (a silent partition); return how many.
@@ -185,12 +193,17 @@ class TCPProxy:
         self._pipes.add(pipe)
         to_server, to_client = self._limits
         pipe.tasks = [
-            asyncio.create_task(self._pump(reader, up_writer, pipe, to_server)),
-            asyncio.create_task(self._pump(up_reader, writer, pipe, to_client)),
+            asyncio.create_task(self._pump(reader, up_writer, pipe, to_server, self._to_server)),
+            asyncio.create_task(self._pump(up_reader, writer, pipe, to_client, self._flowing)),
         ]
 
     async def _pump(
-        self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, pipe: _Pipe, limit: int | None
+        self,
+        src: asyncio.StreamReader,
+        dst: asyncio.StreamWriter,
+        pipe: _Pipe,
+        limit: int | None,
+        flowing: asyncio.Event,
     ) -> None:
         carried = 0
         try:
@@ -200,8 +213,8 @@ class TCPProxy:
                     break
                 if pipe.silent:
                     continue
-                if not self._flowing.is_set():
-                    await self._flowing.wait()
+                if not flowing.is_set():
+                    await flowing.wait()
                 if limit is not None and carried + len(data) >= limit:
                     dst.write(data[: limit - carried])
                     await dst.drain()

@@ -54,6 +54,8 @@ class Ledger:
     casts_unknown: set[str] = field(default_factory=set)
     casts_received: Counter[str] = field(default_factory=Counter)
     handled: Counter[str] = field(default_factory=Counter)
+    handled_on: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """Handler runs per (request id, server HOST)."""
     successes: list[tuple[float, float]] = field(default_factory=list)
     """(start, end) loop times of every successful call or gather."""
     max_loop_lag: float = 0.0
@@ -76,6 +78,12 @@ class Ledger:
     def handled_twice(self) -> int:
         """Requests whose handler ran more than once (at-least-once redeliveries)."""
         return sum(1 for n in self.handled.values() if n > 1)
+
+    @property
+    def handled_twice_on_one_instance(self) -> int:
+        """Requests whose handler ran more than once on the same server: what the duplicate window
+        must prevent (the rest are round-robin redeliveries to the other server)."""
+        return sum(1 for n in self.handled_on.values() if n > 1)
 
     def recovery(self, since: float) -> float | None:
         """Seconds from loop time ``since`` to the end of the first successful call that started
@@ -106,6 +114,7 @@ class Ledger:
             "outcome unknown": len(self.casts_unknown),
             "lost": len(self.lost),
             "handled twice": self.handled_twice,
+            "twice on one instance": self.handled_twice_on_one_instance,
             "max loop lag s": round(self.max_loop_lag, 3),
             "errors": dict(self.errors),
         }
@@ -120,6 +129,7 @@ def serve_workload(svc: Service, ledger: Ledger) -> None:
         ctx = current_request()
         if ctx is not None:
             ledger.handled[ctx.request_id] += 1
+            ledger.handled_on[ctx.request_id, svc.host] += 1
         return n
 
     @svc.handler("wl.ping")

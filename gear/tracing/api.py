@@ -31,6 +31,7 @@ class EventName(StrEnum):
     LATE_REPLY = "gear.rpc.late_reply"
     UNROUTABLE = "gear.rpc.unroutable"
     EXPIRED = "gear.rpc.expired"
+    CANCELLED = "gear.rpc.cancelled"
     CONNECTION_LOST = "gear.connection.lost"
     RECONNECT = "gear.connection.reconnect"
     BLOCKED = "gear.connection.blocked"

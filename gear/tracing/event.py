@@ -16,7 +16,8 @@ follows it):
   handler failed), ``gear.rpc.timeout``, ``gear.rpc.late_reply``, ``gear.rpc.unroutable``;
 * callee side, on each receiving instance: ``gear.deliver`` (``gear.amqp.redelivered``,
   ``gear.duplicate``), ``gear.settle`` (``messaging.operation.name`` ack | nack | reject),
-  ``gear.rpc.reply``, ``gear.rpc.expired``, and the reply's own ``gear.publish`` with
+  ``gear.rpc.reply``, ``gear.rpc.expired``, ``gear.rpc.cancelled`` (a handler outlived the deadline,
+  ``error.type`` = deadline; no reply follows), and the reply's own ``gear.publish`` with
   ``gear.rpc.kind`` = ``reply`` (its confirm/nack/return events carry ``gear.rpc.kind`` = reply too);
 * per instance: ``gear.connection.lost`` / ``.reconnect`` (``gear.reconnect.downtime_ms``) and
   ``.blocked`` (``gear.blocked.reason``) / ``.unblocked``.

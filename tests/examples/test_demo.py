@@ -16,6 +16,7 @@ SECTIONS = {
     "multicast": "'reload' was delivered to:",
     "broadcast": "'refresh' was delivered to: all 6 instances, x1 each",
     "errors": "UnroutableError",
+    "plain handler": "export 6 keys -> CTRL.ctrl",
     "deadlines": "WEB got RemoteError (CallTimeoutError)",
 }
 

@@ -1,4 +1,5 @@
-"""The examples are code people copy: they must pass ``mypy --strict`` (and so must the CLI)."""
+"""The examples are code people copy: they must pass ``mypy --strict`` (and so must the CLI, and the
+typed-call checks in ``tests/sdk/typed_calls.py``)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def test_examples_and_cli_pass_mypy_strict() -> None:
     ):
         pytest.skip("mypy is not installed (pip install -e '.[test]')")
     done = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "examples", "cli"],
+        [sys.executable, "-m", "mypy", "--strict", "examples", "cli", "tests/sdk/typed_calls.py"],
         cwd=ROOT,
         capture_output=True,
         text=True,

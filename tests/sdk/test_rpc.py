@@ -50,6 +50,11 @@ def _repo(fleet: Fleet, type_: str, host: str) -> gear.Service:
         await asyncio.sleep(seconds)
         return "done"
 
+    @svc.handler("slow_to_the_end", cancel_at_deadline=False)
+    async def slow_to_the_end(seconds: float) -> str:
+        await asyncio.sleep(seconds)
+        return "done"
+
     return svc
 
 
@@ -130,8 +135,8 @@ async def test_late_reply_is_dropped_and_counted(fleet: Fleet) -> None:
     _repo(fleet, repo, "h1")
     web = fleet.client()
     await fleet.start()
-    with pytest.raises(gear.CallTimeoutError):
-        await web.rpc.call(f"{repo}.h1", "slow", 0.6, timeout=0.3)
+    with pytest.raises(gear.CallTimeoutError):  # a handler that opted out of cancellation replies late
+        await web.rpc.call(f"{repo}.h1", "slow_to_the_end", 0.6, timeout=0.3)
     await eventually(lambda: web.stats["late_replies"] == 1)
     assert web.stats["calls_in_flight"] == 0
     assert await web.rpc.call(f"{repo}.h1", "slow", 0.0) == "done"

@@ -11,9 +11,9 @@ from pydantic import BaseModel
 
 import gear
 from gear.context import RequestContext, _current
-from gear.dispatch import Handler
 from gear.envelope import ATTEMPT, DEADLINE, METHOD, EnvelopeError, ErrorBody, Kind, parse_meta
 from gear.errors import BadPayloadError, MethodNotFoundError, RemoteError
+from gear.handler import Handler
 from gear.publisher import Outgoing, RepublishPolicy
 from gear.reconnect import Backoff
 from gear.reply import decode_reply

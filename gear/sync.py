@@ -1,0 +1,186 @@
+"""``svc.rpc.sync``: call, cast and gather from a thread that is not the service's event loop.
+
+Plain (``def``) handlers run in a worker thread, where ``await`` is not available. The facade has the
+same methods and arguments as :class:`gear.RPC`; each one runs the async operation on the service's
+event loop and blocks only the calling thread until it ends, so the loop keeps serving (heartbeats,
+other handlers, the very reply being waited for). ::
+
+    @svc.handler("report")
+    def report(day: str) -> dict[str, Any]:               # runs in a worker thread
+        rows = svc.rpc.sync.call("REPO.host2", "rows", day)  # inherits this request's deadline
+        svc.rpc.sync.cast("AUDIT", "reported", day)
+        return {"day": day, "rows": len(rows)}
+
+The request context (deadline, trace) is copied into the worker thread and from there onto the loop,
+so a nested call inherits the remaining budget exactly as ``await svc.rpc.call`` would in an async
+handler, and it raises the same typed errors. Any other thread of the process (a script's worker, a
+callback of a blocking library) may use the facade too, once the service is started.
+
+Each blocking call holds one worker thread until it ends: a plain handler that calls plain handlers of
+its own service can exhaust ``handler_threads``; give such chains async handlers or more threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+from gear.errors import CallTimeoutError, ConfigurationError, ConnectionLostError, GearError
+from gear.reply import Reply
+
+if TYPE_CHECKING:
+    from gear.rpc import RPC, ReplyCallback
+
+__all__ = ("SYNC_GRACE", "SyncRPC")
+
+T = TypeVar("T")
+
+SYNC_GRACE = 5.0
+"""Seconds a blocked thread waits past the operation's own deadline before it gives up on a loop
+that no longer runs the operation (a stopped or stalled event loop)."""
+
+
+class SyncRPC:
+    """Blocking ``call``, ``cast`` and ``gather`` bound to the service's event loop (``svc.rpc.sync``)."""
+
+    def __init__(self, rpc: RPC) -> None:
+        self._rpc = rpc
+
+    @overload
+    def call(
+        self,
+        address: str,
+        method: str,
+        payload: Any = None,
+        *,
+        timeout: float | None = None,
+        callback: None = None,
+        reply_to: None = None,
+        result_type: type[T],
+    ) -> T: ...
+
+    @overload
+    def call(
+        self,
+        address: str,
+        method: str,
+        payload: Any = None,
+        *,
+        timeout: float | None = None,
+        callback: ReplyCallback,
+        reply_to: None = None,
+        result_type: Any = None,
+    ) -> None: ...
+
+    @overload
+    def call(
+        self,
+        address: str,
+        method: str,
+        payload: Any = None,
+        *,
+        timeout: float | None = None,
+        callback: ReplyCallback | None = None,
+        reply_to: str | None = None,
+        result_type: Any = None,
+    ) -> Any: ...
+
+    def call(
+        self,
+        address: str,
+        method: str,
+        payload: Any = None,
+        *,
+        timeout: float | None = None,
+        callback: ReplyCallback | None = None,
+        reply_to: str | None = None,
+        result_type: Any = None,
+    ) -> Any:
+        """:meth:`gear.RPC.call` from this thread; the same arguments, result and errors.
+
+        A ``callback`` runs later on the service's event loop (it must not block).
+
+        Raises:
+            CallTimeoutError, UnroutableError, NotConfirmedError, RemoteError, BadResultError,
+            ConfigurationError: as :meth:`gear.RPC.call` (``ConfigurationError`` also when called from
+            a thread that runs an event loop).
+            ConnectionLostError: the service is not running.
+        """
+        coro = self._rpc.call(
+            address, method, payload, timeout=timeout, callback=callback, reply_to=reply_to,
+            result_type=result_type,
+        )
+        budget = self._budget(timeout)
+        return self._run(coro, budget, lambda: CallTimeoutError(address, method, budget))
+
+    def cast(
+        self, address: str, method: str, payload: Any = None, *, retry_budget: float | None = None
+    ) -> bool:
+        """:meth:`gear.RPC.cast` from this thread; the same arguments, result and errors.
+
+        Raises:
+            UnroutableError, NotConfirmedError, ConnectionLostError, ConfigurationError: as
+            :meth:`gear.RPC.cast`.
+        """
+        coro = self._rpc.cast(address, method, payload, retry_budget=retry_budget)
+        budget = self._rpc.cast_retry_budget if retry_budget is None else retry_budget
+        return self._run(
+            coro, budget, lambda: ConnectionLostError(f"cast to {address!r} not confirmed in time")
+        )
+
+    def gather(
+        self,
+        address: str,
+        method: str,
+        payload: Any = None,
+        *,
+        timeout: float | None = None,
+        expected: int | None = None,
+    ) -> list[Reply]:
+        """:meth:`gear.RPC.gather` from this thread; the same arguments, result and errors.
+
+        Raises:
+            NotConfirmedError, ConfigurationError: as :meth:`gear.RPC.gather`.
+        """
+        coro = self._rpc.gather(address, method, payload, timeout=timeout, expected=expected)
+        budget = self._budget(timeout)
+        return self._run(coro, budget, lambda: CallTimeoutError(address, method, budget))
+
+    def _budget(self, timeout: float | None) -> float:
+        if timeout is None:
+            return self._rpc.default_timeout
+        return max(0.0, float(timeout))
+
+    def _run(
+        self, coro: Coroutine[Any, Any, T], budget: float, gave_up: Callable[[], GearError]
+    ) -> T:
+        loop = self._rpc.loop
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass  # no loop in this thread: blocking it is fine
+        else:
+            coro.close()
+            raise ConfigurationError(
+                "svc.rpc.sync blocks its thread, and this thread runs an event loop: "
+                "use 'await svc.rpc.call(...)' in async code"
+            )
+        if loop is None or loop.is_closed():
+            coro.close()
+            raise ConnectionLostError("the service is not running (start it before svc.rpc.sync)")
+        try:
+            future = asyncio.run_coroutine_threadsafe(coro, loop)
+        except RuntimeError:  # the loop closed in between
+            coro.close()
+            raise ConnectionLostError("the service's event loop is closed") from None
+        try:
+            return future.result(budget + SYNC_GRACE)
+        except GearError:
+            raise
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise gave_up() from None
+        except concurrent.futures.CancelledError:
+            raise ConnectionLostError("the service stopped while the operation was running") from None

@@ -1,0 +1,30 @@
+"""What type checkers see of calls (checked by ``mypy --strict`` in tests/examples/test_typecheck.py;
+never run)."""
+
+from __future__ import annotations
+
+from typing import Any, assert_type
+
+from pydantic import BaseModel
+
+import gear
+
+
+class Found(BaseModel):
+    key: str
+
+
+async def calls(svc: gear.Service) -> None:
+    assert_type(await svc.rpc.call("REPO.h1", "get", {"key": "k"}, result_type=Found), Found)
+    assert_type(await svc.rpc.call("REPO.h1", "get", result_type=list[int]), list[int])
+    assert_type(await svc.rpc.call("REPO.h1", "get"), Any)
+    assert_type(await svc.rpc.call("REPO.h1", "get", callback=print), None)
+    assert_type(await svc.rpc.gather("REPO.*", "get"), list[gear.Reply])
+    assert_type(await svc.rpc.cast("REPO.*", "get"), bool)
+
+
+def blocking_calls(svc: gear.Service) -> None:
+    assert_type(svc.rpc.sync.call("REPO.h1", "get", result_type=Found), Found)
+    assert_type(svc.rpc.sync.call("REPO.h1", "get"), Any)
+    assert_type(svc.rpc.sync.gather("REPO.*", "get"), list[gear.Reply])
+    assert_type(svc.rpc.sync.cast("REPO.*", "get"), bool)
