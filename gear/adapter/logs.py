@@ -22,7 +22,8 @@ _DEMOTED = (
     "Connection %r was unblocked",
     "Consumer %r cancelled by the broker",
     "Delivery tag %r confirmed %r was ignored",
-    "Closing channel %r because RPC call %r cancelled",
+    "Closing channel %r because RPC call %s cancelled",
+    "Closing channel %r locally because RPC call %s cancelled",
 )
 _LOGGERS = ("aiormq.connection", "aiormq.channel")
 _debug = logging.getLogger("gear.adapter.aiormq")
