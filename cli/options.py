@@ -18,6 +18,7 @@ __all__ = (
     "ExchangeOpt",
     "JsonOpt",
     "LogLevelOpt",
+    "MethodArg",
     "TimeoutOpt",
     "TraceOpt",
     "UrlOpt",
@@ -46,6 +47,7 @@ ExchangeOpt = Annotated[
         "--exchange", envvar="GEAR_EXCHANGE", help="The topic exchange Gear uses (env GEAR_EXCHANGE)."
     ),
 ]
+MethodArg = Annotated[str, typer.Argument(help="The remote method name.", show_default=False)]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout, for scripts.")]
 TraceOpt = Annotated[
     str | None,

@@ -17,6 +17,7 @@ from cli.options import (
     DataOpt,
     ExchangeOpt,
     JsonOpt,
+    MethodArg,
     TimeoutOpt,
     TraceOpt,
     UrlOpt,
@@ -32,7 +33,6 @@ PING_METHOD = "gear.ping"
 """The method every Service answers on its own; `gear nodes` and gather's census use it."""
 
 AddressArg = Annotated[str, typer.Argument(help="REPO.host2, CTRL, CTRL.* or *.*", show_default=False)]
-MethodArg = Annotated[str, typer.Argument(help="The remote method name.", show_default=False)]
 
 
 def parse_address(text: str, out: Renderer) -> Address:

@@ -1,13 +1,17 @@
 """``gear send p2p|stateless|multicast|broadcast``: the four routing forms, spelled out.
 
 They cast by default (fire-and-forget). With ``--call`` they wait: one reply for p2p and stateless, every
-reply (a gather) for multicast and broadcast.
+reply (a gather) for multicast and broadcast. The four commands are one implementation: each form only
+says which words make its address and how long it waits by default.
 """
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -16,6 +20,7 @@ from cli.options import (
     DataOpt,
     ExchangeOpt,
     JsonOpt,
+    MethodArg,
     TimeoutOpt,
     TraceOpt,
     UrlOpt,
@@ -33,27 +38,58 @@ app = typer.Typer(
 )
 
 TypeArg = Annotated[str, typer.Argument(metavar="TYPE", help="Service TYPE, e.g. REPO.", show_default=False)]
-MethodArg = Annotated[str, typer.Argument(help="The remote method name.", show_default=False)]
+HostArg = Annotated[str, typer.Argument(help="The instance's HOST.", show_default=False)]
 CallOpt = Annotated[bool, typer.Option("--call", help="Wait for the reply (or every reply, for fan-out).")]
 
 
-def _send(
+@dataclass(frozen=True)
+class Form:
+    """One routing form: its help, the words that make its address, its default wait."""
+
+    help: str
+    words: tuple[tuple[str, Any], ...]
+    address: Callable[..., str]
+    timeout: float
+
+
+FORMS = {
+    "p2p": Form(
+        "Point-to-point: exactly the instance TYPE.HOST (stateful services).",
+        (("type_", TypeArg), ("host", HostArg)), lambda type_, host: f"{type_}.{host}", 5.0,
+    ),
+    "stateless": Form(
+        "Stateless: any one instance of TYPE, round-robin.",
+        (("type_", TypeArg),), lambda type_: type_, 5.0,
+    ),
+    "multicast": Form(
+        "Multicast: every instance of TYPE (TYPE.*), once each.",
+        (("type_", TypeArg),), lambda type_: f"{type_}.*", 2.0,
+    ),
+    "broadcast": Form(
+        "Broadcast: every instance of every type (*.*), once each.",
+        (), lambda: "*.*", 2.0,
+    ),
+}
+
+
+def send(
     address_text: str,
     method: str,
     data: str | None,
     data_file: Path | None,
-    wait: bool,
+    call: bool,
     timeout: float,
     url: list[str] | None,
     exchange: str,
     as_json: bool,
     trace: str | None = None,
 ) -> None:
+    """Cast to ``address_text``, or with ``call`` wait for its reply (or every reply, for fan-out)."""
     out = Renderer(as_json)
     address = parse_address(address_text, out)
     payload = load_payload(data, data_file)
     to = target(url, exchange, timeout, trace)
-    if not wait:
+    if not call:
         run_cast(address, method, payload, to, out)
     elif address.is_fanout:
         run_gather(address, method, payload, to, None, out)
@@ -61,69 +97,40 @@ def _send(
         run_call(address, method, payload, to, out)
 
 
-@app.command()
-def p2p(
-    type_: TypeArg,
-    host: Annotated[str, typer.Argument(help="The instance's HOST.", show_default=False)],
-    method: MethodArg,
-    data: DataOpt = None,
-    data_file: DataFileOpt = None,
-    call: CallOpt = False,
-    timeout: TimeoutOpt = 5.0,
-    url: UrlOpt = None,
-    exchange: ExchangeOpt = "gear",
-    trace: TraceOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Point-to-point: exactly the instance TYPE.HOST (stateful services)."""
-    _send(f"{type_}.{host}", method, data, data_file, call, timeout, url, exchange, as_json, trace)
+_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
+    ("method", MethodArg, inspect.Parameter.empty),
+    ("data", DataOpt, None),
+    ("data_file", DataFileOpt, None),
+    ("call", CallOpt, False),
+    ("timeout", TimeoutOpt, None),  # the form's own default
+    ("url", UrlOpt, None),
+    ("exchange", ExchangeOpt, "gear"),
+    ("trace", TraceOpt, None),
+    ("as_json", JsonOpt, False),
+)
 
 
-@app.command()
-def stateless(
-    type_: TypeArg,
-    method: MethodArg,
-    data: DataOpt = None,
-    data_file: DataFileOpt = None,
-    call: CallOpt = False,
-    timeout: TimeoutOpt = 5.0,
-    url: UrlOpt = None,
-    exchange: ExchangeOpt = "gear",
-    trace: TraceOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Stateless: any one instance of TYPE, round-robin."""
-    _send(type_, method, data, data_file, call, timeout, url, exchange, as_json, trace)
+def _command(form: Form) -> Callable[..., None]:
+    """The typer command of one form: its address words, then the options every form shares."""
+    words = [name for name, _ in form.words]
+
+    def command(**given: Any) -> None:
+        address = form.address(*(given.pop(w) for w in words))
+        send(address, **given)
+
+    specs = [*((name, kind, inspect.Parameter.empty) for name, kind in form.words), *_OPTIONS]
+    params = [
+        inspect.Parameter(
+            name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=kind,
+            default=form.timeout if name == "timeout" else default,
+        )
+        for name, kind, default in specs
+    ]
+    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    command.__annotations__ = {name: kind for name, kind, _ in specs}
+    command.__doc__ = form.help
+    return command
 
 
-@app.command()
-def multicast(
-    type_: TypeArg,
-    method: MethodArg,
-    data: DataOpt = None,
-    data_file: DataFileOpt = None,
-    call: CallOpt = False,
-    timeout: TimeoutOpt = 2.0,
-    url: UrlOpt = None,
-    exchange: ExchangeOpt = "gear",
-    trace: TraceOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Multicast: every instance of TYPE (TYPE.*), once each."""
-    _send(f"{type_}.*", method, data, data_file, call, timeout, url, exchange, as_json, trace)
-
-
-@app.command()
-def broadcast(
-    method: MethodArg,
-    data: DataOpt = None,
-    data_file: DataFileOpt = None,
-    call: CallOpt = False,
-    timeout: TimeoutOpt = 2.0,
-    url: UrlOpt = None,
-    exchange: ExchangeOpt = "gear",
-    trace: TraceOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Broadcast: every instance of every type (*.*), once each."""
-    _send("*.*", method, data, data_file, call, timeout, url, exchange, as_json, trace)
+for _name, _form in FORMS.items():
+    app.command(_name)(_command(_form))

@@ -60,6 +60,9 @@ __all__ = ("Outgoing", "Publisher", "RepublishPolicy")
 
 _RETRY_PAUSE = 0.01
 """Seconds before retrying an attempt that could not be sent (the link is being replaced)."""
+_VERDICT_GRACE = 0.25
+"""Seconds past ``until`` an attempt already sent may wait for the broker's verdict (a busy broker's
+return or ack can be late; a verdict beats "outcome unknown"). Within the 0.5 s the SDK promises."""
 _NACK_PAUSES = (0.25, 0.75)
 """Pauses before the 2nd and 3rd attempt of a nacked message; a 3rd nack is ``NotConfirmedError``.
 A nack is rare and usually lasting (a full queue with ``reject-publish``), but during a RabbitMQ node
@@ -175,8 +178,8 @@ class Publisher:
             result = await link.publish(
                 self._exchange, msg.routing_key, msg.body, message_id=message_id,
                 correlation_id=msg.request_id, kind=msg.kind, app_id=self._app_id, headers=msg.headers,
-                until=until, reply_to=msg.reply_to, expiration_ms=expiration_ms, persistent=msg.persistent,
-                isolated=isolated,
+                until=until + _VERDICT_GRACE, reply_to=msg.reply_to, expiration_ms=expiration_ms,
+                persistent=msg.persistent, isolated=isolated,
             )
             outcome = result.outcome
             if outcome is Outcome.CONFIRMED:

@@ -171,7 +171,7 @@ class Service:
             connect_wait=s.connect_wait,
             on_ready=self._on_link_ready,
             tracer=self._tracer,
-            spread_key=self.identity,
+            spread_key=self.identity if s.spread_urls else "",
             ssl_context=client_context(s),
             failback_every=s.failback_interval,
             retire_grace=s.drain_timeout,

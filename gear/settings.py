@@ -44,6 +44,9 @@ class Settings(BaseSettings):
     reconnect_max: float = Field(default=1.0, gt=0)
     """Upper bound of the reconnect delay (so calls succeed again within about a second of the
     broker's return)."""
+    spread_urls: bool = True
+    """With several broker URLs: each instance starts at a different one (a stable hash of its
+    identity), so instances spread over a cluster's nodes. False: always the given order first."""
     failback_interval: float = Field(default=30.0, ge=0)
     """With several broker URLs: when connected to another one than this instance's first choice
     (after a failover), how often to check whether the first choice is back and move there

@@ -32,7 +32,6 @@ from importlib.metadata import version
 from typing import Any
 
 import aiormq
-from aiormq.abc import ChannelFrame
 
 __all__ = (
     "SUPPORTED",
@@ -146,33 +145,27 @@ def install_deliver_reader(channel: Any, on_deliver: DeliverFrame) -> None:
     setattr(channel, _ON_DELIVER, reader)
 
 
-async def send_publish(channel: Any, payload: bytes, message_id: str) -> asyncio.Future[Any]:
-    """Queue one pre-encoded publish on ``channel`` and return its confirmation future.
+def send_publish(
+    channel: Any, payload: bytes, message_id: str, write: Callable[[bytes], None]
+) -> asyncio.Future[Any]:
+    """Send one pre-encoded publish on ``channel`` with ``write`` and return its confirmation future.
 
     The future resolves like aiormq's own publish: a ``basic.ack`` frame, a returned message (the
     broker sends ``basic.return`` before the ack; matched by ``message_id``), or an exception for a
-    nack or a closing channel. If this coroutine is cancelled before the frame was queued, nothing
-    was sent and the sequence number is given back.
+    nack or a closing channel. The sequence number, the bookkeeping and the write happen in one step
+    with no await, so the broker sees publishes in the order of their sequence numbers without
+    aiormq's channel lock or writer task (Gear publishes nothing else on this channel).
     """
-    async with channel.lock:
-        channel.delivery_tag += 1
-        tag = channel.delivery_tag
-        confirmation: asyncio.Future[Any] = channel.create_future()
-        channel.confirmations[tag] = confirmation
-        channel.message_id_delivery_tag[message_id] = tag
-        try:
-            await channel.write_queue.put(ChannelFrame(payload=payload, should_close=False))
-        except BaseException:
-            channel.delivery_tag -= 1
-            channel.confirmations.pop(tag, None)
-            channel.message_id_delivery_tag.pop(message_id, None)
-            confirmation.cancel()
-            raise
+    channel.delivery_tag += 1
+    tag = channel.delivery_tag
+    confirmation: asyncio.Future[Any] = channel.create_future()
+    channel.confirmations[tag] = confirmation
+    channel.message_id_delivery_tag[message_id] = tag
 
     def forget(_: Any) -> None:
         if channel.message_id_delivery_tag.get(message_id) == tag:
             del channel.message_id_delivery_tag[message_id]
 
     confirmation.add_done_callback(forget)
+    write(payload)
     return confirmation
-

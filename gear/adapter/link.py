@@ -224,6 +224,11 @@ class Link:
             and int.from_bytes(frames[1:3], "big") == ch.number
         )
 
+    def _write(self, frames: bytes) -> None:
+        writer = self.writer
+        if writer is not None:
+            writer.write_now(frames)
+
     def silence(self) -> float:
         """Seconds since the broker last sent anything."""
         return 0.0 if self._reader is None else self._reader.silence()
@@ -531,7 +536,7 @@ class Link:
         self._drained.clear()
         self._uses[ch] = self._uses.get(ch, 0) + 1
         try:
-            result = await send(ch, payload, message_id, until)
+            result = await send(ch, payload, message_id, until, self._write)
             return result if result.outcome is not Outcome.NACKED else replace(result, channel=ch)
         finally:
             self._in_flight -= 1

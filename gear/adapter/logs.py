@@ -22,6 +22,9 @@ _DEMOTED = (
     "Connection %r was unblocked",
     "Consumer %r cancelled by the broker",
     "Delivery tag %r confirmed %r was ignored",
+    "Unhandled message %r returning",
+    "Closing channel %r because RPC call %s cancelled",
+    "Closing channel %r locally because RPC call %s cancelled",
 )
 _LOGGERS = ("aiormq.connection", "aiormq.channel")
 _debug = logging.getLogger("gear.adapter.aiormq")

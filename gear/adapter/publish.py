@@ -7,7 +7,7 @@ republish, fail) instead of on exceptions from the client library:
 ``CONFIRMED``       the broker acked it (and routed it somewhere)
 ``RETURNED``        no queue was bound (``basic.return`` came before the ack)
 ``NACKED``          the broker refused responsibility (``basic.nack``)
-``NOT_SENT``        nothing reached the socket (channel closed, or no room before the deadline)
+``NOT_SENT``        nothing reached the socket (the channel was closed, or not free before the deadline)
 ``LINK_LOST``       sent, then the connection failed before the confirm: it may have been routed
 ``CHANNEL_CLOSED``  sent, then the broker closed the channel (a channel error, e.g. 406): maybe routed
 ``UNCONFIRMED``     sent, and no confirm came before the deadline: it may have been routed
@@ -17,6 +17,7 @@ republish, fail) instead of on exceptions from the client library:
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -65,7 +66,9 @@ CONFIRMED = PublishResult(Outcome.CONFIRMED)
 RETURNED = PublishResult(Outcome.RETURNED)
 
 
-async def send(channel: Any, payload: bytes, message_id: str, until: float) -> PublishResult:
+async def send(
+    channel: Any, payload: bytes, message_id: str, until: float, write: Callable[[bytes], None]
+) -> PublishResult:
     """Publish pre-encoded frames on a confirm channel and wait for the broker's verdict.
 
     Never waits past loop time ``until`` and never raises for a broker or network failure: the
@@ -76,13 +79,13 @@ async def send(channel: Any, payload: bytes, message_id: str, until: float) -> P
     sent = False
     try:
         async with asyncio.timeout_at(until):
-            confirmation = await _aiormq.send_publish(channel, payload, message_id)
+            confirmation = _aiormq.send_publish(channel, payload, message_id, write)
             sent = True
             verdict = await confirmation
     except TimeoutError:
         if sent:
             return PublishResult(Outcome.UNCONFIRMED, "no confirm from the broker before the deadline")
-        return PublishResult(Outcome.NOT_SENT, "no room to send before the deadline")
+        return PublishResult(Outcome.NOT_SENT, "not sent before the deadline")
     except amqp.DeliveryError:
         return PublishResult(Outcome.NACKED, "the broker nacked it")
     except asyncio.CancelledError:

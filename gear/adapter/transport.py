@@ -62,6 +62,7 @@ class CorkedWriter:
         """The connection's frame queue: while it holds more frames, writes are buffered."""
         self.guard: Callable[[bytes], bool] | None = None
         """``guard(frame_bytes)`` True drops the frames instead of sending them."""
+        self._sent_this_turn = False
 
     def write(self, data: bytes) -> None:
         guard = self.guard
@@ -74,6 +75,30 @@ class CorkedWriter:
         elif not self._scheduled:
             self._scheduled = True
             self._loop.call_soon(self._flush)
+
+    def write_now(self, data: bytes) -> None:
+        """Send frames without a trip through the connection's writer task.
+
+        The first write of a loop iteration goes out at once (with whatever waits in the buffer), so a
+        lone call pays no extra loop turn; further writes in the same iteration are coalesced and sent
+        at its end, so many calls in flight still cost one send per iteration.
+        """
+        guard = self.guard
+        if guard is not None and guard(data):
+            return
+        if self._sent_this_turn:
+            self._buffer.append(data)
+            if not self._scheduled:
+                self._scheduled = True
+                self._loop.call_soon(self._flush)
+            return
+        self._sent_this_turn = True
+        self._loop.call_soon(self._new_turn)
+        self._buffer.append(data)
+        self._flush()
+
+    def _new_turn(self) -> None:
+        self._sent_this_turn = False
 
     def write_lazily(self, data: bytes, within: float) -> None:
         """Queue ``data`` to go out with the next write, or after ``within`` seconds at the latest."""

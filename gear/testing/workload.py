@@ -56,8 +56,9 @@ class Ledger:
     handled: Counter[str] = field(default_factory=Counter)
     handled_on: Counter[tuple[str, str]] = field(default_factory=Counter)
     """Handler runs per (request id, server HOST)."""
-    successes: list[tuple[float, float]] = field(default_factory=list)
-    """(start, end) loop times of every successful call or gather."""
+    successes: list[tuple[float, float, str]] = field(default_factory=list)
+    """(start, end, form) of every successful call or gather; form is ``p2p:HOST``, ``stateless``,
+    ``multicast`` or ``broadcast``."""
     max_loop_lag: float = 0.0
 
     @property
@@ -85,10 +86,10 @@ class Ledger:
         must prevent (the rest are round-robin redeliveries to the other server)."""
         return sum(1 for n in self.handled_on.values() if n > 1)
 
-    def recovery(self, since: float) -> float | None:
-        """Seconds from loop time ``since`` to the end of the first successful call that started
-        after it (None: none yet)."""
-        later = [end for start, end in self.successes if start >= since]
+    def recovery(self, since: float, form: str | None = None) -> float | None:
+        """Seconds from loop time ``since`` to the end of the first successful call (of ``form``, if
+        given) that started after it (None: none yet)."""
+        later = [end for start, end, f in self.successes if start >= since and form in (None, f)]
         return min(later) - since if later else None
 
     def check(self) -> None:
@@ -153,6 +154,8 @@ class Workload:
         call_timeout: each call's deadline in seconds.
         cast_every: one cast after this many calls (0: no casts).
         gather_every: one gather after this many calls (0: no gathers).
+        broadcast: every other gather goes to ``*.*`` instead of ``TYPE.*`` (the exchange must be
+            this workload's own, or other instances answer too).
     """
 
     def __init__(
@@ -166,6 +169,7 @@ class Workload:
         call_timeout: float = 2.0,
         cast_every: int = 4,
         gather_every: int = 25,
+        broadcast: bool = False,
     ) -> None:
         self._client = client
         self._type = type_
@@ -175,6 +179,7 @@ class Workload:
         self._timeout = call_timeout
         self._cast_every = cast_every
         self._gather_every = gather_every
+        self._broadcast = broadcast
         self._counter = itertools.count()
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -201,15 +206,18 @@ class Workload:
                 self._casts.add(task)
                 task.add_done_callback(self._casts.discard)
             if self._gather_every and n % self._gather_every == 0:
-                await self._op("gather", self._client.rpc.gather(
-                    f"{self._type}.*", "wl.ping", n, timeout=self._timeout, expected=len(self._hosts)
+                wide = self._broadcast and (n // self._gather_every) % 2
+                form, address = ("broadcast", "*.*") if wide else ("multicast", f"{self._type}.*")
+                await self._op(form, self._client.rpc.gather(
+                    address, "wl.ping", n, timeout=self._timeout, expected=len(self._hosts)
                 ), self._timeout)
                 continue
-            target = self._type if n % 2 else f"{self._type}.{self._hosts[n % len(self._hosts)]}"
-            await self._op("call", self._client.rpc.call(target, "wl.echo", n, timeout=self._timeout),
+            host = self._hosts[(n // 2) % len(self._hosts)]
+            form, target = ("stateless", self._type) if n % 2 else (f"p2p:{host}", f"{self._type}.{host}")
+            await self._op(form, self._client.rpc.call(target, "wl.echo", n, timeout=self._timeout),
                            self._timeout)
 
-    async def _op(self, kind: str, op: Any, budget: float) -> None:
+    async def _op(self, form: str, op: Any, budget: float) -> None:
         loop = asyncio.get_running_loop()
         ledger = self._ledger
         ledger.calls += 1
@@ -217,22 +225,22 @@ class Workload:
         failed = True
         try:
             result = await op
-            if kind == "gather" and len(result) < len(self._hosts):
+            if form in ("multicast", "broadcast") and len(result) < len(self._hosts):
                 ledger.errors["gather:partial"] += 1
             else:
                 failed = False
         except GearError as exc:
             ledger.errors[type(exc).__name__] += 1
         except Exception as exc:
-            ledger.untyped.append(f"{kind}: {exc!r}")
+            ledger.untyped.append(f"{form}: {exc!r}")
         ended = loop.time()
         if ended - started - budget > HANG_MARGIN:
-            ledger.hung.append(f"{kind} ended {ended - started - budget:.2f}s after its deadline")
+            ledger.hung.append(f"{form} ended {ended - started - budget:.2f}s after its deadline")
         if failed:
             await asyncio.sleep(0.01)  # a failing stream must not spin
         else:
             ledger.ok += 1
-            ledger.successes.append((started, ended))
+            ledger.successes.append((started, ended, form))
 
     async def _cast(self, n: int) -> None:
         loop = asyncio.get_running_loop()

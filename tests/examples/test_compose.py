@@ -32,7 +32,7 @@ def _gear_services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {
         name: spec
         for name, spec in compose["services"].items()
-        if "GEAR_TYPE" in (spec.get("environment") or {})
+        if "GEAR_TYPE" in (spec.get("environment") or {}) and not spec.get("profiles")
     }
 
 

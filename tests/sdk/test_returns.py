@@ -57,7 +57,7 @@ async def test_unroutable_cast_goes_to_on_undeliverable(fleet: Fleet) -> None:
 
     web.on_undeliverable = None
     with pytest.raises(gear.UnroutableError):
-        await web.rpc.cast(target, "reload", {"version": 8}, retry_budget=0.3)
+        await web.rpc.cast(target, "reload", {"version": 8}, retry_budget=1.0)
 
 
 async def _delete_queues(url: str, *names: str) -> None:

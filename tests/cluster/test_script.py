@@ -1,0 +1,40 @@
+"""scripts/rabbitmq-cluster's own behaviour that needs no cluster: URLs, settings, refusals."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+from tests.cluster._cluster import SCRIPT
+
+
+def _run(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(SCRIPT), *args], capture_output=True, text=True, timeout=60, env={**os.environ, **env}
+    )
+
+
+def test_urls_follow_the_first_port() -> None:
+    done = _run("urls", GEAR_CLUSTER_PORT="5801")
+    assert done.returncode == 0
+    assert done.stdout.split() == [f"amqp://guest:guest@127.0.0.1:{p}/" for p in (5801, 5802, 5803)]
+    comma = _run("urls", "--comma", GEAR_CLUSTER_PORT="5801")
+    assert comma.stdout.strip() == ",".join(done.stdout.split())
+
+
+def test_without_rabbitmq_server_it_says_so_with_its_own_exit_code(tmp_path: object) -> None:
+    done = _run("status", RABBITMQ_BIN=str(tmp_path))
+    assert done.returncode == 3
+    assert "rabbitmq-server is not installed" in done.stderr
+
+
+def test_a_node_number_out_of_range_is_refused_before_anything_runs() -> None:
+    done = _run("kill", "4", GEAR_CLUSTER_NAME="gearnosuchcluster")
+    assert done.returncode == 2
+    assert "invalid choice: 4" in done.stderr
+
+
+def test_a_cluster_name_must_be_a_plain_word() -> None:
+    done = _run("urls", GEAR_CLUSTER_NAME="../etc")
+    assert done.returncode == 1
+    assert "GEAR_CLUSTER_NAME must be a plain word" in done.stderr
