@@ -4,13 +4,15 @@
 
 Prints the JVM/session start-up time separately from the analysis time (reading, all tables, writing
 Parquet, summary and report), the events per second, and checks the dependency links against the
-generator's truth, so a fast but wrong run does not count.
+generator's truth, so a fast but wrong run does not count. The machine's load average (1, 5, 15 min)
+before and after is printed with the figures: on a shared machine it explains most of the spread.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -46,6 +48,7 @@ def main() -> None:
         stages[str(last[1])] = round(now - float(last[0]), 1)
         last[0], last[1] = now, message
 
+    load_before = os.getloadavg()
     summary = run_analyze(traces, out, master=args.master, progress=progress)
     expected = {f"{a}->{b}": v["calls"] for (a, b), v in truth.links().items()}
     got = {f"{r['parent']}->{r['child']}": r["callCount"] for r in summary["zipkin_links"]}
@@ -57,6 +60,8 @@ def main() -> None:
         "events_per_s": round(summary["data_quality"]["lines"] / summary["seconds"]),
         "links_match_truth": got == expected,
         "stage_seconds": stages,
+        "load_average_before": [round(x, 2) for x in load_before],
+        "load_average_after": [round(x, 2) for x in os.getloadavg()],
     }
     print(json.dumps(result, indent=2))
 

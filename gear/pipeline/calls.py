@@ -51,13 +51,16 @@ def build_calls(
     events: DataFrame, since_ns: int | None, until_ns: int | None
 ) -> tuple[DataFrame, DataFrame, DataFrame]:
     """Return ``(calls, caller_orphans, cached)``: one row per call, caller events with no publish, and
-    the cached per-request aggregate both derive from (unpersist it when done)."""
+    the cached frames both derive from (unpersist it when done).
+
+    The per-request aggregate keeps only numbers (so Spark aggregates it in a hash map, without sorting);
+    the first publish's descriptive columns are joined back on its time.
+    """
     mine = events.filter(sf.col("name").isin([str(n) for n in CALLER_EVENTS]) & _not_reply())
-    first = sf.struct("t", "service", "peer", "route", "method", "kind", "trace_id", "parent_span_id")
     grouped = (
         mine.groupBy("instance", "rid")
         .agg(
-            sf.min(sf.when(_is(E.PUBLISH), first)).alias("first"),
+            sf.min(sf.when(_is(E.PUBLISH), sf.col("t"))).alias("t"),
             sf.count(sf.lit(1)).alias("n_events"),
             count_where(_is(E.RETURN)).alias("returns"),
             count_where(_is(E.REPUBLISH)).alias("republishes"),
@@ -72,7 +75,10 @@ def build_calls(
         )
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
-    orphans = grouped.filter(sf.col("first").isNull())
+    orphans = grouped.filter(sf.col("t").isNull())
+    publishes = mine.filter(_is(E.PUBLISH)).select(
+        "instance", "rid", "t", "service", "peer", "route", "method", "kind"
+    )
     c = sf.col
     outcome = (
         sf.when(c("unroutable_events") > 0, "unroutable")
@@ -84,13 +90,8 @@ def build_calls(
         .otherwise("none")
     )
     calls = (
-        grouped.filter(c("first").isNotNull())
-        .select(
-            "instance",
-            "rid",
-            "first.*",
-            *[x for x in grouped.columns if x not in ("instance", "rid", "first")],
-        )
+        grouped.filter(c("t").isNotNull())
+        .join(publishes, ["instance", "rid", "t"])
         .withColumnRenamed("service", "caller")
         .withColumn("callee", sf.coalesce(c("peer"), sf.lit("unknown")))
         .withColumn("route", sf.coalesce(c("route"), sf.lit("unknown")))
@@ -105,7 +106,7 @@ def build_calls(
         calls = calls.filter(c("t") >= since_ns)
     if until_ns is not None:
         calls = calls.filter(c("t") < until_ns)
-    return calls, orphans, grouped
+    return calls.persist(StorageLevel.MEMORY_AND_DISK), orphans, grouped
 
 
 def _delivered_types(events: DataFrame) -> DataFrame:

@@ -138,6 +138,7 @@ def analyze(
         {k: row[k] for k in ("parent", "child", "callCount", "errorCount")}
         for row in summary["tables"]["dependency_links"]["sample"]
     ]
+    calls.unpersist()
     per_request.unpersist()
     loaded.cached.unpersist()
     summary["seconds"] = round(time.monotonic() - started, 3)
@@ -210,8 +211,12 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None)
         builder = builder.master(chosen)
     if chosen and chosen.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no "hostname resolves to loopback" warning
+        # One JVM does everything in local mode: room for the uncompressed cache of parsed events
+        # (compressing it costs more CPU than parsing the JSON), few shuffle partitions.
         builder = (
             builder.config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile={_log_config()}")
+            .config("spark.driver.memory", "2g")
+            .config("spark.sql.inMemoryColumnarStorage.compressed", "false")
             .config("spark.sql.shuffle.partitions", "4")
             .config("spark.ui.enabled", "false")
             .config("spark.driver.bindAddress", "127.0.0.1")

@@ -41,6 +41,10 @@ _ATTRS = {
 }
 
 
+_RESOURCE = {"service": "service.name", "instance": "service.instance.id"}
+"""The resource fields the tables use (the only ones parsed)."""
+
+
 def attr(key: str) -> Column:
     """The attribute ``key`` (a dotted OpenTelemetry name) of the raw line."""
     return sf.col("attributes").getField(key)
@@ -102,7 +106,7 @@ def resolve_paths(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]
 def load_events(spark: SparkSession, paths: list[str]) -> Loaded:
     """Read every ``*.jsonl`` under ``paths`` with the explicit schema and flatten it."""
     reader = (
-        spark.read.schema(read_schema())
+        spark.read.schema(read_schema(_RESOURCE.values(), _ATTRS.values()))
         .option("mode", "PERMISSIVE")
         .option("columnNameOfCorruptRecord", CORRUPT_COLUMN)
         .option("recursiveFileLookup", "true")
@@ -116,19 +120,17 @@ def load_events(spark: SparkSession, paths: list[str]) -> Loaded:
         sf.col("time_unix_nano").alias("t"),
         sf.col("`event.name`").alias("name"),
         sf.col("`gear.event.seq`").alias("seq"),
-        "trace_id",
         "span_id",
-        "parent_span_id",
-        resource.getField("service.name").alias("service"),
-        resource.getField("host.name").alias("host"),
-        resource.getField("service.instance.id").alias("instance"),
+        *[resource.getField(key).alias(name) for name, key in _RESOURCE.items()],
         *[attr(key).alias(name) for name, key in _ATTRS.items()],
     )
-    # Derived once here and cached: every table reads these, and the JSON is parsed a single time.
+    # Derived once here and cached: every table reads these, and the JSON is parsed a single time. Only
+    # the columns the tables use are kept, so the cache stays small.
     flat = (
         flat.withColumn("rid", sf.coalesce("span_id", "request_id", "conversation_id"))
         .withColumn("peer", sf.coalesce("peer", _peer_from_key()))
         .withColumn("route", sf.coalesce("route", _route_from_key()))
+        .drop("span_id", "request_id", "conversation_id", "routing_key")
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
     ok = (

@@ -6,6 +6,7 @@ that is not JSON, or whose values have the wrong type, lands in :data:`CORRUPT_C
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any, get_args
 
 from pydantic import BaseModel
@@ -51,6 +52,23 @@ def event_schema() -> st.StructType:
     return _struct(TraceEvent)
 
 
-def read_schema() -> st.StructType:
-    """:func:`event_schema` plus the corrupt-record column, for ``spark.read.json``."""
-    return event_schema().add(st.StructField(CORRUPT_COLUMN, st.StringType(), nullable=True))
+def _keep(struct: st.StructType, names: Collection[str]) -> st.StructType:
+    return st.StructType([field for field in struct.fields if field.name in names])
+
+
+def read_schema(
+    resource: Collection[str] | None = None, attributes: Collection[str] | None = None
+) -> st.StructType:
+    """:func:`event_schema` plus the corrupt-record column, for ``spark.read.json``.
+
+    ``resource`` and ``attributes`` (field names as written) keep only those nested fields: Spark's
+    JSON parser then skips the others instead of converting them, and a wrong type in a field nobody
+    reads does not make the line corrupt. ``None`` keeps every field.
+    """
+    fields = []
+    for field in event_schema().fields:
+        keep = {"resource": resource, "attributes": attributes}.get(field.name)
+        if keep is not None and isinstance(field.dataType, st.StructType):
+            field = st.StructField(field.name, _keep(field.dataType, keep), nullable=True)
+        fields.append(field)
+    return st.StructType(fields).add(st.StructField(CORRUPT_COLUMN, st.StringType(), nullable=True))
