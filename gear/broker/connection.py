@@ -110,7 +110,7 @@ class Connection:
         self.finished = False
         self.flow_blocked = False
         self.alarm_blocked = False
-        self.alarm_pending = core.alarm.active
+        self.alarm_pending = bool(core.alarm_reasons)
         self.sent_blocked = False
         self.resume_pending = False
         self.write_paused = False
@@ -514,10 +514,10 @@ class Connection:
             self.alarm_blocked = True
             if self.client_capabilities.get("connection.blocked") and not self.sent_blocked:
                 self.sent_blocked = True
-                self.send_method(0, commands.Connection.Blocked(reason="low on memory"))
+                self.send_method(0, commands.Connection.Blocked(reason=self.core.blocked_reason))
 
     def alarm_changed(self, active: bool) -> None:
-        """The memory alarm was raised or cleared."""
+        """A resource alarm was raised, or the last one cleared."""
         self.alarm_pending = active
         if active or self.state == "closing":
             return

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 
 import aio_pika
 import pytest
@@ -119,6 +120,43 @@ async def test_memory_alarm_blocks_publisher_and_lets_consumer_drain() -> None:
             broker.set_memory_alarm(False)
             await asyncio.wait_for(held, 5)
             assert (await queue.get(timeout=5)).body == b"held"
+
+
+async def test_disk_alarm_from_the_free_space_reading_blocks_and_releases_publishers() -> None:
+    free = {"bytes": 10**9}
+    paths: list[str] = []
+
+    def disk_free(path: str) -> int:
+        paths.append(path)
+        return free["bytes"]
+
+    async with Broker(port=0, disk_free_limit=50_000_000, disk_free=disk_free) as broker:
+        publisher = await aio_pika.connect(broker.url)
+        async with publisher:
+            channel = await publisher.channel()
+            queue = await channel.declare_queue("disk-q")
+            free["bytes"] = 1_000_000
+            broker.check_disk()
+            assert broker.status().alarms == ["disk"]
+            assert "disk: 1,000,000 bytes free, limit 50,000,000" in str(broker.status())
+            # the first publish is read, then the connection is no longer read (RabbitMQ blocks after it)
+            first = asyncio.ensure_future(channel.default_exchange.publish(aio_pika.Message(b"1"), "disk-q"))
+            for _ in range(100):
+                if any(c.state == "blocked" for c in broker.status().connections):
+                    break
+                await asyncio.sleep(0.02)
+            assert [c.state for c in broker.status().connections] == ["blocked"]
+            await asyncio.wait_for(first, 5)
+            held = asyncio.ensure_future(channel.default_exchange.publish(aio_pika.Message(b"2"), "disk-q"))
+            done, _ = await asyncio.wait([held], timeout=0.3)
+            assert not done, "a publish under the disk alarm waits"
+            free["bytes"] = 10**9  # the periodic check sees the space come back
+            await asyncio.wait_for(held, 5)
+            assert broker.status().alarms == []
+            assert (await queue.get(timeout=5)).body == b"1"
+            assert (await queue.get(timeout=5)).body == b"2"
+    assert paths
+    assert all(p == os.getcwd() for p in paths), "in memory, the working directory is measured"
 
 
 async def test_connection_limit_accepts_tcp_but_never_starts_amqp() -> None:
