@@ -10,15 +10,9 @@ from pamqp import commands, frame, header, heartbeat
 from gear.broker.config import BrokerConfig
 from gear.broker.connection import Connection
 from gear.broker.core import BrokerCore
+from tests.raw_amqp import CLIENT_CAPABILITIES, PROTOCOL_HEADER
 
-PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
-CAPABILITIES = {
-    "authentication_failure_close": True,
-    "basic.nack": True,
-    "connection.blocked": True,
-    "consumer_cancel_notify": True,
-    "publisher_confirms": True,
-}
+CAPABILITIES = CLIENT_CAPABILITIES
 
 
 class FakeClock:

@@ -10,8 +10,7 @@ import aio_pika
 import pytest
 
 from gear.broker import Broker, BrokerConfig, running, serve
-from tests.broker._harness import PROTOCOL_HEADER
-from tests.broker._wire import Wire
+from tests.raw_amqp import PROTOCOL_HEADER, RawAmqp
 
 
 async def test_url_port_and_status_snapshot() -> None:
@@ -89,11 +88,11 @@ async def test_close_all_connections_sends_320_and_robust_clients_come_back() ->
 
 async def test_close_all_connections_reply_is_connection_forced() -> None:
     async with Broker(port=0) as broker:
-        wire = await Wire.opened(broker.port)
+        raw = await RawAmqp.open(broker.url, channel=1)
         await broker.close_all_connections("maintenance")
         from pamqp import commands
 
-        close = await wire.expect(commands.Connection.Close)
+        close = await raw.expect(commands.Connection.Close)
         assert (close.reply_code, close.reply_text) == (320, "CONNECTION_FORCED - maintenance")
 
 
@@ -162,11 +161,11 @@ async def test_disk_alarm_from_the_free_space_reading_blocks_and_releases_publis
 async def test_connection_limit_accepts_tcp_but_never_starts_amqp() -> None:
     async with Broker(port=0, max_connections=1) as broker:
         first = await aio_pika.connect(broker.url)
-        wire = await Wire.connect(broker.port)
-        wire.write(PROTOCOL_HEADER)
+        raw = await RawAmqp.connect(broker.url)
+        raw.send_bytes(PROTOCOL_HEADER)
         with pytest.raises(TimeoutError):
-            await asyncio.wait_for(wire.reader.read(100), 0.5)
-        await wire.close()
+            await asyncio.wait_for(raw.reader.read(100), 0.5)
+        await raw.close()
         await first.close()
         await asyncio.sleep(0.05)
         second = await aio_pika.connect(broker.url)

@@ -11,8 +11,8 @@ import pytest
 from pamqp import commands, heartbeat
 
 from tests.backends import BrokerHandle
-from tests.conformance._raw import RawAmqp, ServerClosedError
 from tests.conformance._support import QUIET, WAIT
+from tests.raw_amqp import RawAmqp, ServerClosedError
 
 
 def _with_credentials(url: str, user: str, password: str) -> str:

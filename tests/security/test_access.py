@@ -17,7 +17,7 @@ import pytest
 from pamqp import commands, encode
 
 from tests.backends import RabbitMQ
-from tests.conformance._raw import PROTOCOL_HEADER, RawAmqp, ServerClosedError, _client_properties
+from tests.raw_amqp import PROTOCOL_HEADER, RawAmqp, ServerClosedError, client_properties
 from tests.security.access_fixture import Names, Secured, rabbitmq_users, secured_broker
 
 WAIT = 5.0
@@ -187,7 +187,7 @@ async def _start_ok(secured: Secured, mechanism: str, response: str, *, capabili
     # Both are offered; RabbitMQ's order follows its registry, which changes with the plugins enabled
     # (3.10 with management and Prometheus lists AMQPLAIN first).
     assert {"PLAIN", "AMQPLAIN"} <= set(start.mechanisms.split())
-    properties = _client_properties() if capabilities else {"product": "no-capabilities"}
+    properties = client_properties() if capabilities else {"product": "no-capabilities"}
     raw.send(
         0,
         commands.Connection.StartOk(
