@@ -105,7 +105,9 @@ class Client:
         """Publish one message and return the server's output."""
         return self.feed(self.publish_bytes(channel, exchange, routing_key, body, **kwargs))
 
-    def handshake(self, *, heartbeat_s: int = 0, frame_max: int = 131072) -> list[tuple[int, Any]]:
+    def handshake(
+        self, *, heartbeat_s: int = 0, frame_max: int = 131072, channel_max: int = 2047
+    ) -> list[tuple[int, Any]]:
         """Header, start-ok, tune-ok, open; returns everything the server sent."""
         out = self.feed(PROTOCOL_HEADER)
         out += self.send(
@@ -117,7 +119,8 @@ class Client:
             ),
         )
         out += self.send(
-            0, commands.Connection.TuneOk(channel_max=2047, frame_max=frame_max, heartbeat=heartbeat_s)
+            0,
+            commands.Connection.TuneOk(channel_max=channel_max, frame_max=frame_max, heartbeat=heartbeat_s),
         )
         out += self.send(0, commands.Connection.Open(virtual_host="/"))
         return out

@@ -477,13 +477,7 @@ def test_crossed_closes_wait_for_the_clients_close_ok() -> None:
 def test_channel_numbers_up_to_65535_open_while_the_count_is_below_channel_max() -> None:
     core, _ = make_core(channel_max=2)
     client = Client(core)
-    client.feed(PROTOCOL_HEADER)
-    client.send(
-        0,
-        commands.Connection.StartOk(client_properties={}, mechanism="PLAIN", response="\x00guest\x00guest"),
-    )
-    client.send(0, commands.Connection.TuneOk(channel_max=2, frame_max=131072, heartbeat=0))
-    client.send(0, commands.Connection.Open(virtual_host="/"))
+    client.handshake(channel_max=2)
     client.open_channel(65535)
     client.open_channel(7)
     out = client.send(9, commands.Channel.Open())
