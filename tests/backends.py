@@ -158,9 +158,7 @@ class BrokerHandle:
 
 def local_rabbitmqctl(args: Sequence[str]) -> str:
     """Run ``rabbitmqctl`` on this machine."""
-    done = subprocess.run(
-        ["rabbitmqctl", *args], check=True, capture_output=True, text=True, timeout=60
-    )
+    done = subprocess.run(["rabbitmqctl", *args], check=True, capture_output=True, text=True, timeout=60)
     return done.stdout
 
 

@@ -108,8 +108,9 @@ async def test_a_quorum_queue_serves_while_its_leader_node_is_down_and_the_node_
     leader = cluster.number_of(info["leader"])
     survivor = cluster.urls[leader % 3]  # the next node
     sender = await _channel(survivor)
-    assert isinstance(await sender.basic_publish(b"before", routing_key=quorum_queue, properties=PERSISTENT),
-                      spec.Basic.Ack)
+    assert isinstance(
+        await sender.basic_publish(b"before", routing_key=quorum_queue, properties=PERSISTENT), spec.Basic.Ack
+    )
     await sender.connection.close()
 
     await (cluster.stop_app(leader) if loss == "stop_app" else cluster.kill(leader))

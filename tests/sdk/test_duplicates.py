@@ -29,17 +29,29 @@ class RawPeer:
         self.replies: list[tuple[str, Any]] = []
 
     async def request(
-        self, address: str, method: str, payload: Any, request_id: str, *, kind: str = "gear.call",
+        self,
+        address: str,
+        method: str,
+        payload: Any,
+        request_id: str,
+        *,
+        kind: str = "gear.call",
         timeout: float = 10.0,  # noqa: ASYNC109 - the request's deadline
     ) -> None:
         headers: dict[str, Any] = {METHOD: method}
         if kind != "gear.cast":
             headers[DEADLINE] = int((time.time() + timeout) * 1000)
         await self.channel.basic_publish(
-            json.dumps(payload).encode(), exchange=self.exchange, routing_key=address,
+            json.dumps(payload).encode(),
+            exchange=self.exchange,
+            routing_key=address,
             properties=aiormq.spec.Basic.Properties(
-                message_type=kind, correlation_id=request_id, message_id=f"{request_id}.1",
-                app_id="RAW.r1", reply_to=None if kind == "gear.cast" else self.reply_key, headers=headers,
+                message_type=kind,
+                correlation_id=request_id,
+                message_id=f"{request_id}.1",
+                app_id="RAW.r1",
+                reply_to=None if kind == "gear.cast" else self.reply_key,
+                headers=headers,
             ),
         )
 
