@@ -141,7 +141,7 @@ class Client:
 def unvalidated(method_cls: type, **fields: Any) -> Any:
     """A pamqp method with pamqp's client-side name validation switched off (pika does not validate)."""
     loose = type(method_cls.__name__, (method_cls,), {"validate": lambda self: None})
-    method = loose.__new__(loose)
+    method: Any = object.__new__(loose)
     defaults = method_cls()
     for slot in method_cls.__slots__:  # type: ignore[attr-defined]
         setattr(method, slot, fields.get(slot, getattr(defaults, slot)))

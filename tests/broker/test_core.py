@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pamqp import commands, frame, header
 from pamqp.body import ContentBody
 
@@ -9,7 +11,7 @@ from gear.broker.connection import CLOSE_TIMEOUT
 from tests.broker._harness import PROTOCOL_HEADER, Client, make_core, names, unvalidated
 
 
-def _declare(client: Client, name: str, channel: int = 1, **kwargs: object) -> None:
+def _declare(client: Client, name: str, channel: int = 1, **kwargs: Any) -> None:
     out = client.send(channel, commands.Queue.Declare(queue=name, **kwargs))
     assert isinstance(out[-1][1], commands.Queue.DeclareOk), out
 
@@ -379,7 +381,7 @@ def test_queue_argument_errors_use_rabbitmq_wording() -> None:
     client.handshake()
     client.open_channel(1)
     what = "queue 'q' in vhost '/'"
-    cases = [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"x-message-ttl": -1}, f"invalid arg 'x-message-ttl' for {what}: {{value_negative,-1}}"),
         ({"x-expires": 0}, f"invalid arg 'x-expires' for {what}: {{value_zero,0}}"),
         (

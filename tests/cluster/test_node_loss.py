@@ -12,6 +12,7 @@ Recovery times and redeliveries are printed; ``benchmarks/cluster.py`` measures 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -117,6 +118,10 @@ FORMS = (*(f"p2p:{h}" for h in HOSTS), "stateless", "multicast", "broadcast")
 
 
 @pytest.mark.parametrize(("loss", "node"), [("stop_app", 1), ("kill", 1), ("stop_app", 2), ("kill", 3)])
+def _recovered(ha: HA, lost_at: float, form: str) -> bool:
+    return ha.ledger.recovery(lost_at, form) is not None
+
+
 async def test_losing_a_node_under_load(ha: HA, loss: str, node: int) -> None:
     """Node 1 or 3 holds a server (and quorum leaders declared there); node 2 also holds the caller."""
     await ha.start()
@@ -128,7 +133,7 @@ async def test_losing_a_node_under_load(ha: HA, loss: str, node: int) -> None:
         await (ha.cluster.stop_app(node) if loss == "stop_app" else ha.cluster.kill(node))
         for form in FORMS:
             await eventually(
-                lambda f=form: ha.ledger.recovery(lost_at, f) is not None,
+                functools.partial(_recovered, ha, lost_at, form),
                 limit=30,
                 what=f"{form} served again",
             )

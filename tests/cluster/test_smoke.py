@@ -18,7 +18,7 @@ from tests.conftest import unique
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
 PERSISTENT = spec.Basic.Properties(delivery_mode=2)
-QUORUM = {"x-queue-type": "quorum"}
+QUORUM: dict[str, Any] = {"x-queue-type": "quorum"}
 
 
 async def _channel(url: str) -> aiormq.abc.AbstractChannel:
@@ -145,7 +145,7 @@ def _where_server(type_: str, host: str, **kw: Any) -> gear.Service:
 
 async def test_gear_instances_on_different_nodes_reach_each_other(cluster: ClusterHandle) -> None:
     type_, exchange = unique("CSMOKE"), unique("gear-cluster-smoke-")
-    common = {"exchange": exchange, "quorum": True, "timeout": 10.0, "connect_wait": 20.0}
+    common: dict[str, Any] = {"exchange": exchange, "quorum": True, "timeout": 10.0, "connect_wait": 20.0}
     servers = [_where_server(type_, f"h{n}", url=cluster.urls_from(n), **common) for n in (1, 2, 3)]
     caller = gear.Service(unique("CCALL"), "c1", url=cluster.urls_from(2), serve=False, **common)
     try:

@@ -22,7 +22,7 @@ CONF_IN_NODE = "/etc/rabbitmq/conf.d/20-cluster.conf"
 @pytest.fixture(scope="module")
 def services() -> dict[str, dict[str, Any]]:
     data = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
-    return data["services"]  # type: ignore[no-any-return]
+    return data["services"]
 
 
 def _in_profile(services: dict[str, dict[str, Any]], profile: str | None) -> dict[str, dict[str, Any]]:

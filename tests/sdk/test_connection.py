@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from typing import Any
 
 import pytest
@@ -53,7 +54,7 @@ async def test_forced_close_during_a_stream_of_calls(fleet: Fleet, via: str) -> 
 
         stream = asyncio.gather(*(one(i) for i in range(300)))
         for mark in (60, 180):
-            await eventually(lambda m=mark: len(results) >= m, limit=20)
+            await eventually(functools.partial(_at_least, results, mark), limit=20)
             await _cut(fleet.broker, proxy, via)
         await asyncio.wait_for(stream, 40)
         assert sorted(results) == list(range(300))  # nothing lost, nothing hung
@@ -271,3 +272,7 @@ async def test_failback_to_the_first_choice_broker() -> None:
 
 async def _echo(n: int) -> int:
     return n
+
+
+def _at_least(results: list[int], count: int) -> bool:
+    return len(results) >= count

@@ -238,7 +238,7 @@ def test_fast_publish_encoding_decodes_with_pamqp() -> None:
         app_id="WEB.w1",
         headers=headers,
     )
-    frames = []
+    frames: list[Any] = []
     while data:
         used, channel, frame = pamqp.frame.unmarshal(data)
         assert channel == 5
@@ -278,6 +278,7 @@ def test_fast_publish_encoding_decodes_with_pamqp() -> None:
     )
     used, _, _method = pamqp.frame.unmarshal(empty)
     _, _, head = pamqp.frame.unmarshal(empty[used:])
+    assert isinstance(head, pamqp.header.ContentHeader)
     assert head.body_size == 0
     assert head.properties.message_id == "m"
     with pytest.raises(TypeError):
@@ -318,7 +319,7 @@ def test_fast_publish_encoding_decodes_with_pamqp() -> None:
         app_id=None,
         headers=None,
     )
-    chunks = []
+    chunks: list[Any] = []
     while data:
         used, _, frame = pamqp.frame.unmarshal(data)
         chunks.append(frame)
