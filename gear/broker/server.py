@@ -45,7 +45,6 @@ class _Protocol(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.conn: Connection | None = None
         self.reading = True
-        self.refused = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -55,7 +54,6 @@ class _Protocol(asyncio.Protocol):
         limit = self.broker.config.max_connections
         if limit is not None and len(self.broker.protocols) >= limit:
             # RabbitMQ at its socket limit: the TCP connection is accepted, AMQP never starts.
-            self.refused = True
             transport.pause_reading()
             loop = asyncio.get_running_loop()
             loop.call_later(self.broker.config.handshake_timeout, transport.close)
