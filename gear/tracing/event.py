@@ -32,6 +32,7 @@ writer coerces values with :data:`ATTRIBUTE_TYPES` before writing.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, get_args
 
@@ -143,13 +144,23 @@ def _coerce(kind: type, value: Any) -> Any:
     return str(value)
 
 
-def coerce_attributes(attributes: dict[str, Any]) -> dict[str, Any]:
+_TYPES = dict(ATTRIBUTE_TYPES)  # a plain dict: faster lookups than the read-only view
+
+
+def coerce_attributes(attributes: Mapping[str, Any]) -> Mapping[str, Any]:
     """Return JSON-safe attributes with every known key of its declared type.
 
     ``None`` values are dropped; a value that cannot be coerced is kept as text under
     ``gear.invalid.<key>`` so that nothing is lost and the line stays readable by Spark. Unknown keys
-    are kept when their value is a JSON scalar and written as text otherwise.
+    are kept when their value is a JSON scalar and written as text otherwise. Attributes that are
+    already clean (what the typed emitters build) are returned as they are, not copied.
     """
+    types = _TYPES
+    for key, value in attributes.items():
+        if type(value) is not types.get(key):
+            break
+    else:
+        return attributes
     out: dict[str, Any] = {}
     for key, value in attributes.items():
         if value is None:

@@ -10,9 +10,14 @@ RPC and messaging semantic conventions (v1.44):
 * one **server** span per handled request (**consumer** for a cast), whose parent is the context found
   in the headers; it is the current span while the handler runs, so nested calls and the handler's own
   spans are its children;
-* one **producer** span per publish attempt (``publish {exchange}:{routing key}``) under the client
-  span; a republish *links* to the attempt it repeats;
+* one **producer** span per publish attempt of a request (``publish {routing key}``) under the client
+  span; a republish *links* to the attempt it repeats. A reply's first attempt gets no span of its own
+  (the server span already covers it); a republished reply does;
 * errors set the span status to ERROR with ``error.type`` and record the exception.
+
+Cost: spans are made on the event loop, so each one is kept cheap. Attributes are only computed when
+the span records (a sampled-out or API-only span skips them; samplers see the span's name and kind),
+and each span carries the attributes that say what it is, not copies of its parent's.
 """
 
 from __future__ import annotations
@@ -52,6 +57,12 @@ class _HeaderGetter(Getter[Any]):
 
 
 _GETTER = _HeaderGetter()
+_REPLY = "gear.reply"
+
+
+def _key(msg: OutgoingMessage) -> str:
+    """Attempts are kept by request id; a reply's apart (caller and server may share this process)."""
+    return msg.request_id + "/reply" if msg.kind == _REPLY else msg.request_id
 
 
 def _error_type(error: BaseException | str) -> str:
@@ -120,19 +131,17 @@ class OtelSpans:
         kind = SpanKind.PRODUCER if msg.kind == "gear.cast" else SpanKind.CLIENT
         callee = type_of(address)
         method = f"{callee}/{msg.method}"
-        span = self._tracer.start_span(
-            method,
-            kind=kind,
-            attributes={
-                Attr.RPC_SYSTEM: "gear",
-                Attr.RPC_METHOD: method,
-                Attr.PEER_SERVICE: callee,
-                Attr.MESSAGING_SYSTEM: "rabbitmq",
-                Attr.OPERATION_TYPE: "send",
-                Attr.DESTINATION: f"{exchange}:{msg.routing_key}",
-                Attr.REQUEST_ID: msg.request_id,
-            },
-        )
+        span = self._tracer.start_span(method, kind=kind)
+        if span.is_recording():
+            span.set_attributes(
+                {
+                    Attr.RPC_SYSTEM: "gear",
+                    Attr.RPC_METHOD: method,
+                    Attr.PEER_SERVICE: callee,
+                    Attr.MESSAGING_SYSTEM: "rabbitmq",
+                    Attr.REQUEST_ID: msg.request_id,
+                }
+            )
         propagate.inject(headers, context=trace.set_span_in_context(span))
         self._clients[msg.request_id] = span
         return _ClientSpan(span, self, msg.request_id)
@@ -146,41 +155,44 @@ class OtelSpans:
             leftover.end()
 
     def attempt(self, msg: OutgoingMessage, message_id: str, attempt: int, reason: str | None) -> None:
-        rid = msg.request_id
-        client = self._clients.get(rid)
-        links: list[Link] = []
+        reply = msg.kind == _REPLY
+        if reply and attempt == 1:  # the server span covers a reply's first attempt
+            return
+        rid = _key(msg)
+        client = None if reply else self._clients.get(rid)
         still_open = self._attempts.pop(rid, None)
         if still_open is not None:  # no outcome seen (the connection was lost): it ends here
             still_open.end()
         before = self._previous.get(rid)
-        if before is not None:
-            links.append(Link(before, {Attr.REPUBLISH_REASON: reason or ""}))
+        links = [Link(before, {Attr.REPUBLISH_REASON: reason or ""})] if before is not None else None
         # a request's attempts sit under its client span; a reply's under the current (server) span
         ctx = trace.set_span_in_context(client) if client is not None else None
         span = self._tracer.start_span(
-            f"publish {msg.routing_key}",
-            context=ctx,
-            kind=SpanKind.PRODUCER,
-            links=links,
-            attributes={
-                Attr.MESSAGING_SYSTEM: "rabbitmq",
-                Attr.OPERATION_TYPE: "send",
-                Attr.OPERATION_NAME: "publish",
-                Attr.ROUTING_KEY: msg.routing_key,
-                Attr.MESSAGE_ID: message_id,
-                Attr.ATTEMPT: attempt,
-                **({Attr.REPUBLISH_REASON: reason} if reason else {}),
-            },
+            f"publish {msg.routing_key}", context=ctx, kind=SpanKind.PRODUCER, links=links
         )
+        if span.is_recording():
+            span.set_attributes(
+                {
+                    Attr.MESSAGING_SYSTEM: "rabbitmq",
+                    Attr.OPERATION_TYPE: "send",
+                    Attr.OPERATION_NAME: "publish",
+                    Attr.ROUTING_KEY: msg.routing_key,
+                    Attr.MESSAGE_ID: message_id,
+                    Attr.ATTEMPT: attempt,
+                }
+            )
+            if reason:
+                span.set_attribute(Attr.REPUBLISH_REASON, reason)
         self._attempts[rid] = span
         if client is not None:
             self._previous[rid] = span.get_span_context()
 
     def attempt_done(self, msg: OutgoingMessage, message_id: str, outcome: str) -> None:
-        span = self._attempts.pop(msg.request_id, None)
+        span = self._attempts.pop(_key(msg), None)
         if span is None:
             return
-        span.set_attribute("gear.amqp.outcome", outcome)
+        if outcome != "confirm":  # a confirm is the normal end; only the others are worth a word
+            span.set_attribute("gear.amqp.outcome", outcome)
         if outcome == "nack":
             _fail(span, "nack")
         span.end()
@@ -200,21 +212,20 @@ class OtelSpans:
         kind = SpanKind.CONSUMER if meta.kind == "gear.cast" else SpanKind.SERVER
         own_type = delivery.queue.split(".", 1)[0]
         method = f"{own_type}/{meta.method}"
-        span = self._tracer.start_span(
-            method,
-            context=parent,
-            kind=kind,
-            attributes={
-                Attr.RPC_SYSTEM: "gear",
-                Attr.RPC_METHOD: method,
-                Attr.MESSAGING_SYSTEM: "rabbitmq",
-                Attr.OPERATION_TYPE: "process",
-                Attr.DESTINATION: f"{exchange}:{delivery.routing_key}:{delivery.queue}",
-                Attr.REQUEST_ID: meta.request_id,
-                Attr.CALLER: meta.sender,
-                Attr.REDELIVERED: delivery.redelivered,
-            },
-        )
+        span = self._tracer.start_span(method, context=parent, kind=kind)
+        if span.is_recording():
+            span.set_attributes(
+                {
+                    Attr.RPC_SYSTEM: "gear",
+                    Attr.RPC_METHOD: method,
+                    Attr.OPERATION_TYPE: "process",
+                    Attr.DESTINATION: f"{exchange}:{delivery.routing_key}:{delivery.queue}",
+                    Attr.REQUEST_ID: meta.request_id,
+                    Attr.CALLER: meta.sender,
+                }
+            )
+            if delivery.redelivered:
+                span.set_attribute(Attr.REDELIVERED, True)
         token = otel_context.attach(trace.set_span_in_context(span))
         try:
             yield

@@ -33,15 +33,21 @@ TRACE_ENV = "GEAR_TRACE"
 
 _OFF_VALUES = frozenset({"", "0", "off", "false", "no"})
 
-_Pending = tuple[int, int, str, str | None, str | None, str | None, dict[str, Any] | None]
+_Pending = tuple[int, int, str, str | None, str | None, str | None, Mapping[str, Any] | None]
 
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str).encode
 
 
-def _fast_dumps(value: dict[str, Any]) -> str:
+def _fast_dumps(value: Mapping[str, Any]) -> str:
     """Compact JSON, several times faster than ``json`` (it runs for every event on the writer thread)."""
     return pydantic_core.to_json(value, fallback=str, inf_nan_mode="null").decode()
+
+
+_NAMES = {str(name): f'"{name}"' for name in EventName}
+"""Each event name as a JSON string, ready to paste."""
+
+time_ns = time.time_ns
 
 
 def _text(value: str) -> str:
@@ -91,22 +97,25 @@ class JsonlTracer:
         parent_span_id: str | None = None,
         attributes: Mapping[str, Any] | None = None,
     ) -> None:
-        """Queue one event. Never raises and never blocks on I/O."""
+        """Queue one event. Never raises and never blocks on I/O.
+
+        ``attributes`` is read later on the writer thread, not copied: pass a mapping you do not change
+        afterwards (the typed emitters build a fresh dict per event).
+        """
         if self._closed:
             return
-        if len(self._pending) >= self._max_pending:
+        pending = self._pending
+        if len(pending) >= self._max_pending:
             self.overflowed += 1
             return
-        attrs = dict(attributes) if attributes else None
-        self._pending.append(
-            (time.time_ns(), next(self._seq), str(name), trace_id, span_id, parent_span_id, attrs)
-        )
-        if len(self._pending) >= self._batch_size:
+        pending.append((time_ns(), next(self._seq), name, trace_id, span_id, parent_span_id, attributes))
+        if len(pending) >= self._batch_size:
             self._wake.set()
 
     def _line(self, item: _Pending) -> str:
         t, seq, name, trace_id, span_id, parent, attrs = item
-        head = f'{{"time_unix_nano":{t},"event.name":{_text(name)},"gear.event.seq":{seq}'
+        quoted = _NAMES.get(name) or _text(str(name))
+        head = f'{{"time_unix_nano":{t},"event.name":{quoted},"gear.event.seq":{seq}'
         ids = ""
         if trace_id is not None:
             ids += f',"trace_id":{_text(trace_id)}'

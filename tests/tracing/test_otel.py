@@ -229,3 +229,36 @@ def test_without_the_extra_nothing_is_imported() -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_a_reply_attempt_has_a_span_only_when_republished(
+    exporter: tuple[InMemorySpanExporter, TracerProvider],
+) -> None:
+    spans, provider = exporter
+    otel = OtelSpans(provider)
+    caller, server = (
+        Emitter(InMemoryTracer(), "WEB.w1", spans=otel),
+        Emitter(InMemoryTracer(), "REPO.r1", spans=otel),
+    )
+    request = _Msg()
+    client = caller.client_span(request, "REPO.r1")
+    caller.publish(request, "ab.1", 1)
+    caller.confirmed(request, "ab.1", 1)
+    reply = _Msg(routing_key="WEB.w1", kind="gear.reply")  # same request id, same process: kept apart
+    server.publish(reply, "ab.r1", 1)
+    server.confirmed(reply, "ab.r1", 1)
+    server.publish(reply, "ab.r2", 2, reason="return")
+    server.confirmed(reply, "ab.r2", 2)
+    client.end()
+    done = spans.get_finished_spans()
+    assert [(s.name, s.kind) for s in done] == [
+        ("publish REPO.r1", SpanKind.PRODUCER),
+        ("publish WEB.w1", SpanKind.PRODUCER),
+        ("REPO/put", SpanKind.CLIENT),
+    ]
+    republished = done[1]
+    assert republished.attributes is not None
+    assert republished.attributes["gear.attempt"] == 2
+    assert republished.attributes["gear.republish.reason"] == "return"
+    assert not republished.links  # the first attempt of a reply had no span to link to
+    assert "gear.amqp.outcome" not in (done[0].attributes or {})  # a confirm is the normal end
