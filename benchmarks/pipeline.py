@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from gear.pipeline import run_analyze
-from gear.pipeline.generate import generate
+from gear.testing.traces.generate import generate
 
 __all__ = ("main",)
 

@@ -12,20 +12,9 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-__all__ = ("INSTALL_HINT", "JAVA_HINT", "STAGES", "TABLE_NAMES", "SparkMissingError", "run_analyze")
+from gear.pipeline.tables import TABLE_NAMES
 
-TABLE_NAMES = (
-    "dependency_links",
-    "latency",
-    "timeline",
-    "route_rates",
-    "duplicate_deliveries",
-    "redeliveries",
-    "blocked_periods",
-    "reconnects",
-    "data_quality",
-)
-"""The tables the job writes, in order (``gear.pipeline.job.TABLES`` is the same tuple)."""
+__all__ = ("INSTALL_HINT", "JAVA_HINT", "STAGES", "TABLE_NAMES", "SparkMissingError", "run_analyze")
 
 STAGES = (
     "starting Spark",

@@ -5,6 +5,7 @@ broadcast (``*.*``) reach each instance's own queue once, so grouping by instanc
 one delivery per instance is normal, two is a duplicate. Replies (``gear.rpc.kind`` = reply) are not
 requests and are left out. ``requeues`` tells how many of the repeats followed a nack/reject with
 requeue on that instance; ``caught`` how many the idempotency window flagged (``gear.duplicate``).
+The written columns and their order are defined once, in :mod:`gear.pipeline.tables`.
 """
 
 from __future__ import annotations
@@ -55,17 +56,6 @@ def duplicate_deliveries(events: DataFrame) -> DataFrame:
         .join(_requeues(events), ["instance", "rid"], "left")
         .withColumn("requeues", sf.coalesce("requeues", sf.lit(0)).cast("long"))
         .withColumnRenamed("rid", "request_id")
-        .select(
-            "service",
-            "instance",
-            "request_id",
-            "method",
-            "deliveries",
-            "redelivered",
-            "requeues",
-            "caught",
-            "first_t",
-        )
     )
 
 
@@ -93,16 +83,6 @@ def redeliveries(events: DataFrame) -> DataFrame:
         delivered.join(settled, "instance", "left")
         .fillna(0, subset=["nacks", "rejects", "requeued"])
         .withColumn("redelivered_rate", sf.col("redelivered") / sf.col("deliveries"))
-        .select(
-            "service",
-            "instance",
-            "deliveries",
-            "redelivered",
-            "redelivered_rate",
-            "nacks",
-            "rejects",
-            "requeued",
-        )
     )
 
 

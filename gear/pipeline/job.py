@@ -45,6 +45,8 @@ from gear.pipeline.delivery import duplicate_deliveries, orphan_deliveries, rede
 from gear.pipeline.load import load_events, resolve_paths
 from gear.pipeline.quality import data_quality
 from gear.pipeline.report import write_report
+from gear.pipeline.tables import BY_NAME
+from gear.pipeline.tables import TABLES as TABLE_SPECS
 from gear.pipeline.timeline import choose_bucket_ms, time_span, timeline
 
 __all__ = ("LOCAL_REPORT_DIR", "SORT_KEYS", "TABLES", "analyze", "main", "run", "spark_session")
@@ -52,17 +54,7 @@ __all__ = ("LOCAL_REPORT_DIR", "SORT_KEYS", "TABLES", "analyze", "main", "run", 
 TABLES = TABLE_NAMES
 """The Parquet tables written under ``--out``, one directory each."""
 
-SORT_KEYS: dict[str, tuple[str, ...]] = {
-    "dependency_links": ("caller", "callee"),
-    "latency": ("callee", "route", "method"),
-    "timeline": ("callee", "bucket_ns"),
-    "route_rates": ("callee", "route"),
-    "duplicate_deliveries": ("service", "instance", "request_id"),
-    "redeliveries": ("service", "instance"),
-    "blocked_periods": ("instance", "start_t"),
-    "reconnects": ("instance", "reconnect_t"),
-    "data_quality": (),
-}
+SORT_KEYS: dict[str, tuple[str, ...]] = {table.name: table.order for table in TABLE_SPECS}
 """Row order of each table."""
 
 _SUMMARY_ROWS = 200
@@ -131,7 +123,9 @@ def analyze(
     for name, df in tables.items():
         say(f"writing {name}")
         limit = _SUMMARY_ROWS_BY_TABLE.get(name, _SUMMARY_ROWS)
-        summary["tables"][name] = _write(df, _join(target, name), SORT_KEYS[name], limit)
+        summary["tables"][name] = _write(
+            df.select(*BY_NAME[name].columns), _join(target, name), SORT_KEYS[name], limit
+        )
     quality = summary["tables"]["data_quality"]["sample"]
     summary["data_quality"] = quality[0] if quality else {}
     summary["zipkin_links"] = [

@@ -17,26 +17,12 @@ from pyspark.sql import functions as sf
 from pyspark.sql import types as st
 
 from gear.pipeline.load import Loaded, count_where
+from gear.pipeline.tables import BY_NAME
 
 __all__ = ("QUALITY_SCHEMA", "data_quality")
 
 QUALITY_SCHEMA = st.StructType(
-    [
-        st.StructField(name, st.LongType(), nullable=False)
-        for name in (
-            "lines",
-            "corrupt_lines",
-            "invalid_events",
-            "events",
-            "unknown_events",
-            "orphan_events",
-            "orphan_caller_events",
-            "orphan_deliveries",
-            "calls",
-            "calls_without_outcome",
-            "instances",
-        )
-    ]
+    [st.StructField(name, st.LongType(), nullable=False) for name in BY_NAME["data_quality"].columns]
 )
 
 

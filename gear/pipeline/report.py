@@ -16,6 +16,7 @@ from typing import Any
 
 from gear.pipeline.charts import latency_svg, timeline_svg
 from gear.pipeline.svg import dependency_svg, dot_source
+from gear.pipeline.tables import BY_NAME, TABLES
 
 __all__ = ("TOP_ROWS", "render_report", "write_report")
 
@@ -34,45 +35,6 @@ td:first-child,th:first-child{text-align:left}.note{color:#666;font-size:12px}
 .chart{overflow-x:auto}details summary{cursor:pointer;color:#4a6fa5;font-size:12px;margin:4px 0}
 """
 
-_COLUMNS: dict[str, tuple[str, ...]] = {
-    "dependency_links": (
-        "caller", "callee", "calls", "errors", "remote_errors", "timeouts", "unroutable", "nacked",
-        "late_replies", "no_outcome",
-    ),
-    "latency": ("callee", "route", "method", "n", "p50_ms", "p90_ms", "p99_ms", "max_ms", "mean_ms"),
-    "route_rates": (
-        "callee", "route", "calls", "returns", "republishes", "republished_calls", "republish_ok",
-        "republish_failed", "nacks", "timeouts", "remote_errors", "unroutable", "no_outcome",
-    ),
-    "duplicate_deliveries": (
-        "service", "instance", "request_id", "method", "deliveries", "redelivered", "requeues", "caught",
-    ),
-    "redeliveries": ("service", "instance", "deliveries", "redelivered", "nacks", "rejects", "requeued"),
-    "blocked_periods": ("service", "instance", "reason", "ended_by", "duration_ms"),
-    "reconnects": ("service", "instance", "downtime_ms"),
-}  # fmt: skip
-
-_TITLES = {
-    "dependency_links": "Dependency links (caller TYPE → callee TYPE)",
-    "latency": "Caller round-trip latency (ms, caller's clock)",
-    "route_rates": "Rates per route",
-    "duplicate_deliveries": "Duplicate deliveries (same request, same instance)",
-    "redeliveries": "Redeliveries per instance",
-    "blocked_periods": "Blocked periods",
-    "reconnects": "Reconnects",
-}
-
-_IMPORTANCE: dict[str, tuple[str, ...]] = {
-    "dependency_links": ("errors", "calls"),
-    "latency": ("p99_ms", "n"),
-    "route_rates": ("calls",),
-    "duplicate_deliveries": ("deliveries",),
-    "redeliveries": ("redelivered", "deliveries"),
-    "blocked_periods": ("duration_ms",),
-    "reconnects": ("downtime_ms",),
-}
-"""Per table, the columns whose largest values come first."""
-
 
 def _cell(value: Any) -> str:
     if isinstance(value, float):
@@ -88,11 +50,12 @@ def _rows_html(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
 
 def _table(name: str, table: dict[str, Any]) -> str:
     rows: list[dict[str, Any]] = list(table.get("sample", []))
-    columns = _COLUMNS[name]
-    title = f"<h2 id='{name}'>{_TITLES[name]}</h2>"
+    spec = BY_NAME[name]
+    columns = spec.shown
+    title = f"<h2 id='{name}'>{spec.title}</h2>"
     if not rows:
         return f"{title}<p class=note>None.</p>"
-    keys = _IMPORTANCE[name]
+    keys = spec.first
     rows.sort(key=lambda r: tuple(-float(r.get(k) or 0) for k in keys))
     head = "<tr>" + "".join(f"<th>{c}</th>" for c in columns) + "</tr>"
     out = [title, f"<table>{head}{_rows_html(rows[:TOP_ROWS], columns)}</table>"]
@@ -169,7 +132,7 @@ def render_report(summary: dict[str, Any]) -> str:
         "<h2>Latency percentiles</h2>",
         f"<div class=chart>{latency_svg(tables['latency']['sample'])}</div>",
     ]
-    parts.extend(_table(name, tables[name]) for name in _COLUMNS if name in tables)
+    parts.extend(_table(t.name, tables[t.name]) for t in TABLES if t.shown and t.name in tables)
     parts.append(f"<h2>Data quality</h2><table>{dq}</table></body></html>")
     return "\n".join(parts)
 

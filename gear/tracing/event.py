@@ -4,7 +4,7 @@ Each line of a trace file is one :class:`TraceEvent` serialised with aliases (``
 ``service.name``, ``messaging.message.id``, ...). The Spark schema used by ``gear traces analyze`` is
 derived from these models (``gear.pipeline.schema``), so a field added here is read there.
 
-Which events carry what (the pipeline relies on this; the generator in ``gear.pipeline.generate``
+Which events carry what (the pipeline relies on this; the generator in ``gear.testing.traces.generate``
 follows it):
 
 * every event of one RPC carries ``span_id`` = the request id (stable across republishes), the call

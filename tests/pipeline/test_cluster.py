@@ -114,8 +114,8 @@ def test_cluster_run_gives_the_same_tables_as_local_mode(
     spark: Any, cluster: str, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     from gear.pipeline import TABLE_NAMES
-    from gear.pipeline.generate import generate
     from gear.pipeline.job import analyze
+    from gear.testing.traces.generate import generate
 
     base = tmp_path_factory.mktemp("cluster-run")
     generate(base / "traces", roots=40, seed=5)

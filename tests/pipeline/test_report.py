@@ -112,3 +112,17 @@ def test_report_page(tmp_path: Path) -> None:
     assert "Dependency links" in page
     write_report(tmp_path / "report.html", _summary())
     assert (tmp_path / "graph.dot").read_text() == dot_source(LINKS)
+
+
+def test_each_table_is_defined_once_and_consistently() -> None:
+    from gear.pipeline import TABLE_NAMES
+    from gear.pipeline.quality import QUALITY_SCHEMA
+    from gear.pipeline.tables import TABLES
+
+    assert tuple(t.name for t in TABLES) == TABLE_NAMES
+    for table in TABLES:
+        assert len(set(table.columns)) == len(table.columns), table.name
+        for part in (table.order, table.shown, table.first):
+            assert set(part) <= set(table.columns), (table.name, set(part) - set(table.columns))
+        assert bool(table.shown) == bool(table.title), table.name
+    assert tuple(QUALITY_SCHEMA.fieldNames()) == TABLES[-1].columns

@@ -66,8 +66,8 @@ _CHECK = """(() => {
 
 @pytest.fixture(scope="module")
 def report(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from gear.pipeline.generate import generate
     from gear.pipeline.job import analyze
+    from gear.testing.traces.generate import generate
 
     base = tmp_path_factory.mktemp("browser")
     generate(base / "traces", roots=400, seed=11)

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from gear.pipeline.generate import generate
-from gear.pipeline.truth import Truth
+from gear.testing.traces.generate import generate
+from gear.testing.traces.truth import Truth
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -7,7 +7,7 @@ expired at the callee, unroutable after republishes, return or nack then republi
 duplicate delivery, redelivery after a requeue, no outcome). Callee clocks are skewed by seconds, so any
 latency computed across instances would be visibly wrong. Blocked periods, reconnects, corrupt lines,
 an invalid line and orphan events are added at the end. Used by the tests and by
-``benchmarks/pipeline.py`` (``python -m gear.pipeline.generate DIR --events 1000000``).
+``benchmarks/pipeline.py`` (``python -m gear.testing.traces.generate DIR --events 1000000``).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gear.pipeline.instance import MS, Instance
-from gear.pipeline.sim import Sim
-from gear.pipeline.truth import Call, Truth
+from gear.testing.traces.instance import MS, Instance
+from gear.testing.traces.sim import Sim
+from gear.testing.traces.truth import Call, Truth
 from gear.tracing.api import Attr, EventName
 
 __all__ = ("SCENARIOS", "Call", "Truth", "generate", "main")
@@ -167,7 +167,7 @@ def _bad_lines(sim: Sim, corrupt: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m gear.pipeline.generate DIR [--events N | --roots N] [--seed S]``."""
+    """``python -m gear.testing.traces.generate DIR [--events N | --roots N] [--seed S]``."""
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("directory")
     parser.add_argument("--events", type=int, default=None)

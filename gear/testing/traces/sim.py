@@ -1,4 +1,4 @@
-"""The simulator behind :mod:`gear.pipeline.generate`: instances with skewed clocks that write events.
+"""The simulator behind :mod:`gear.testing.traces.generate`: instances with skewed clocks that write events.
 
 Times passed around are "true" nanoseconds; each instance adds its own clock skew when it writes, as a
 real node would. Event shapes follow the contract in :mod:`gear.tracing.event`.
@@ -11,8 +11,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from gear.pipeline.instance import MS, Instance
-from gear.pipeline.truth import Call, Truth
+from gear.testing.traces.instance import MS, Instance
+from gear.testing.traces.truth import Call, Truth
 from gear.tracing.api import Attr, EventName
 
 __all__ = ("MS", "Call", "Instance", "Sim", "Truth")
