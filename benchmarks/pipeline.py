@@ -3,7 +3,9 @@
     python benchmarks/pipeline.py [--events 1000000] [--master 'local[2]'] [--dir /tmp/gear-bench]
 
 Prints the JVM/session start-up time separately from the analysis time (reading, all tables, writing
-Parquet, summary and report), the events per second, and checks the dependency links against the
+Parquet, summary and report), the seconds per stage, the driver JVM's CPU seconds for the analysis
+(Linux; steadier than wall time on a shared machine: on 2 idle cores the wall time is about half of it
+or more), the events per second, and checks the dependency links against the
 generator's truth, so a fast but wrong run does not count. The machine's load average (1, 5, 15 min)
 before and after is printed with the figures: on a shared machine it explains most of the spread.
 """
@@ -17,10 +19,23 @@ import shutil
 import time
 from pathlib import Path
 
-from gear.pipeline import run_analyze
+from gear.pipeline import STAGES, run_analyze
 from gear.testing.traces.generate import generate
 
 __all__ = ("main",)
+
+
+def _jvm_cpu_seconds() -> float | None:
+    """CPU seconds (user + system) the driver JVM has used so far; None where /proc is missing."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    proc = getattr(gateway, "proc", None) if gateway is not None else None
+    stat = Path(f"/proc/{proc.pid}/stat") if proc is not None else None
+    if stat is None or not stat.exists():
+        return None
+    fields = stat.read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:
@@ -43,11 +58,17 @@ def main() -> None:
     stages: dict[str, float] = {}
     last: list[tuple[float, str]] = [(time.monotonic(), "start")]
 
+    cpu: dict[str, float] = {}
+
     def progress(message: str) -> None:
         now = time.monotonic()
         since, stage = last[0]
         stages[stage] = round(now - since, 1)
         last[0] = (now, message)
+        if message == STAGES[1]:  # the JVM is up: its CPU from here on is the analysis
+            cpu["start"] = _jvm_cpu_seconds() or 0.0
+        elif message == STAGES[-2]:
+            cpu["end"] = _jvm_cpu_seconds() or 0.0
 
     load_before = os.getloadavg()
     summary = run_analyze(traces, out, master=args.master, progress=progress)
@@ -60,6 +81,7 @@ def main() -> None:
         "analysis_s": summary["seconds"],
         "events_per_s": round(summary["data_quality"]["lines"] / summary["seconds"]),
         "links_match_truth": got == expected,
+        "analysis_jvm_cpu_s": round(cpu["end"] - cpu["start"], 1) if cpu.get("end") else None,
         "stage_seconds": stages,
         "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
