@@ -1,0 +1,157 @@
+"""Benchmark: CPU per traced call on the emit path, without a broker (steady on a shared machine).
+
+    python benchmarks/tracing_cpu.py [--calls 20000] [off jsonl otel-api otel]
+
+Drives both sides' typed emitters through the events of one call (client span, publish, confirm,
+deliver, server span, the reply's publish and confirm, reply sent, settle, response) with:
+
+* ``off``: no events, no spans;
+* ``jsonl``: JSONL files (the writer thread's encoding and I/O included);
+* ``otel-api``: JSONL plus the OpenTelemetry bridge over the API's no-op spans (extra installed, no SDK);
+* ``otel``: JSONL plus spans recorded by the SDK (``BatchSpanProcessor``, an exporter that drops them).
+
+Prints, per side, the CPU microseconds per call on the calling thread and in the whole process. Unlike
+call throughput, CPU time barely moves with other jobs on the machine; multiply by the call rate to get
+the share of a core tracing costs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gear.tracing import Emitter, JsonlTracer, NullTracer, Resource, Settlement, Tracer
+from gear.tracing.spans import NO_SPANS, Spans
+
+__all__ = ("main",)
+
+
+@dataclass
+class _Msg:
+    routing_key: str = "REPO.r1"
+    request_id: str = "ab" * 8
+    kind: str = "gear.call"
+    method: str = "put"
+    body: bytes = b"{}"
+    trace_id: str | None = "0af7651916cd43dd8448eb211c80319c"
+    parent_id: str | None = None
+    deadline_unix: float | None = None
+    headers: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class _Delivery:
+    body: bytes = b"{}"
+    queue: str = "REPO.r1"
+    routing_key: str = "REPO.r1"
+    delivery_tag: int = 1
+    redelivered: bool = False
+    message_id: str | None = "ab.1"
+    headers: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class _Meta:
+    kind: str = "gear.call"
+    request_id: str = "ab" * 8
+    method: str = "put"
+    sender: str = "WEB.w1"
+    attempt: int = 1
+    trace_id: str | None = "0af7651916cd43dd8448eb211c80319c"
+    parent_id: str | None = None
+
+
+def _one_call(client: Emitter, server: Emitter, i: int) -> None:
+    rid = f"{i:016x}"
+    request = _Msg(request_id=rid, deadline_unix=time.time() + 5)
+    span = client.client_span(request, "REPO.r1")
+    client.publish(request, f"{rid}.1", 1)
+    client.confirmed(request, f"{rid}.1", 1)
+    delivery, meta = _Delivery(headers=request.headers), _Meta(request_id=rid)
+    server.deliver(delivery, meta)
+    with server.server_span(delivery, meta, delivery.headers):
+        reply = _Msg(routing_key="WEB.w1", request_id=rid, kind="gear.reply")
+        server.publish(reply, f"{rid}.r", 1)
+        server.confirmed(reply, f"{rid}.r", 1)
+        server.reply_sent(meta, True, 0.001)
+    server.settle(delivery, meta, Settlement.ACK)
+    client.response(rid, request.trace_id, "put", "REPO.r1", 0.002, True)
+    span.end()
+
+
+def _sdk_spans() -> Spans:
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    from gear.tracing.otel import OtelSpans
+
+    class Drop(SpanExporter):
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Drop()))
+    return OtelSpans(provider)
+
+
+def _api_spans() -> Spans:
+    from gear.tracing.otel import OtelSpans
+
+    return OtelSpans()
+
+
+def _side(directory: str, jsonl: bool) -> Callable[[str], Tracer]:
+    def make(type_: str) -> Tracer:
+        if not jsonl:
+            return NullTracer()
+        ids = {"service.name": type_, "host.name": "h1", "service.instance.id": f"{type_}.h1"}
+        return JsonlTracer(directory, Resource.model_validate(ids))
+
+    return make
+
+
+def _measure(jsonl: bool, spans: Callable[[], Spans], calls: int) -> tuple[float, float]:
+    with tempfile.TemporaryDirectory(prefix="gear-trace-cpu-") as directory:
+        make = _side(directory, jsonl)
+        client_tracer, server_tracer = make("WEB"), make("REPO")
+        chosen = spans()
+        client = Emitter(client_tracer, "WEB.w1", spans=chosen)
+        server = Emitter(server_tracer, "REPO.r1", spans=chosen)
+        for i in range(min(2000, calls)):  # warm up
+            _one_call(client, server, i)
+        process, thread = time.process_time(), time.thread_time()
+        for i in range(calls):
+            _one_call(client, server, i)
+        thread = time.thread_time() - thread
+        client_tracer.close()
+        server_tracer.close()
+        process = time.process_time() - process
+    return thread / calls * 1e6, process / calls * 1e6
+
+
+def main() -> None:
+    """Measure the chosen sides and print one line each."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("sides", nargs="*", default=["off", "jsonl", "otel-api", "otel"])
+    parser.add_argument("--calls", type=int, default=20_000)
+    args = parser.parse_args()
+    sides: dict[str, tuple[bool, Callable[[], Spans]]] = {
+        "off": (False, lambda: NO_SPANS),
+        "jsonl": (True, lambda: NO_SPANS),
+        "otel-api": (True, _api_spans),
+        "otel": (True, _sdk_spans),
+    }
+    for name in args.sides:
+        jsonl, spans = sides[name]
+        thread, process = _measure(jsonl, spans, args.calls)
+        print(
+            f"{name:9s} calling thread {thread:7.1f} µs CPU per call, process {process:7.1f} µs", flush=True
+        )
+
+
+if __name__ == "__main__":
+    main()
