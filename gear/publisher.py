@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gear.adapter import Outcome
-from gear.envelope import ATTEMPT, DEADLINE, attempt_message_id
+from gear.envelope import ATTEMPT, attempt_message_id
 from gear.errors import (
     ConnectionLostError,
     GearError,
@@ -54,7 +54,8 @@ from gear.errors import (
     UnroutableError,
 )
 from gear.reconnect import Connector
-from gear.tracing.api import Attr, EventName, NullTracer, Tracer
+from gear.tracing.api import NullTracer
+from gear.tracing.emitter import Emitter
 
 __all__ = ("Outgoing", "Publisher", "RepublishPolicy")
 
@@ -115,13 +116,13 @@ class Publisher:
         exchange: str,
         app_id: str,
         policy: RepublishPolicy,
-        tracer: Tracer | None = None,
+        events: Emitter | None = None,
     ) -> None:
         self._connector = connector
         self._exchange = exchange
         self._app_id = app_id
         self._policy = policy
-        self._tracer: Tracer = tracer or NullTracer()
+        self._events = events or Emitter(NullTracer(), app_id, exchange)
         self.returns = 0
         self.republishes = 0
 
@@ -172,9 +173,9 @@ class Publisher:
                 if expiration_ms <= 0:
                     raise self._budget_spent(msg, maybe_routed)
             message_id = attempt_message_id(msg.request_id, attempt)
-            if self._tracer.enabled:
-                self._trace(EventName.REPUBLISH if attempt > 1 else EventName.PUBLISH, msg,
-                            message_id, attempt, {Attr.REPUBLISH_REASON: reason} if reason else {})
+            events = self._events
+            if events.active:
+                events.publish(msg, message_id, attempt, reason or None)
             result = await link.publish(
                 self._exchange, msg.routing_key, msg.body, message_id=message_id,
                 correlation_id=msg.request_id, kind=msg.kind, app_id=self._app_id, headers=msg.headers,
@@ -184,14 +185,14 @@ class Publisher:
             outcome = result.outcome
             if outcome is Outcome.CONFIRMED:
                 msg.routed = True
-                if self._tracer.enabled:
-                    self._trace(EventName.CONFIRM, msg, message_id, attempt, {})
+                if events.active:
+                    events.confirmed(msg, message_id, attempt)
                 return True
             if outcome is Outcome.RETURNED:
                 self.returns += 1
                 msg.returned += 1
-                if self._tracer.enabled:
-                    self._trace(EventName.RETURN, msg, message_id, attempt, {Attr.REPLY_CODE: 312})
+                if events.active:
+                    events.returned(msg, message_id, attempt)
                 if not policy.retry:
                     return False
                 delay = policy.delay(attempt)
@@ -202,8 +203,8 @@ class Publisher:
                 await asyncio.sleep(delay)
                 continue
             if outcome is Outcome.NACKED:
-                if self._tracer.enabled:
-                    self._trace(EventName.NACK, msg, message_id, attempt, {Attr.ERROR_TYPE: "nack"})
+                if events.active:
+                    events.nacked(msg, message_id, attempt)
                 nacks += 1
                 pause = _NACK_PAUSES[nacks - 1] if nacks <= len(_NACK_PAUSES) else None
                 if pause is None or loop.time() + pause >= until:
@@ -242,32 +243,3 @@ class Publisher:
             )
         return ConnectionLostError(f"no connection to the broker within the budget; nothing was sent "
                                    f"to {msg.address!r}")
-
-    def _trace(
-        self, name: EventName, msg: Outgoing, message_id: str, attempt: int, extra: dict[str, Any]
-    ) -> None:
-        attrs: dict[str, Any] = {
-            Attr.MESSAGING_SYSTEM: "rabbitmq",
-            Attr.OPERATION_TYPE: "send",
-            Attr.OPERATION_NAME: "publish",
-            Attr.DESTINATION: f"{self._exchange}:{msg.routing_key}",
-            Attr.ROUTING_KEY: msg.routing_key,
-            Attr.MESSAGE_ID: message_id,
-            Attr.REQUEST_ID: msg.request_id,
-            Attr.ATTEMPT: attempt,
-            Attr.RPC_SYSTEM: "gear",
-            Attr.RPC_METHOD: msg.method,
-            Attr.RPC_KIND: msg.kind.removeprefix("gear."),
-            Attr.CALLER: self._app_id,
-            Attr.BODY_SIZE: len(msg.body),
-        }
-        if DEADLINE in msg.headers:
-            attrs[Attr.TIMEOUT_MS] = max(0, int(msg.headers[DEADLINE] - time.time() * 1000))
-        attrs.update(extra)
-        span: str | None = msg.request_id
-        if msg.kind == "gear.reply":
-            attrs[Attr.CONVERSATION_ID] = msg.request_id
-            span = None
-        self._tracer.emit(
-            name, trace_id=msg.trace_id, span_id=span, parent_span_id=msg.parent_id, attributes=attrs
-        )

@@ -50,7 +50,8 @@ from typing import Any
 from gear.adapter import Link, open_link
 from gear.errors import ConfigurationError, ConnectError, ConnectionLostError
 from gear.redact import mask_url
-from gear.tracing.api import Attr, EventName, NullTracer, Tracer
+from gear.tracing.api import NullTracer
+from gear.tracing.emitter import Emitter
 
 __all__ = ("Backoff", "Connector", "ServiceState")
 
@@ -109,7 +110,7 @@ class Connector:
         backoff: Backoff,
         connect_wait: float,
         on_ready: OnReady,
-        tracer: Tracer | None = None,
+        events: Emitter | None = None,
         spread_key: str = "",
         ssl_context: ssl.SSLContext | None = None,
         failback_every: float = 0.0,
@@ -131,7 +132,7 @@ class Connector:
         self._backoff = backoff
         self._connect_wait = connect_wait
         self._on_ready = on_ready
-        self._tracer: Tracer = tracer or NullTracer()
+        self._events = events or Emitter(NullTracer(), name)
         self.link: Link | None = None
         self.ready = asyncio.Event()
         self.unblocked = asyncio.Event()
@@ -273,7 +274,7 @@ class Connector:
         self.blocked_reason = reason or "blocked"
         self.unblocked.clear()
         log.warning("the broker blocked publishing on %s: %s", self.connected_url, self.blocked_reason)
-        self._emit(EventName.BLOCKED, {Attr.BLOCKED_REASON: self.blocked_reason})
+        self._events.blocked(self.blocked_reason)
         hook = self.on_blocked_hook
         if hook is not None:
             _call_hook(hook, self.blocked_reason)
@@ -285,7 +286,7 @@ class Connector:
         self.unblocked.set()
         if was:
             log.info("the broker unblocked publishing on %s", self.connected_url)
-            self._emit(EventName.UNBLOCKED, {})
+            self._events.unblocked()
             hook = self.on_unblocked_hook
             if hook is not None:
                 _call_hook(hook)
@@ -317,7 +318,7 @@ class Connector:
         )
         if self.blocked_reason is not None:
             self.on_unblocked()
-        self._emit(EventName.CONNECTION_LOST, {"exception.message": reason})
+        self._events.connection_lost(reason)
         if self._reconnect_task is None or self._reconnect_task.done():
             self._reconnect_task = asyncio.create_task(self._reconnect())
 
@@ -429,10 +430,7 @@ class Connector:
                     continue
                 self.reconnects += 1
                 downtime = loop.time() - self._lost_at
-                self._emit(
-                    EventName.RECONNECT,
-                    {Attr.RECONNECT_ATTEMPT: attempts, Attr.DOWNTIME_MS: round(downtime * 1000, 3)},
-                )
+                self._events.reconnected(attempts, downtime)
                 log.info(
                     "reconnected to %s after %.1fs (%d attempt(s))", self.connected_url, downtime, attempts
                 )
@@ -445,11 +443,6 @@ class Connector:
                 )
             await asyncio.sleep(self._backoff.delay(round_))
             round_ += 1
-
-    def _emit(self, name: EventName, attrs: dict[str, object]) -> None:
-        if self._tracer.enabled:
-            attrs[Attr.MESSAGING_SYSTEM] = "rabbitmq"
-            self._tracer.emit(name, attributes=attrs)
 
 
 _hook_tasks: set[asyncio.Task[object]] = set()

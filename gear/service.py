@@ -161,6 +161,7 @@ class Service:
             )
         self._tracer: Tracer = tracer
         s = self.settings
+        events = Emitter(self._tracer, self.identity, s.exchange)
         self._connector = Connector(
             s.url,
             name=f"gear {self.identity} pid {os.getpid()}",
@@ -170,7 +171,7 @@ class Service:
             backoff=Backoff(initial=s.reconnect_initial, maximum=s.reconnect_max),
             connect_wait=s.connect_wait,
             on_ready=self._on_link_ready,
-            tracer=self._tracer,
+            events=events,
             spread_key=self.identity if s.spread_urls else "",
             ssl_context=client_context(s),
             failback_every=s.failback_interval,
@@ -183,10 +184,9 @@ class Service:
             exchange=s.exchange,
             app_id=self.identity,
             policy=RepublishPolicy(initial=s.republish_initial, maximum=s.republish_max),
-            tracer=self._tracer,
+            events=events,
         )
         self._executor: ThreadPoolExecutor | None = None
-        events = Emitter(self._tracer, self.identity, s.exchange)
         self._dispatcher = Dispatcher(
             identity=self.identity,
             publisher=self._publisher,

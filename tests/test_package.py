@@ -122,3 +122,11 @@ def test_the_cli_uses_only_public_names() -> None:
                 wrong += [f"{path.name}: import {a.name}" for a in node.names
                           if a.name.startswith("gear.") and a.name not in public]
     assert wrong == []
+
+
+def test_the_sdk_emits_trace_events_only_through_the_typed_emitter() -> None:
+    """Attribute names and event kinds are assembled in ``gear.tracing.emitter`` only."""
+    raw = {"gear.tracing.api.Attr", "gear.tracing.api.EventName", "gear.tracing.Attr", "gear.tracing.EventName"}
+    sdk = [*(ROOT / "gear").glob("*.py"), *(ROOT / "gear" / "adapter").glob("*.py")]
+    offenders = {path.name: sorted(_imports(path) & raw) for path in sdk}
+    assert {k: v for k, v in offenders.items() if v} == {}
