@@ -34,6 +34,7 @@ from gear.address import Address
 from gear.dispatch import Dispatcher
 from gear.duplicates import DuplicateWindow
 from gear.errors import ConfigurationError, ConnectionLostError
+from gear.inbound import ReplyHandlers, Router
 from gear.publisher import Publisher, RepublishPolicy
 from gear.reconnect import Backoff, Connector, ServiceState
 from gear.redact import mask_secrets
@@ -197,16 +198,17 @@ class Service:
         )
         self.rpc = RPC(
             identity=self.identity,
-            own_type=self.type,
             publisher=self._publisher,
             default_timeout=s.timeout,
             cast_retry_budget=s.cast_retry_budget,
-            on_reply_unmatched=self._dispatcher.on_unmatched_reply,
             events=events,
             max_message_bytes=s.max_message_bytes,
         )
         self.rpc.undeliverable_hook = lambda: self.on_undeliverable.func
-        self._dispatcher.rpc = self.rpc
+        self._reply_handlers = ReplyHandlers(self._get_executor)
+        self._router = Router(
+            calls=self.rpc, replies=self._reply_handlers, server=self._dispatcher, events=events
+        )
         self._topology: Topology | None = None
         self._started = False
         self._started_at = 0.0
@@ -279,7 +281,7 @@ class Service:
         """
 
         def register(func: F) -> F:
-            self._dispatcher.register_reply(name, func)
+            self._reply_handlers.register(name, func)
             return func
 
         return register
@@ -324,7 +326,7 @@ class Service:
         """Counters: late replies, returns, republishes, expired, cancelled and duplicate requests,
         duplicate-window evictions, requests left for requeue at stop, reconnects."""
         return {
-            "late_replies": self.rpc.late_replies,
+            "late_replies": self._router.late_replies,
             "returns": self._publisher.returns,
             "republishes": self._publisher.republishes,
             "expired": self._dispatcher.expired,
@@ -341,7 +343,7 @@ class Service:
     def _make_topology(self) -> Topology:
         serve = self._serve
         if serve is None:
-            serve = bool(self._dispatcher.handlers or self._dispatcher.reply_handlers)
+            serve = bool(self._dispatcher.handlers or self._reply_handlers)
         s = self.settings
         return Topology.for_service(
             self.type, self.host, exchange=s.exchange, quorum=s.quorum,
@@ -399,7 +401,10 @@ class Service:
         if link is not None and type_queue is not None:
             await link.stop_consuming(type_queue.name)
         self._draining = True
-        if not await self._dispatcher.drain(self.settings.drain_timeout):
+        give_up = time.monotonic() + self.settings.drain_timeout
+        drained = await self._dispatcher.drain(self.settings.drain_timeout)
+        drained = await self._reply_handlers.drain(max(0.0, give_up - time.monotonic())) and drained
+        if not drained:
             left = await self._dispatcher.abandon(limit=1.0)
             log.warning("%s: %d handler(s) still running after drain_timeout (%gs); cancelled, their "
                         "requests go back to the queue", self.identity, left, self.settings.drain_timeout)
@@ -475,8 +480,8 @@ class Service:
         topology = self._topology or self._make_topology()
         await link.apply(topology)
         if topology.type_queue is not None and not self._stopping:
-            await link.consume("type", topology.type_queue.name, self._dispatcher.on_delivery)
-        await link.consume("host", topology.host_queue.name, self._dispatcher.on_delivery)
+            await link.consume("type", topology.type_queue.name, self._router.on_delivery)
+        await link.consume("host", topology.host_queue.name, self._router.on_delivery)
 
     def _blocked_hook(self, reason: str) -> object:
         func = self.on_blocked.func

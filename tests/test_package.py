@@ -126,7 +126,18 @@ def test_the_cli_uses_only_public_names() -> None:
 
 def test_the_sdk_emits_trace_events_only_through_the_typed_emitter() -> None:
     """Attribute names and event kinds are assembled in ``gear.tracing.emitter`` only."""
-    raw = {"gear.tracing.api.Attr", "gear.tracing.api.EventName", "gear.tracing.Attr", "gear.tracing.EventName"}
+    modules = ("gear.tracing", "gear.tracing.api")
+    raw = {f"{module}.{name}" for module in modules for name in ("Attr", "EventName")}
     sdk = [*(ROOT / "gear").glob("*.py"), *(ROOT / "gear" / "adapter").glob("*.py")]
     offenders = {path.name: sorted(_imports(path) & raw) for path in sdk}
     assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_the_calling_and_serving_sides_do_not_know_each_other() -> None:
+    """``gear.inbound`` routes deliveries to both; neither imports the other nor the router."""
+    sides = {"rpc.py": "gear.dispatch", "dispatch.py": "gear.rpc"}
+    found = {
+        name: sorted(m for m in _imports(ROOT / "gear" / name) if m.startswith((other, "gear.inbound")))
+        for name, other in sides.items()
+    }
+    assert found == {"rpc.py": [], "dispatch.py": []}

@@ -166,8 +166,8 @@ class _NoPublisher:
 
 
 async def test_deadline_inheritance_inside_a_handler() -> None:
-    rpc = RPC(identity="CTRL.h1", own_type="CTRL", publisher=_NoPublisher(),  # type: ignore[arg-type]
-              default_timeout=30, cast_retry_budget=5, on_reply_unmatched=lambda m, b: False)
+    rpc = RPC(identity="CTRL.h1", publisher=_NoPublisher(),  # type: ignore[arg-type]
+              default_timeout=30, cast_retry_budget=5)
     _addr, msg, remaining, _until = rpc._prepare("REPO.h2", "status", {}, None, Kind.CALL)
     assert remaining == pytest.approx(30, abs=0.1)
     assert msg.parent_id is None
