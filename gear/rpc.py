@@ -35,6 +35,7 @@ from gear.errors import (
     RemoteError,
     UnroutableError,
 )
+from gear.hooks import Hooks
 from gear.publisher import Outgoing, Publisher, RepublishPolicy
 from gear.reply import Reply, decode_reply, result_adapter, validate_result
 from gear.sync import SyncRPC
@@ -81,6 +82,7 @@ class RPC:
         default_timeout: float,
         cast_retry_budget: float,
         events: Emitter | None = None,
+        hooks: Hooks | None = None,
         max_message_bytes: int = 16 * 1024 * 1024,
     ) -> None:
         self._identity = identity
@@ -93,9 +95,7 @@ class RPC:
         self._addresses: dict[str, Address] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
         """The service's event loop while it runs (what :attr:`sync` submits to)."""
-        self.undeliverable_hook: Callable[[], Callable[..., object] | None] = lambda: self.on_undeliverable
-        self.on_undeliverable: Callable[..., object] | None = None
-        """``fn(address, method, payload)`` for casts returned for their whole budget."""
+        self._undeliverable = (hooks or Hooks()).undeliverable
 
     @property
     def sync(self) -> SyncRPC:
@@ -422,12 +422,9 @@ class RPC:
             try:
                 return await self._publisher.publish(msg, until)
             except UnroutableError:
-                hook = self.undeliverable_hook()
-                if hook is None:
+                if not self._undeliverable:
                     raise
-                out = hook(address, method, payload)
-                if asyncio.iscoroutine(out):
-                    await out
+                await self._undeliverable.run(address, method, payload)
                 return False
 
     # -- gather ------------------------------------------------------------------------------------
