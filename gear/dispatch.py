@@ -35,7 +35,7 @@ from pydantic import ValidationError
 from gear.adapter import Delivery, ack
 from gear.context import RequestContext, _current
 from gear.deadline import Deadlines
-from gear.duplicates import DuplicateWindow, Outcome
+from gear.duplicates import Answer, DuplicateWindow
 from gear.envelope import METHOD, STATUS, ErrorBody, Kind, Meta
 from gear.errors import (
     ConfigurationError,
@@ -171,7 +171,7 @@ class Dispatcher:
             await self._serve_repeat(delivery, meta, expires, wants_reply)
             return
         events.deliver(delivery, meta)  # one event per delivery; a repeat is flagged in _serve_repeat
-        outcome: Outcome | None = None
+        outcome: Answer | None = None
         try:
             outcome = await self._run(handler, delivery, meta, task)
         finally:
@@ -194,7 +194,7 @@ class Dispatcher:
 
     async def _run(
         self, handler: Handler, delivery: Delivery, meta: Meta, task: asyncio.Task[Any]
-    ) -> Outcome | None:
+    ) -> Answer | None:
         """Validate the payload and run the handler: its reply, or ``None`` when it outlived its
         deadline (cancelled, or a plain handler that finished late) and no reply is due."""
         try:
@@ -217,7 +217,7 @@ class Dispatcher:
         ctx_token = _current.set(ctx)
         watch: int | None = None
         fired = False
-        outcome: Outcome | None = None
+        outcome: Answer | None = None
         try:
             if handler.is_async:
                 if cancels:

@@ -121,7 +121,19 @@ def test_the_cli_uses_only_public_names() -> None:
             elif isinstance(node, ast.Import):
                 wrong += [f"{path.name}: import {a.name}" for a in node.names
                           if a.name.startswith("gear.") and a.name not in public]
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "examples":
+                wrong.append(f"{path.name}: from {node.module} import ...")  # `gear demo` loads it by name
+            if isinstance(node, ast.Import):
+                examples = [a.name for a in node.names if a.name.split(".")[0] == "examples"]
+                wrong += [f"{path.name}: import {name}" for name in examples]
     assert wrong == []
+
+
+def test_the_demo_entry_point_the_cli_names_exists() -> None:
+    """``gear demo`` reaches the example system only through ``DEMO_ENTRY``: it must resolve."""
+    from cli.demo import DEMO_ENTRY, _entry
+
+    assert callable(_entry(DEMO_ENTRY))
 
 
 def test_the_sdk_emits_trace_events_only_through_the_typed_emitter() -> None:

@@ -39,7 +39,7 @@ REPLY_TO = "amq.rabbitmq.reply-to"
 _REPLY_PREFIX = REPLY_TO + "."
 _REPLY_MARK = b"\x15" + REPLY_TO.encode()
 _SIZE = struct.Struct(">HHQ")
-Handler = Callable[["Channel", Any], None]
+MethodHandler = Callable[["Channel", Any], None]
 
 
 class Channel:
@@ -464,7 +464,7 @@ def _tx_rollback(channel: Channel, method: commands.Tx.Rollback) -> None:
     channel.conn.send_method(channel.number, commands.Tx.RollbackOk())
 
 
-_HANDLERS: dict[type, Handler] = {
+_HANDLERS: dict[type, MethodHandler] = {
     commands.Channel.Close: _channel_close,
     commands.Channel.CloseOk: _channel_close_ok,
     commands.Channel.Open: _channel_open,

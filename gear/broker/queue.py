@@ -21,7 +21,7 @@ from gear.broker.message import Entry, Message, dead_lettered
 if TYPE_CHECKING:
     from gear.broker.vhost import VirtualHost
 
-__all__ = ("Consumer", "ConsumerChannel", "Publisher", "Queue")
+__all__ = ("Consumer", "ConsumerChannel", "PublishingChannel", "Queue")
 
 
 class ConsumerChannel(Protocol):
@@ -34,7 +34,7 @@ class ConsumerChannel(Protocol):
     def consumer_cancelled(self, consumer: Consumer) -> None: ...
 
 
-class Publisher(Protocol):
+class PublishingChannel(Protocol):
     """What a queue needs from a publishing channel: confirms and credit."""
 
     released: bool
@@ -104,7 +104,7 @@ class Queue:
         self.arguments = arguments
         self.ready: deque[Entry] = deque()
         self.ready_bytes = 0
-        self.inbox: list[tuple[Message, Publisher | None, int]] = []
+        self.inbox: list[tuple[Message, PublishingChannel | None, int]] = []
         self.consumers: deque[Consumer] = deque()
         self.unacked = 0
         self.had_consumers = False
@@ -129,7 +129,7 @@ class Queue:
         return f"<Queue {self.name!r} ready={len(self.ready)} unacked={self.unacked}>"
 
     # -- publishing -------------------------------------------------------------------------------
-    def enqueue(self, message: Message, publisher: Publisher | None, seq: int) -> None:
+    def enqueue(self, message: Message, publisher: PublishingChannel | None, seq: int) -> None:
         """Hand a routed message to the queue; it is accepted when the broker drains the inbox."""
         if not self.inbox:
             self.vhost.schedule(self)

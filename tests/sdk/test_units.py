@@ -201,10 +201,26 @@ async def test_calling_before_start_says_so() -> None:
         await svc.rpc.cast("REPO.h1", "status")
 
 
+def test_both_encoders_refuse_a_short_string_over_255_bytes() -> None:
+    """The SDK's publish encoder and the broker's codec agree: no silent truncation."""
+    from gear.adapter.encode import encode_publish
+    from gear.broker.codec import return_frame
+
+    assert return_frame(1, 312, "NO_ROUTE", "gear", "é" * 127)  # 254 bytes fit
+    with pytest.raises(ValueError, match="255"):
+        return_frame(1, 312, "NO_ROUTE", "gear", "é" * 128)
+    with pytest.raises(ValueError, match="255"):
+        encode_publish(
+            1, "gear", "q", b"", frame_body_max=4096, mandatory=True, content_type=None, delivery_mode=1,
+            correlation_id=None, reply_to=None, expiration=None, message_id="m" * 256, message_type=None,
+            app_id=None, headers=None,
+        )
+
+
 def test_fast_publish_encoding_decodes_with_pamqp() -> None:
     import pamqp.frame
 
-    from gear.frames import encode_publish
+    from gear.adapter.encode import encode_publish
 
     headers = {"x-gear-method": "status", "x-gear-deadline": 1_790_000_000_123, "x-flag": True}
     data = encode_publish(
