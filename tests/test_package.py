@@ -153,3 +153,33 @@ def test_the_calling_and_serving_sides_do_not_know_each_other() -> None:
         for name, other in sides.items()
     }
     assert found == {"rpc.py": [], "dispatch.py": []}
+
+
+# package: what else of gear its modules may import (the layer picture in the README)
+_LAYERS = {
+    "tracing": (),
+    "broker": ("gear.redact",),
+    "pipeline": ("gear.tracing",),
+    "adapter": ("gear.errors", "gear.redact", "gear.topology"),
+}
+
+
+@pytest.mark.parametrize("package", sorted(_LAYERS))
+def test_each_layer_imports_only_what_the_layer_picture_allows(package: str) -> None:
+    allowed = (f"gear.{package}", *_LAYERS[package])
+    wrong = {
+        path.relative_to(ROOT).as_posix(): sorted(
+            m for m in _imports(path) if m.split(".")[0] == "gear" and not m.startswith(allowed)
+        )
+        for path in (ROOT / "gear" / package).rglob("*.py")
+    }
+    assert {k: v for k, v in wrong.items() if v} == {}
+
+
+def test_only_the_adapter_touches_the_amqp_client() -> None:
+    clients = ("aiormq", "aio_pika", "pamqp")
+    wrong = {
+        path.name: sorted(m for m in _imports(path) if m.split(".")[0] in clients)
+        for path in (ROOT / "gear").glob("*.py")
+    }
+    assert {k: v for k, v in wrong.items() if v} == {}
