@@ -321,7 +321,10 @@ class RPC:
         pending = _Pending(fut, address, method, remaining, loop.time(), msg.trace_id or "")
         self._pending[rid] = pending
         try:
-            await self._send(msg, until, address, method, remaining)
+            try:  # inline rather than through _send: one coroutine less on the hot path
+                await self._publisher.publish(msg, until, verdict_grace=0.0)
+            except (OutcomeUnknownError, ConnectionLostError) as exc:
+                raise _unsent(exc, until, address, method, remaining) from None
             async with asyncio.timeout_at(until):
                 ok, body = await fut
         except UnroutableError as exc:
@@ -349,12 +352,8 @@ class RPC:
         """
         try:
             await self._publisher.publish(msg, until, verdict_grace=0.0)
-        except OutcomeUnknownError:
-            raise CallTimeoutError(address, method, remaining) from None
-        except ConnectionLostError:
-            if asyncio.get_running_loop().time() < until:
-                raise  # the service is stopping, not a spent budget
-            raise CallTimeoutError(address, method, remaining) from None
+        except (OutcomeUnknownError, ConnectionLostError) as exc:
+            raise _unsent(exc, until, address, method, remaining) from None
 
     def _expire(self, rid: str) -> None:
         pending = self._pending.pop(rid, None)
@@ -522,6 +521,16 @@ class RPC:
 
     def _trace_timeout(self, rid: str, pending: _Pending) -> None:
         self._events.timeout(rid, pending.trace_id, pending.method, pending.address, pending.timeout)
+
+
+def _unsent(
+    exc: OutcomeUnknownError | ConnectionLostError, until: float, address: str, method: str, remaining: float
+) -> GearError:
+    """What a caller sees when its request's publish did not finish: a timeout once the deadline has
+    come (sent without a verdict, or never sent), else the service is stopping."""
+    if isinstance(exc, ConnectionLostError) and asyncio.get_running_loop().time() < until:
+        return exc
+    return CallTimeoutError(address, method, remaining)
 
 
 @contextmanager

@@ -148,6 +148,10 @@ class OtelSpans:
     def attempt(self, msg: OutgoingMessage, message_id: str, attempt: int, reason: str | None) -> None:
         rid = msg.request_id
         client = self._clients.get(rid)
+        if not (client if client is not None else trace.get_current_span()).is_recording():
+            # an unsampled parent, or no tracer provider at all: the attempt's span would not be
+            # recorded either (parent-based sampling), so skip its cost on the publish path
+            return
         links: list[Link] = []
         still_open = self._attempts.pop(rid, None)
         if still_open is not None:  # no outcome seen (the connection was lost): it ends here

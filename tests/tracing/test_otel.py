@@ -113,6 +113,11 @@ async def test_one_trace_across_web_ctrl_repo(
     assert serve_repo.attributes["messaging.operation.type"] == "process"
     assert str(serve_repo.attributes["messaging.destination.name"]).endswith(f":{repo}.r1:{repo}.r1")
     assert all(s.status.status_code is StatusCode.UNSET for s in chain)
+    # each publish attempt is a producer span under the call that made it
+    attempt = _one(done, f"publish {repo}.r1", SpanKind.PRODUCER)
+    assert _parent_of(attempt, call_repo)
+    assert attempt.attributes is not None
+    assert attempt.attributes["gear.amqp.outcome"] == "confirm"
     # Gear's own trace events carry the same trace id as the OpenTelemetry trace
     await eventually(lambda: bool(gear_events.named(EventName.DELIVER)), what="REPO's deliver event")
     assert http.get_span_context().trace_id == int(
