@@ -195,10 +195,19 @@ class Publisher:
             if events.active:
                 events.publish(msg, message_id, attempt, reason or None)
             result = await link.publish(
-                self._exchange, msg.routing_key, msg.body, message_id=message_id,
-                correlation_id=msg.request_id, kind=msg.kind, app_id=self._app_id, headers=headers,
-                until=until + verdict_grace, reply_to=msg.reply_to, expiration_ms=expiration_ms,
-                persistent=msg.persistent, isolated=isolated,
+                self._exchange,
+                msg.routing_key,
+                msg.body,
+                message_id=message_id,
+                correlation_id=msg.request_id,
+                kind=msg.kind,
+                app_id=self._app_id,
+                headers=headers,
+                until=until + verdict_grace,
+                reply_to=msg.reply_to,
+                expiration_ms=expiration_ms,
+                persistent=msg.persistent,
+                isolated=isolated,
             )
             outcome = result.outcome
             if outcome is Outcome.CONFIRMED:
@@ -260,5 +269,6 @@ class Publisher:
                 f"the broker blocked the connection ({blocked}) for the whole budget; "
                 f"nothing was sent to {msg.address!r}"
             )
-        return ConnectionLostError(f"no connection to the broker within the budget; nothing was sent "
-                                   f"to {msg.address!r}")
+        return ConnectionLostError(
+            f"no connection to the broker within the budget; nothing was sent to {msg.address!r}"
+        )

@@ -126,7 +126,12 @@ class RPC:
         return found
 
     def _prepare(
-        self, address: str, method: str, payload: Any, timeout: float | None, kind: Kind,
+        self,
+        address: str,
+        method: str,
+        payload: Any,
+        timeout: float | None,
+        kind: Kind,
         reply_to: str | None = None,
     ) -> tuple[Address, Outgoing, float, float]:
         """The request to send and its budget: ``(address, message, seconds left, loop deadline)``.
@@ -340,9 +345,7 @@ class RPC:
             self._pending.pop(rid, None)
         return ok, body
 
-    async def _send(
-        self, msg: Outgoing, until: float, address: str, method: str, remaining: float
-    ) -> None:
+    async def _send(self, msg: Outgoing, until: float, address: str, method: str, remaining: float) -> None:
         """Publish a request whose caller stops waiting at loop time ``until``.
 
         Raises:
@@ -359,9 +362,7 @@ class RPC:
         pending = self._pending.pop(rid, None)
         if pending is not None and not pending.future.done():
             self._trace_timeout(rid, pending)
-            pending.future.set_exception(
-                CallTimeoutError(pending.address, pending.method, pending.timeout)
-            )
+            pending.future.set_exception(CallTimeoutError(pending.address, pending.method, pending.timeout))
             pending.future.exception()  # retrieved here: a callback may be the only consumer
 
     def _run_callback(

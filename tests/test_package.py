@@ -119,8 +119,11 @@ def test_the_cli_uses_only_public_names() -> None:
                 if allowed is None or not names <= allowed:
                     wrong.append(f"{path.name}: from {node.module} import {', '.join(sorted(names))}")
             elif isinstance(node, ast.Import):
-                wrong += [f"{path.name}: import {a.name}" for a in node.names
-                          if a.name.startswith("gear.") and a.name not in public]
+                wrong += [
+                    f"{path.name}: import {a.name}"
+                    for a in node.names
+                    if a.name.startswith("gear.") and a.name not in public
+                ]
             if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "examples":
                 wrong.append(f"{path.name}: from {node.module} import ...")  # `gear demo` loads it by name
             if isinstance(node, ast.Import):
