@@ -12,15 +12,36 @@ from __future__ import annotations
 
 import datetime
 from collections import deque
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from gear.broker.credit import CreditMeter
+from gear.broker.exchange import Exchange
 from gear.broker.message import Entry, Message, dead_lettered
 
-if TYPE_CHECKING:
-    from gear.broker.vhost import VirtualHost
+__all__ = ("Consumer", "ConsumerChannel", "PublishingChannel", "Queue", "QueueHost")
 
-__all__ = ("Consumer", "ConsumerChannel", "PublishingChannel", "Queue")
+
+class QueueHost(Protocol):
+    """What a queue needs from its vhost: the clock, the turn's work list, memory accounting,
+    dead-lettering and its own deletion."""
+
+    @property
+    def exchanges(self) -> Mapping[str, Exchange]: ...
+
+    def now(self) -> float: ...
+
+    def schedule(self, queue: Queue) -> None: ...
+
+    def watch_expiry(self, queue: Queue) -> None: ...
+
+    def memory_changed(self, delta: int) -> None: ...
+
+    def publish_internal(
+        self, exchange: Exchange, message: Message, exclude: Queue | None = None
+    ) -> None: ...
+
+    def delete_queue(self, queue: Queue) -> int: ...
 
 
 class ConsumerChannel(Protocol):
@@ -86,7 +107,7 @@ class Queue:
 
     def __init__(
         self,
-        vhost: VirtualHost,
+        vhost: QueueHost,
         name: str,
         *,
         durable: bool,
