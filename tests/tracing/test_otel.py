@@ -208,6 +208,31 @@ def test_a_republish_links_to_the_attempt_it_repeats(
     assert call.status.status_code is StatusCode.UNSET  # a return that was retried is no error
 
 
+def test_a_reply_in_the_same_process_does_not_end_the_requests_attempt(
+    exporter: tuple[InMemorySpanExporter, TracerProvider],
+) -> None:
+    """Caller and callee in one process publish the request and its reply under one request id."""
+    spans, provider = exporter
+    emitter = Emitter(InMemoryTracer(), "WEB.w1", spans=OtelSpans(provider))
+    request = _Msg()
+    client = emitter.client_span(request, "REPO.r1")
+    emitter.publish(request, "ab.1", 1)
+    reply = _Msg(routing_key="WEB.w1", kind="gear.reply")
+    with provider.get_tracer("t").start_as_current_span("serving"):
+        emitter.publish(reply, "ab.1", 1)  # the reply goes out before the request's confirm comes
+        emitter.confirmed(reply, "ab.1", 1)
+    emitter.confirmed(request, "ab.1", 1)
+    client.end()
+    done = list(spans.get_finished_spans())
+    request_attempt = _one(done, "publish REPO.r1", SpanKind.PRODUCER)
+    reply_attempt = _one(done, "publish WEB.w1", SpanKind.PRODUCER)
+    assert _parent_of(request_attempt, _one(done, "REPO/put", SpanKind.CLIENT))
+    assert _parent_of(reply_attempt, _one(done, "serving", SpanKind.INTERNAL))
+    for attempt in (request_attempt, reply_attempt):
+        assert attempt.attributes is not None
+        assert attempt.attributes["gear.amqp.outcome"] == "confirm"
+
+
 def test_without_the_extra_nothing_is_imported() -> None:
     script = textwrap.dedent(
         """
