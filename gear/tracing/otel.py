@@ -60,11 +60,6 @@ _GETTER = _HeaderGetter()
 _REPLY = "gear.reply"
 
 
-def _key(msg: OutgoingMessage) -> str:
-    """Attempts are kept by request id; a reply's apart (caller and server may share this process)."""
-    return msg.request_id + "/reply" if msg.kind == _REPLY else msg.request_id
-
-
 def _error_type(error: BaseException | str) -> str:
     if isinstance(error, str):
         return error
@@ -117,7 +112,10 @@ class OtelSpans:
             "gear", _version(), tracer_provider=tracer_provider, schema_url=SCHEMA_URL
         )
         self._attempts: dict[str, Span] = {}
-        """Open publish-attempt spans by request id (at most one per request)."""
+        """Open publish-attempt spans of requests by request id (at most one per request)."""
+        self._reply_attempts: dict[str, Span] = {}
+        """Open publish-attempt spans of replies by request id: apart from the requests', since a
+        service that calls an instance in its own process publishes both under one request id."""
         self._clients: dict[str, Span] = {}
         """Client spans of calls in flight by request id: the parents of their attempts."""
         self._previous: dict[str, SpanContext] = {}
@@ -158,12 +156,17 @@ class OtelSpans:
         reply = msg.kind == _REPLY
         if reply and attempt == 1:  # the server span covers a reply's first attempt
             return
-        rid = _key(msg)
+        rid = msg.request_id
         client = None if reply else self._clients.get(rid)
-        still_open = self._attempts.pop(rid, None)
+        if not (client if client is not None else trace.get_current_span()).is_recording():
+            # an unsampled parent, or no tracer provider at all: the attempt's span would not be
+            # recorded either (parent-based sampling), so skip its cost on the publish path
+            return
+        attempts = self._reply_attempts if reply else self._attempts
+        still_open = attempts.pop(rid, None)
         if still_open is not None:  # no outcome seen (the connection was lost): it ends here
             still_open.end()
-        before = self._previous.get(rid)
+        before = None if reply else self._previous.get(rid)  # a reply links to none of the request's
         links = [Link(before, {Attr.REPUBLISH_REASON: reason or ""})] if before is not None else None
         # a request's attempts sit under its client span; a reply's under the current (server) span
         ctx = trace.set_span_in_context(client) if client is not None else None
@@ -183,16 +186,16 @@ class OtelSpans:
             )
             if reason:
                 span.set_attribute(Attr.REPUBLISH_REASON, reason)
-        self._attempts[rid] = span
+        attempts[rid] = span
         if client is not None:
             self._previous[rid] = span.get_span_context()
 
     def attempt_done(self, msg: OutgoingMessage, message_id: str, outcome: str) -> None:
-        span = self._attempts.pop(_key(msg), None)
+        attempts = self._reply_attempts if msg.kind == _REPLY else self._attempts
+        span = attempts.pop(msg.request_id, None)
         if span is None:
             return
-        if outcome != "confirm":  # a confirm is the normal end; only the others are worth a word
-            span.set_attribute("gear.amqp.outcome", outcome)
+        span.set_attribute("gear.amqp.outcome", outcome)
         if outcome == "nack":
             _fail(span, "nack")
         span.end()
