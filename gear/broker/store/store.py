@@ -1,0 +1,355 @@
+"""The message store: segment files of messages, a queue journal, reference counts and compaction.
+
+Theory of operation. A persistent message routed to durable queues is written once to the current
+segment file (:meth:`Store.write`) and referenced once per queue through a journal record
+(:meth:`Store.enqueue`); deliveries and acks append journal records too. Nothing is durable until
+:meth:`Store.commit`, which the broker calls once per event-loop turn: it appends the turn's buffered
+bytes, fsyncs the segment and then the journal (group commit) - only then are publisher confirms sent.
+
+A message whose last reference goes becomes garbage in its file; the file summary counts the valid
+bytes of each file. :meth:`Store.compact` combines closed files whose garbage passed the threshold
+into a new file (written to a temporary name, fsynced, renamed), then deletes the old ones; if the
+broker dies in between, both copies exist and recovery keeps one. The journal is rewritten as a
+snapshot (same atomic replace) when it holds far more records than live messages.
+
+Recovery (:class:`Store` then :meth:`Store.recover`) replays the journal, scans the segments, drops
+torn tails (a record cut short or failing its CRC), and gives each durable queue back its messages
+with their delivered flags. Records of queues that no longer exist are dropped.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+from gear.broker.store import record
+from gear.broker.store.disk import Disk
+from gear.broker.store.index import FileInfo, MessageIndex, QueueIndex, plan_compaction
+from gear.broker.store.record import StoredMessage
+
+__all__ = ("JOURNAL", "TOPOLOGY", "Recovery", "Store", "StoreStats")
+
+JOURNAL = "queues.log"
+TOPOLOGY = "topology.json"
+SEGMENT_SIZE = 16 * 1024 * 1024
+GC_THRESHOLD = 0.5
+JOURNAL_REWRITE_MIN = 100_000
+
+
+def _segment(number: int) -> str:
+    return f"msg/{number:08d}.seg"
+
+
+@dataclass(slots=True)
+class Recovery:
+    """What :meth:`Store.recover` found."""
+
+    queues: dict[int, list[tuple[int, bool]]] = field(default_factory=dict)
+    """Durable queue key -> ``[(message_id, delivered), ...]`` in arrival order."""
+    messages: int = 0
+    """Queue entries recovered (a message in two queues counts twice)."""
+    problems: list[str] = field(default_factory=list)
+    """What could not be recovered, and where."""
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStats:
+    """Sizes for the status view."""
+
+    directory: str
+    bytes: int
+    garbage: int
+    messages: int
+    files: int
+
+    @property
+    def garbage_ratio(self) -> float:
+        """Garbage bytes over segment bytes (0 when empty)."""
+        return self.garbage / self.bytes if self.bytes else 0.0
+
+
+class Store:
+    """One data directory's message store. Opening it scans the directory (see :meth:`recover`).
+
+    Raises:
+        StoreLockedError: another broker uses the directory.
+        OSError: the directory cannot be used.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        segment_size: int = SEGMENT_SIZE,
+        gc_threshold: float = GC_THRESHOLD,
+        journal_rewrite_min: int = JOURNAL_REWRITE_MIN,
+        disk: Disk | None = None,
+    ) -> None:
+        started = time.perf_counter()
+        self.disk = disk if disk is not None else Disk(root)
+        self.segment_size = segment_size
+        self.gc_threshold = gc_threshold
+        self.journal_rewrite_min = journal_rewrite_min
+        self.index = MessageIndex()
+        self.queues = QueueIndex()
+        self.problems: list[str] = []
+        self._segment_buffer = bytearray()
+        self._journal_buffer = bytearray()
+        self._segment_unsynced = False
+        self._next_id = 1
+        self.disk.open()
+        self.disk.remove_temporaries()
+        self._scan_segments()
+        self._replay_journal()
+        self._scan_seconds = time.perf_counter() - started
+
+    # -- opening -----------------------------------------------------------------------------------
+    def _scan_segments(self) -> None:
+        numbers = [int(name[4:-4]) for name in self.disk.listing("msg") if name.endswith(".seg")]
+        numbers.sort()
+        top = 0
+        for number in numbers:
+            name = _segment(number)
+            data = self.disk.read_all(name)
+            found, valid = record.scan_segment(data)
+            if valid < len(data):
+                self.problems.append(
+                    f"{name}: {len(data) - valid} bytes after offset {valid} unreadable (torn write or "
+                    "damage), dropped"
+                )
+                self.disk.truncate(name, valid)
+            add = self.index.add
+            for message_id, offset, size in found:
+                add(message_id, number, offset, size)
+                top = max(top, message_id)
+            self.index.files.setdefault(number, FileInfo())
+        self._next_id = top + 1
+        self._current = numbers[-1] if numbers else 1
+        self._current_size = self.disk.size(_segment(self._current))
+        self._flushed = self._current_size
+        self.index.files.setdefault(self._current, FileInfo())
+
+    def _replay_journal(self) -> None:
+        data = self.disk.read_all(JOURNAL)
+        records, valid = record.scan_journal(data)
+        queues: dict[int, dict[int, bool]] = self.queues.queues
+        top = 0
+        for op, queue, message_id in records:
+            if op == record.OP_ENQUEUE:
+                queues.setdefault(queue, {})[message_id] = False
+                top = max(top, message_id)
+            elif op == record.OP_DELIVER:
+                held = queues.get(queue)
+                if held is not None and message_id in held:
+                    held[message_id] = True
+            else:
+                held = queues.get(queue)
+                if held is not None:
+                    held.pop(message_id, None)
+        if valid < len(data):
+            self.problems.append(
+                f"{JOURNAL}: {len(data) - valid} bytes after offset {valid} unreadable, dropped"
+            )
+            self.disk.truncate(JOURNAL, valid)
+        self._next_id = max(self._next_id, top + 1)
+
+    def recover(self, durable_queues: set[int]) -> Recovery:
+        """Give the durable queues that still exist their messages; forget everything else.
+
+        Rewrites the journal as a snapshot of what was recovered.
+        """
+        started = time.perf_counter()
+        result = Recovery(problems=self.problems)
+        ref = self.index.ref
+        for queue in list(self.queues.queues):
+            if queue not in durable_queues:
+                del self.queues.queues[queue]
+                continue
+            held = self.queues.queues[queue]
+            missing = [mid for mid in held if not ref(mid)]
+            for mid in missing:
+                del held[mid]
+            if missing:
+                result.problems.append(
+                    f"queue {queue:016x}: {len(missing)} message(s) missing from the segment files"
+                )
+            result.queues[queue] = list(held.items())
+            result.messages += len(held)
+        self.index.drop_unreferenced()
+        self.rewrite_journal()
+        result.seconds = self._scan_seconds + time.perf_counter() - started
+        return result
+
+    # -- writing -----------------------------------------------------------------------------------
+    def write(self, message: StoredMessage) -> int:
+        """Append a message (unreferenced: follow with :meth:`enqueue` or :meth:`hold`); returns its id."""
+        message_id = self._next_id
+        self._next_id += 1
+        data = record.encode_message(message_id, record.encode_payload(message))
+        if self._current_size and self._current_size + len(data) > self.segment_size:
+            self._roll()
+        self.index.add(message_id, self._current, self._current_size, len(data))
+        self._segment_buffer += data
+        self._current_size += len(data)
+        return message_id
+
+    def _roll(self) -> None:
+        """Close the current segment (written and fsynced) and start the next."""
+        self._write_segment_buffer()
+        self.disk.sync(_segment(self._current))
+        self._segment_unsynced = False
+        self.disk.forget(_segment(self._current))
+        self._current = max(self.index.files) + 1
+        self.index.files.setdefault(self._current, FileInfo())
+        self._current_size = 0
+        self._flushed = 0
+
+    def enqueue(self, queue: int, message_id: int) -> None:
+        """``message_id`` entered durable ``queue`` (one reference)."""
+        self._journal_buffer += record.encode_journal(record.OP_ENQUEUE, queue, message_id)
+        self.queues.enqueue(queue, message_id)
+        self.index.ref(message_id)
+
+    def deliver(self, queue: int, message_id: int) -> None:
+        """``message_id`` was delivered from ``queue`` (redelivered after a restart)."""
+        self._journal_buffer += record.encode_journal(record.OP_DELIVER, queue, message_id)
+        self.queues.deliver(queue, message_id)
+
+    def ack(self, queue: int, message_id: int) -> None:
+        """``message_id`` left durable ``queue`` for good (acked, dropped, purged...)."""
+        if self.queues.ack(queue, message_id):
+            self._journal_buffer += record.encode_journal(record.OP_ACK, queue, message_id)
+            self.index.unref(message_id)
+
+    def forget_queue(self, queue: int) -> None:
+        """A durable queue was deleted: release everything it held."""
+        held = self.queues.queues.pop(queue, {})
+        ack = record.encode_journal
+        for message_id in held:
+            self._journal_buffer += ack(record.OP_ACK, queue, message_id)
+            self.index.unref(message_id)
+
+    def hold(self, message_id: int) -> None:
+        """An in-memory holder (a transient message paged out) references ``message_id``."""
+        self.index.ref(message_id)
+
+    def release(self, message_id: int) -> None:
+        """Drop an in-memory reference taken with :meth:`hold`."""
+        self.index.unref(message_id)
+
+    @property
+    def pending(self) -> bool:
+        """Bytes are buffered that :meth:`commit` would write and fsync."""
+        return bool(self._segment_buffer or self._journal_buffer or self._segment_unsynced)
+
+    def commit(self) -> bool:
+        """Write and fsync what was buffered: segment first, then journal. False if nothing was."""
+        if not (self._segment_buffer or self._journal_buffer or self._segment_unsynced):
+            return False
+        if self._segment_buffer or self._segment_unsynced:
+            self._write_segment_buffer()
+            self.disk.sync(_segment(self._current))
+            self._segment_unsynced = False
+        if self._journal_buffer:
+            data, self._journal_buffer = self._journal_buffer, bytearray()
+            self.disk.append(JOURNAL, data)
+            self.disk.sync(JOURNAL)
+        return True
+
+    def _write_segment_buffer(self) -> None:
+        if self._segment_buffer:
+            data, self._segment_buffer = self._segment_buffer, bytearray()
+            self.disk.append(_segment(self._current), data)
+            self._flushed += len(data)
+            self._segment_unsynced = True
+
+    # -- reading -----------------------------------------------------------------------------------
+    def read(self, message_id: int) -> StoredMessage:
+        """The stored message.
+
+        Raises:
+            KeyError: no such message (never written, or no longer referenced).
+        """
+        location = self.index.locations[message_id]
+        if location.file == self._current and location.offset >= self._flushed:
+            self._write_segment_buffer()
+        data = self.disk.read_at(_segment(location.file), location.offset, location.size)
+        return record.decode_payload(memoryview(data)[record.MESSAGE_HEADER :])
+
+    def __contains__(self, message_id: int) -> bool:
+        return message_id in self.index.locations
+
+    # -- garbage collection ------------------------------------------------------------------------
+    def compact(self) -> bool:
+        """One step of garbage collection: combine the files worth it, or rewrite a long journal.
+
+        Returns True if it did something. Safe to interrupt at any point (see the module docstring).
+        """
+        self.commit()
+        victims = plan_compaction(
+            self.index.files, self._current, threshold=self.gc_threshold, segment_size=self.segment_size
+        )
+        if victims:
+            self._combine(victims)
+            return True
+        if self.queues.wants_rewrite(self.journal_rewrite_min):
+            self.rewrite_journal()
+            return True
+        return False
+
+    def _combine(self, victims: list[int]) -> None:
+        live = self.index.live_in(victims)
+        moves: list[tuple[int, int]] = []
+        if live:
+            target = max(self.index.files) + 1
+            out = bytearray()
+            for message_id, location in live:
+                moves.append((message_id, len(out)))
+                out += self.disk.read_at(_segment(location.file), location.offset, location.size)
+            self.disk.write_atomic(_segment(target), out)
+            for message_id, offset in moves:
+                self.index.moved(message_id, target, offset)
+        for number in victims:
+            self.disk.remove(_segment(number))
+            del self.index.files[number]
+        self.disk.sync_dir("msg")
+
+    def rewrite_journal(self) -> None:
+        """Replace the journal with a snapshot of what the queues hold now."""
+        self.commit()
+        out = bytearray()
+        encode = record.encode_journal
+        for queue, held in self.queues.queues.items():
+            for message_id, delivered in held.items():
+                out += encode(record.OP_ENQUEUE, queue, message_id)
+                if delivered:
+                    out += encode(record.OP_DELIVER, queue, message_id)
+        self.disk.write_atomic(JOURNAL, out)
+        self.queues.records = self.queues.live()
+
+    # -- definitions and lifecycle ----------------------------------------------------------------
+    def load_topology(self) -> bytes:
+        """The saved durable topology (empty if none)."""
+        return self.disk.read_all(TOPOLOGY)
+
+    def save_topology(self, data: bytes) -> None:
+        """Replace the saved durable topology atomically."""
+        self.disk.write_atomic(TOPOLOGY, data)
+
+    def stats(self) -> StoreStats:
+        """Sizes for the status view."""
+        total = self.index.total_bytes() + self.disk.size(JOURNAL)
+        return StoreStats(
+            directory=str(self.disk.root),
+            bytes=total,
+            garbage=self.index.garbage_bytes(),
+            messages=len(self.index.locations),
+            files=len(self.index.files),
+        )
+
+    def close(self) -> None:
+        """Commit and close the files."""
+        self.commit()
+        self.disk.close()
