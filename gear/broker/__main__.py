@@ -30,6 +30,7 @@ def main(argv: list[str] | None = None) -> None:
         help="a fraction of RAM (0.4) or bytes (100000000)",
     )
     parser.add_argument("--max-connections", type=int, default=None)
+    parser.add_argument("--data-dir", default=None, help="keep durable state here (default: memory only)")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
@@ -38,10 +39,15 @@ def main(argv: list[str] | None = None) -> None:
         port=args.port,
         memory_high_watermark=args.memory_high_watermark,
         max_connections=args.max_connections,
+        data_dir=args.data_dir,
     )
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(
-            serve(config, on_ready=lambda url: print(f"gear broker ready at {mask_url(url)}", flush=True))
+            serve(
+                config,
+                on_ready=lambda url: print(f"gear broker ready at {mask_url(url)}", flush=True),
+                on_recovered=lambda report: print(f"gear broker: {report.summary()}", flush=True),
+            )
         )
 
 

@@ -1,7 +1,9 @@
 """The broker core: virtual hosts, connections, the memory alarm and the per-turn work list.
 
-It performs no I/O. The asyncio shell (or a test) calls :meth:`BrokerCore.run_turn` after feeding
-bytes, and :meth:`BrokerCore.tick` on a timer; time comes from an injected clock.
+It performs no network I/O. The asyncio shell (or a test) calls :meth:`BrokerCore.run_turn` after
+feeding bytes, and :meth:`BrokerCore.tick` on a timer; time comes from an injected clock. With a data
+directory, ``run_turn`` ends with the store's group commit (one fsync for the turn) before the turn's
+output, so confirms and declare-oks leave only once their state is on disk.
 """
 
 from __future__ import annotations
@@ -9,10 +11,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gear.broker.alarms import MemoryAlarm
 from gear.broker.config import BrokerConfig
+from gear.broker.persist import Persistence, RecoveryReport
 from gear.broker.queue import Queue
 from gear.broker.status import BrokerStatus, ConnectionStatus, QueueStatus
 from gear.broker.vhost import VirtualHost
@@ -44,6 +47,28 @@ class BrokerCore:
         self.wake: Callable[[], None] = lambda: None
         self._woken = False
         self.internal_errors = 0
+        self.persistence: Persistence | None = None
+        self.recovery: RecoveryReport | None = None
+        self.paging_limit = int(self.alarm.limit * config.memory_paging_ratio)
+        if config.data_dir is not None:
+            self.persistence = Persistence(config.data_dir)
+            self.recovery = self.persistence.recover(self.vhosts, self._recovered_queue)
+            for problem in self.recovery.problems:
+                log.warning("data directory %s: %s", config.data_dir, problem)
+            self._check_paging()
+
+    def _recovered_queue(
+        self, vhost: VirtualHost, name: str, auto_delete: bool, arguments: dict[str, Any]
+    ) -> Queue:
+        return Queue(
+            vhost,
+            name,
+            durable=True,
+            exclusive_owner=None,
+            auto_delete=auto_delete,
+            arguments=arguments,
+            credit_more_after=self.config.credit[1],
+        )
 
     # -- the per-turn work list -------------------------------------------------------------------
     def schedule_drain(self, queue: Queue) -> None:
@@ -88,6 +113,8 @@ class BrokerCore:
                     self._drain_one(queue)
         if self._drain:
             self._request()
+        if self.persistence is not None:
+            self.persistence.commit(self.vhosts)
         dirty, self._dirty = list(self._dirty), {}
         for connection in dirty:
             connection.before_flush()
@@ -108,12 +135,51 @@ class BrokerCore:
             connection.tick(self.now)
         for vhost in self.vhosts.values():
             vhost.tick(self.now)
+        if self.persistence is not None:
+            self.persistence.collect_garbage()
+
+    def close(self) -> None:
+        """Flush and close the data directory (a clean stop)."""
+        if self.persistence is not None:
+            self.persistence.close(self.vhosts)
+            self.persistence = None
 
     # -- memory alarm -----------------------------------------------------------------------------
     def memory_changed(self, delta: int) -> None:
         """Account message bytes; raise or clear the alarm on crossing the watermark."""
         if self.alarm.change(delta):
             self._alarm_flipped()
+        persistence = self.persistence
+        if persistence is not None and (
+            self.alarm.used > self.paging_limit
+            if not persistence.paging
+            else self.alarm.used < self.paging_limit // 2
+        ):
+            self._check_paging()
+
+    def _check_paging(self) -> None:
+        """Start paging above the paging limit (moving every ready body to disk once); stop below half."""
+        persistence = self.persistence
+        if persistence is None:
+            return
+        used = self.alarm.used
+        pressure = used > self.paging_limit if not persistence.paging else used >= self.paging_limit // 2
+        if pressure == persistence.paging:
+            return
+        persistence.paging = pressure
+        if not pressure:
+            log.info(
+                "memory below half the paging limit (%s bytes): new messages stay in memory",
+                self.paging_limit,
+            )
+            return
+        log.info("memory above the paging limit (%s bytes): paging message bodies to disk", self.paging_limit)
+        freed = 0
+        for vhost in self.vhosts.values():
+            for queue in vhost.queues.values():
+                freed += queue.page_out()
+        if freed:
+            self.memory_changed(-freed)
 
     def set_memory_alarm(self, active: bool | None) -> None:
         """Force the alarm on or off; None returns to the real watermark."""

@@ -1,7 +1,9 @@
 """Queues: ready messages, consumers, round-robin delivery, TTL, length limits and dead-lettering.
 
-Messages live in memory only. ``durable`` is accepted and reported back, but a restart loses every
-message and declaration; persistence is future work.
+Without a data directory messages live in memory only. With one (see :mod:`gear.broker.persist`), a
+durable queue journals its persistent messages in the store (``store_key`` names it there), holds their
+confirms until the store has fsynced them, and comes back after a restart. Under memory pressure, or
+always for ``x-queue-mode: lazy``, bodies are paged out to the store and read back on delivery.
 
 Publishes reach a queue through its *inbox*, which the broker drains once per event-loop turn
 (:meth:`Queue.drain`). Draining accepts the messages, answers publisher confirms, grants credit back to
@@ -11,6 +13,7 @@ the publishing channels (see :mod:`gear.broker.credit`) and then delivers to con
 from __future__ import annotations
 
 import datetime
+import os
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
@@ -124,6 +127,10 @@ class Queue:
         self.single_active = arguments.get("x-single-active-consumer") is True
         self._special = self.single_active
         self.last_used = vhost.now()
+        self.persist = vhost.core.persistence
+        self.store_key = _new_key() if durable and exclusive_owner is None and self.persist is not None else 0
+        """This queue's id in the store's journal (0: not journaled)."""
+        self.lazy = _str_arg(arguments, "x-queue-mode") == "lazy"
 
     def __repr__(self) -> str:
         return f"<Queue {self.name!r} ready={len(self.ready)} unacked={self.unacked}>"
@@ -139,11 +146,15 @@ class Queue:
         """Accept everything in the inbox, confirm, grant credit, then deliver."""
         inbox, self.inbox = self.inbox, []
         meter = self.meter
+        persist = self.persist
         for message, publisher, seq in inbox:
             accepted = self._accept(message)
             if publisher is not None and not publisher.released:
                 if seq:
-                    publisher.settle_confirm(seq, accepted)
+                    if accepted and persist is not None and self.store_key and message.store_id:
+                        persist.confirm_after_commit(publisher, seq, accepted)
+                    else:
+                        publisher.settle_confirm(seq, accepted)
                 grant = meter.processed(publisher)
                 if grant:
                     publisher.grant_credit(self, grant)
@@ -168,16 +179,66 @@ class Queue:
         self._seq += 1
         entry = Entry(message, self._seq, deadline)
         message.refs += 1
+        persist = self.persist
+        if persist is not None:
+            if self.store_key and message.persistent():
+                persist.enqueue(self, message)
+                entry.journaled = True
+            if (self.lazy or persist.paging) and not message.paged:
+                freed = persist.page_out(message)
+                if message.refs > 1:
+                    self.vhost.memory_changed(-freed)
         self.vhost.memory_changed(message.size if message.refs == 1 else 0)
         if self.max_priority is not None:
             self._insert_by_priority(entry, min(message.priority(), self.max_priority))
         else:
             self.ready.append(entry)
-        self.ready_bytes += len(message.body)
+        self.ready_bytes += message.body_size
         if self.max_length is not None or self.max_length_bytes is not None:
             while self.ready and self._full(0, extra=0):
                 self._drop(self._pop_head(), "maxlen")
         return True
+
+    def recovered(self, message: Message, delivered: bool) -> None:
+        """Put back a message the store recovered (journaled; redelivered if it had been delivered)."""
+        self._seq += 1
+        deadline = None
+        ttl = self.message_ttl
+        per_message = message.expiration_ms()
+        if per_message is not None:
+            ttl = per_message if ttl is None else min(ttl, per_message)
+        if ttl is not None:
+            deadline = self.vhost.now() + ttl / 1000.0
+            self.vhost.watch_expiry(self)
+        entry = Entry(message, self._seq, deadline)
+        entry.journaled = True
+        entry.redelivered = delivered
+        message.refs += 1
+        if message.refs == 1:
+            self.vhost.memory_changed(message.size)
+        if self.max_priority is not None:
+            self._insert_by_priority(entry, min(message.priority(), self.max_priority))
+        else:
+            self.ready.append(entry)
+        self.ready_bytes += message.body_size
+
+    def page_out(self) -> int:
+        """Move ready messages' bodies to the store (memory pressure), from the tail back to the first
+        one already paged; returns bytes freed."""
+        persist = self.persist
+        if persist is None:
+            return 0
+        freed = 0
+        for entry in reversed(self.ready):
+            message = entry.message
+            if message.paged:
+                break
+            freed += persist.page_out(message)
+        return freed
+
+    def paged_count(self) -> int:
+        """Ready messages whose bodies are on disk only."""
+        return sum(1 for entry in self.ready if entry.message.paged)
 
     def _insert_by_priority(self, entry: Entry, priority: int) -> None:
         entry.priority = priority
@@ -224,6 +285,8 @@ class Queue:
             else:
                 self.unacked += 1
                 consumer.unacked += 1
+                if entry.journaled and not entry.redelivered:
+                    self._journal_delivery(entry)
             consumer.channel.deliver(consumer, self, entry)
 
     def _deliver_special(self) -> None:
@@ -242,7 +305,13 @@ class Queue:
             else:
                 self.unacked += 1
                 consumer.unacked += 1
+                if entry.journaled and not entry.redelivered:
+                    self._journal_delivery(entry)
             consumer.channel.deliver(consumer, self, entry)
+
+    def _journal_delivery(self, entry: Entry) -> None:
+        if self.persist is not None:
+            self.persist.delivered(self, entry.message)
 
     def _pick(self) -> Consumer | None:
         consumers = self.consumers
@@ -264,19 +333,28 @@ class Queue:
         self.expire(self.last_used)
         if not self.ready:
             return None
-        return self._pop_head()
+        entry = self._pop_head()
+        if entry.journaled and not entry.redelivered:
+            self._journal_delivery(entry)
+        return entry
 
     def _pop_head(self) -> Entry:
         entry = self.ready.popleft()
-        self.ready_bytes -= len(entry.message.body)
+        self.ready_bytes -= entry.message.body_size
         return entry
 
     def release(self, entry: Entry) -> None:
         """The entry left the queue for good (delivered without ack, acked, dropped): free its memory."""
         message = entry.message
+        persist = self.persist
+        if entry.journaled and persist is not None:
+            entry.journaled = False
+            persist.removed(self, message)
         message.refs -= 1
         if message.refs == 0:
             self.vhost.memory_changed(-message.size)
+            if persist is not None and message.paged:
+                persist.message_freed(message)
 
     # -- settlement -------------------------------------------------------------------------------
     def settled(self, entry: Entry, consumer: Consumer | None) -> None:
@@ -312,7 +390,7 @@ class Queue:
         else:
             merged = sorted([*self.ready, *back], key=_position)
             self.ready = deque(merged)
-        self.ready_bytes += sum(len(e.message.body) for e in back)
+        self.ready_bytes += sum(e.message.body_size for e in back)
         self.deliver_ready()
 
     # -- expiry and dead-lettering ----------------------------------------------------------------
@@ -375,6 +453,11 @@ class Queue:
         for consumer in gone:
             self.consumers.remove(consumer)
         return gone
+
+
+def _new_key() -> int:
+    """A random 63-bit journal key (never 0)."""
+    return int.from_bytes(os.urandom(8), "big") >> 1 or 1
 
 
 def _position(entry: Entry) -> tuple[int, int]:

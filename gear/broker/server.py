@@ -1,7 +1,8 @@
 """The asyncio shell: sockets in, the sans-I/O core in the middle, one write per connection per turn.
 
-Messages and declarations live in memory only; durable declarations are accepted but nothing is
-written to disk (persistence is future work).
+With a data directory, each turn's flush first lets the core commit the store (write + one fsync for
+everything the turn published or acked: group commit), so confirms go out after their messages are
+on disk; the timer also drives the store's garbage collection.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from urllib.parse import quote
 from gear.broker.config import BrokerConfig
 from gear.broker.connection import Connection
 from gear.broker.core import BrokerCore
+from gear.broker.persist import RecoveryReport
 from gear.broker.status import BrokerStatus
 from gear.broker.tls import certificate_user, server_context
 
@@ -99,8 +101,12 @@ class _Protocol(asyncio.Protocol):
 class Broker:
     """The reference broker, in-process. ``async with Broker(port=0) as broker: broker.url``.
 
-    Accepts either ``config=BrokerConfig(...)`` or the config fields as keywords. Messages are kept in
-    memory only, also for durable queues and persistent messages.
+    Accepts either ``config=BrokerConfig(...)`` or the config fields as keywords. Without
+    ``data_dir`` everything is kept in memory; with it, the durable state is recovered here (see
+    ``recovery``) and kept there.
+
+    Raises:
+        StoreLockedError: another broker uses ``data_dir``.
     """
 
     def __init__(self, config: BrokerConfig | None = None, **fields: Any) -> None:
@@ -151,6 +157,8 @@ class Broker:
         )
         self._ticker = loop.create_task(self._tick_forever())
         log.info("gear broker listening on %s:%s%s", self.config.host, self.port, " (TLS)" if tls else "")
+        if self.core.recovery is not None:
+            log.info("%s", self.core.recovery.summary())
 
     async def stop(self) -> None:
         """Close every connection and stop listening."""
@@ -166,6 +174,7 @@ class Broker:
                     proto.transport.abort()
             await self._server.wait_closed()
             self._server = None
+        self.core.close()
 
     async def __aenter__(self) -> Broker:
         await self.start()
@@ -226,8 +235,13 @@ class Broker:
         self.flush()
 
     def status(self) -> BrokerStatus:
-        """A snapshot: connections (and their flow/blocked state), queues, alarms, memory."""
+        """A snapshot: connections (and their flow/blocked state), queues, alarms, memory, store."""
         return self.core.status()
+
+    @property
+    def recovery(self) -> RecoveryReport | None:
+        """What starting on ``data_dir`` recovered (None without a data directory)."""
+        return self.core.recovery
 
 
 @contextlib.asynccontextmanager
@@ -237,12 +251,22 @@ async def running(config: BrokerConfig | None = None, **fields: Any) -> AsyncIte
         yield broker.url
 
 
-async def serve(config: BrokerConfig, on_ready: Callable[[str], object] | None = None) -> None:
+async def serve(
+    config: BrokerConfig,
+    on_ready: Callable[[str], object] | None = None,
+    on_recovered: Callable[[RecoveryReport], object] | None = None,
+) -> None:
     """Run a broker until cancelled; ``on_ready`` gets the URL once it listens (the CLI uses this).
 
-    ``on_ready`` may be a plain function or return an awaitable, which is awaited.
+    ``on_ready`` may be a plain function or return an awaitable, which is awaited. With a data
+    directory, ``on_recovered`` first gets what was recovered from it.
+
+    Raises:
+        StoreLockedError: another broker uses ``config.data_dir``.
     """
     async with Broker(config) as broker:
+        if on_recovered is not None and broker.recovery is not None:
+            on_recovered(broker.recovery)
         if on_ready is not None:
             result = on_ready(broker.url)
             if inspect.isawaitable(result):

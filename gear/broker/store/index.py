@@ -82,9 +82,12 @@ class MessageIndex:
         return True
 
     def unref(self, message_id: int) -> bool:
-        """One holder fewer; True if the message became garbage (and left the index)."""
+        """One holder fewer; True if the message became garbage.
+
+        Garbage stays indexed (and readable, and may be referenced again) until its file is compacted.
+        """
         location = self.locations.get(message_id)
-        if location is None:
+        if location is None or location.refs == 0:
             return False
         location.refs -= 1
         if location.refs > 0:
@@ -92,7 +95,6 @@ class MessageIndex:
         info = self.files[location.file]
         info.valid -= location.size
         info.messages -= 1
-        del self.locations[message_id]
         return True
 
     def drop_unreferenced(self) -> int:
@@ -118,9 +120,21 @@ class MessageIndex:
     def live_in(self, files: Iterable[int]) -> list[tuple[int, Location]]:
         """The referenced messages stored in ``files``, in file and offset order."""
         wanted = set(files)
-        found = [(mid, loc) for mid, loc in self.locations.items() if loc.file in wanted]
+        found = [(mid, loc) for mid, loc in self.locations.items() if loc.file in wanted and loc.refs]
         found.sort(key=lambda item: (item[1].file, item[1].offset))
         return found
+
+    def remove_files(self, files: Iterable[int]) -> None:
+        """Forget ``files`` and the garbage indexed in them (their live messages were moved)."""
+        gone = set(files)
+        for mid in [mid for mid, loc in self.locations.items() if loc.file in gone]:
+            del self.locations[mid]
+        for number in gone:
+            del self.files[number]
+
+    def live_messages(self) -> int:
+        """Messages with at least one reference."""
+        return sum(info.messages for info in self.files.values())
 
     def total_bytes(self) -> int:
         """Bytes in every segment."""

@@ -26,6 +26,7 @@ __all__ = (
     "OP_DELIVER",
     "OP_ENQUEUE",
     "StoredMessage",
+    "decode_envelope",
     "decode_payload",
     "encode_journal",
     "encode_message",
@@ -85,6 +86,19 @@ def decode_payload(payload: bytes | memoryview) -> StoredMessage:
     props = bytes(view[pos : pos + props_len])
     pos += props_len
     return StoredMessage(exchange, key, props, bytes(view[pos:end]))
+
+
+def decode_envelope(data: bytes | memoryview, offset: int) -> tuple[str, str, bytes, int]:
+    """Exchange, routing key, properties and body length of the record at ``offset`` (body not copied)."""
+    pos = offset + MESSAGE_HEADER
+    ex_len, key_len, props_len, body_len = _LENGTHS.unpack_from(data, pos)
+    pos += _LENGTHS.size
+    view = memoryview(data)
+    exchange = str(view[pos : pos + ex_len], "utf-8")
+    pos += ex_len
+    key = str(view[pos : pos + key_len], "utf-8")
+    pos += key_len
+    return exchange, key, bytes(view[pos : pos + props_len]), body_len
 
 
 def encode_message(message_id: int, payload: bytes) -> bytes:

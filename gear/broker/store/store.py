@@ -267,10 +267,10 @@ class Store:
 
     # -- reading -----------------------------------------------------------------------------------
     def read(self, message_id: int) -> StoredMessage:
-        """The stored message.
+        """The stored message (also garbage not yet collected).
 
         Raises:
-            KeyError: no such message (never written, or no longer referenced).
+            KeyError: no such message (never written, or collected).
         """
         location = self.index.locations[message_id]
         if location.file == self._current and location.offset >= self._flushed:
@@ -278,7 +278,24 @@ class Store:
         data = self.disk.read_at(_segment(location.file), location.offset, location.size)
         return record.decode_payload(memoryview(data)[record.MESSAGE_HEADER :])
 
+    def envelopes(self) -> dict[int, tuple[str, str, bytes, int]]:
+        """Exchange, routing key, properties and body size of every referenced message (one read per
+        file, bodies not kept): what recovery needs to rebuild messages with their bodies paged out."""
+        by_file: dict[int, list[tuple[int, int]]] = {}
+        for message_id, location in self.index.locations.items():
+            if location.refs:
+                by_file.setdefault(location.file, []).append((message_id, location.offset))
+        self._write_segment_buffer()
+        found: dict[int, tuple[str, str, bytes, int]] = {}
+        decode = record.decode_envelope
+        for number, items in by_file.items():
+            data = self.disk.read_all(_segment(number))
+            for message_id, offset in items:
+                found[message_id] = decode(data, offset)
+        return found
+
     def __contains__(self, message_id: int) -> bool:
+        """Whether ``message_id`` can be read (referenced, or garbage not yet collected)."""
         return message_id in self.index.locations
 
     # -- garbage collection ------------------------------------------------------------------------
@@ -313,7 +330,7 @@ class Store:
                 self.index.moved(message_id, target, offset)
         for number in victims:
             self.disk.remove(_segment(number))
-            del self.index.files[number]
+        self.index.remove_files(victims)
         self.disk.sync_dir("msg")
 
     def rewrite_journal(self) -> None:
@@ -345,7 +362,7 @@ class Store:
             directory=str(self.disk.root),
             bytes=total,
             garbage=self.index.garbage_bytes(),
-            messages=len(self.index.locations),
+            messages=self.index.live_messages(),
             files=len(self.index.files),
         )
 
