@@ -54,7 +54,7 @@ from gear.broker.config import BrokerConfig
 from gear.broker.definitions import DefinitionsError, load_definitions
 from gear.broker.persist import RecoveryReport
 from gear.broker.server import Broker, running, serve
-from gear.broker.status import BrokerStatus, ConnectionStatus, QueueStatus, format_status
+from gear.broker.status import BrokerStatus, ConnectionStatus, QueueStatus, StoreStatus, format_status
 from gear.broker.store import StoreLockedError
 
 __all__ = (
@@ -66,6 +66,7 @@ __all__ = (
     "QueueStatus",
     "RecoveryReport",
     "StoreLockedError",
+    "StoreStatus",
     "format_status",
     "hash_password",
     "load_definitions",

@@ -17,7 +17,7 @@ from gear.broker.alarms import MemoryAlarm
 from gear.broker.config import BrokerConfig
 from gear.broker.persist import Persistence, RecoveryReport
 from gear.broker.queue import Queue
-from gear.broker.status import BrokerStatus, ConnectionStatus, QueueStatus
+from gear.broker.status import BrokerStatus, ConnectionStatus, QueueStatus, StoreStatus
 from gear.broker.vhost import VirtualHost
 
 if TYPE_CHECKING:
@@ -220,10 +220,22 @@ class BrokerCore:
                 durable=q.durable,
                 exclusive=q.exclusive_owner is not None,
                 auto_delete=q.auto_delete,
+                messages_paged=q.paged_count() if self.persistence is not None else 0,
             )
             for v in self.vhosts.values()
             for q in v.queues.values()
         ]
+        store = None
+        if self.persistence is not None:
+            stats = self.persistence.store.stats()
+            store = StoreStatus(
+                directory=stats.directory,
+                bytes=stats.bytes,
+                garbage_ratio=stats.garbage_ratio,
+                messages=stats.messages,
+                paged=sum(q.messages_paged for q in queues),
+                paging=self.persistence.paging,
+            )
         return BrokerStatus(
             connections=sorted(conns, key=_conn_key),
             queues=sorted(queues, key=lambda q: (q.vhost, q.name)),
@@ -231,6 +243,7 @@ class BrokerCore:
             memory_used=self.alarm.used,
             memory_limit=self.alarm.limit,
             failed_logins=self.access.failed_logins,
+            store=store,
         )
 
 

@@ -49,14 +49,16 @@ def _publish_many(client: Client, queue: str, count: int, persistent: bool = Tru
     )
 
 
-def _get_all(client: Client, queue: str, *, ack: bool = True) -> list[tuple[bytes, bool]]:
+def _get_all(client: Client, queue: str) -> list[tuple[bytes, bool]]:
+    """Get and ack every message: ``[(body, redelivered), ...]``."""
     found = []
     while True:
-        out = client.send(1, commands.Basic.Get(queue=queue, no_ack=not ack))
+        out = client.send(1, commands.Basic.Get(queue=queue))
         if names(out) == ["Basic.GetEmpty"]:
             return found
         get_ok = out[0][1]
         found.append((b"".join(o.value for _, o in out[2:]), get_ok.redelivered))
+        client.send(1, commands.Basic.Ack(delivery_tag=get_ok.delivery_tag))
 
 
 def test_a_turn_of_publishes_is_confirmed_after_one_fsync_of_segment_and_journal(tmp_path: Path) -> None:
@@ -150,3 +152,55 @@ def test_a_deleted_durable_queue_stays_deleted(tmp_path: Path) -> None:
     assert "q" not in core.vhosts["/"].queues
     assert core.status().store is not None
     assert core.status().store.messages == 0
+
+
+def test_a_lazy_queue_keeps_bodies_on_disk_and_delivers_them(tmp_path: Path) -> None:
+    core, _ = make_core(data_dir=str(tmp_path))
+    client = _client(core, "lazy", durable=False, **{"x-queue-mode": "lazy"})
+    _publish_many(client, "lazy", 10, persistent=False)
+    queue = core.status().queues[0]
+    assert (queue.messages_ready, queue.messages_paged) == (10, 10)
+    assert core.alarm.used < 10 * 100
+    assert _get_all(client, "lazy") == [(f"m{n}".encode(), False) for n in range(10)]
+    assert core.status().store.messages == 0  # type: ignore[union-attr]
+
+
+def _flood(core: BrokerCore, count: int, size: int) -> list[str]:
+    client = _client(core, "q", durable=False)
+    seen: list[str] = []
+    body = b"x" * size
+    for n in range(count):
+        out = client.publish(1, "", "q", n.to_bytes(4, "big") + body)
+        seen += names(out)
+    return seen
+
+
+def test_a_backlog_larger_than_the_memory_limit_is_paged_and_keeps_flowing(tmp_path: Path) -> None:
+    core, _ = make_core(data_dir=str(tmp_path), memory_high_watermark=200_000)
+    seen = _flood(core, 600, 1000)  # 600 kB of bodies, three times the watermark
+    assert "Connection.Blocked" not in seen
+    assert seen.count("Basic.Ack") == 600
+    status = core.status()
+    assert status.memory_used < status.memory_limit
+    assert status.store is not None
+    assert status.store.paged >= 500
+    client = _client(core)
+    got = _get_all(client, "q")
+    assert [int.from_bytes(body[:4], "big") for body, _ in got] == list(range(600))
+    assert all(len(body) == 1004 for body, _ in got)
+    assert core.status().store.messages == 0  # type: ignore[union-attr]
+
+
+def test_without_a_data_directory_the_same_backlog_blocks_publishers() -> None:
+    core, _ = make_core(memory_high_watermark=200_000)
+    assert "Connection.Blocked" in _flood(core, 600, 1000)
+
+
+def test_the_status_view_shows_the_store(tmp_path: Path) -> None:
+    core, _ = make_core(data_dir=str(tmp_path))
+    client = _client(core, "lazy", **{"x-queue-mode": "lazy"})
+    _publish_many(client, "lazy", 4)
+    text = str(core.status())
+    assert f"store: {tmp_path}: " in text
+    assert "0% garbage, 4 messages, 4 paged" in text
+    assert "store: none (memory only)" in str(make_core()[0].status())
