@@ -122,11 +122,15 @@ class Persistence:
 
     # -- the end of a turn -------------------------------------------------------------------------
     def commit(self, vhosts: dict[str, VirtualHost]) -> None:
-        """Save a changed topology, fsync the turn's messages and journal, then release confirms."""
+        """Save a changed topology, fsync the turn's messages and journal, then release confirms.
+
+        A turn that only delivered or acked writes its journal records without an fsync (the timer's
+        :meth:`sync` makes them durable within a tick).
+        """
         if self.topology_dirty:
             self.topology_dirty = False
             self.store.save_topology(dump_topology(vhosts))
-        self.store.commit()
+        self.store.commit(force=bool(self._confirms))
         if self._confirms:
             confirms, self._confirms = self._confirms, []
             for publisher, seq, ok in confirms:
@@ -134,7 +138,8 @@ class Persistence:
                     publisher.settle_confirm(seq, ok)
 
     def collect_garbage(self) -> None:
-        """One step of store compaction, if worth it (the broker's timer calls this)."""
+        """Make recorded acks durable, then one step of compaction if worth it (the timer calls this)."""
+        self.store.commit()
         self.store.compact()
 
     def close(self, vhosts: dict[str, VirtualHost]) -> None:

@@ -98,6 +98,9 @@ class Store:
         self._segment_buffer = bytearray()
         self._journal_buffer = bytearray()
         self._segment_unsynced = False
+        self._journal_unsynced = False
+        self._enqueued = False
+        """Enqueue records were buffered since the last fsync (confirms may be waiting on them)."""
         self._next_id = 1
         self.disk.open()
         self.disk.remove_temporaries()
@@ -209,6 +212,7 @@ class Store:
     def enqueue(self, queue: int, message_id: int) -> None:
         """``message_id`` entered durable ``queue`` (one reference)."""
         self._journal_buffer += record.encode_journal(record.OP_ENQUEUE, queue, message_id)
+        self._enqueued = True
         self.queues.enqueue(queue, message_id)
         self.index.ref(message_id)
 
@@ -242,21 +246,36 @@ class Store:
     @property
     def pending(self) -> bool:
         """Bytes are buffered that :meth:`commit` would write and fsync."""
-        return bool(self._segment_buffer or self._journal_buffer or self._segment_unsynced)
+        return bool(
+            self._segment_buffer or self._journal_buffer or self._segment_unsynced or self._journal_unsynced
+        )
 
-    def commit(self) -> bool:
-        """Write and fsync what was buffered: segment first, then journal. False if nothing was."""
-        if not (self._segment_buffer or self._journal_buffer or self._segment_unsynced):
+    def commit(self, *, force: bool = True) -> bool:
+        """Write what was buffered and fsync it: segment first, then journal. False if nothing was.
+
+        With ``force=False`` the fsync is skipped when only deliveries and acks were recorded since the
+        last one (they are written out, and made durable by the next fsync): losing them in a crash
+        means a message comes back (redelivered), never that one is lost.
+        """
+        if not (
+            self._segment_buffer or self._journal_buffer or self._segment_unsynced or self._journal_unsynced
+        ):
             return False
+        sync = force or self._enqueued
         if self._segment_buffer or self._segment_unsynced:
             self._write_segment_buffer()
-            self.disk.sync(_segment(self._current))
-            self._segment_unsynced = False
+            if sync:
+                self.disk.sync(_segment(self._current))
+                self._segment_unsynced = False
         if self._journal_buffer:
             data, self._journal_buffer = self._journal_buffer, bytearray()
             self.disk.append(JOURNAL, data)
+            self._journal_unsynced = True
+        if sync and self._journal_unsynced:
             self.disk.sync(JOURNAL)
-        return True
+            self._journal_unsynced = False
+            self._enqueued = False
+        return sync
 
     def _write_segment_buffer(self) -> None:
         if self._segment_buffer:
