@@ -55,9 +55,15 @@ class Message:
         cls, exchange: str, routing_key: str, properties: bytes, body_size: int, store: Store, store_id: int
     ) -> Message:
         """A message recovered from the store, its body left there."""
-        message = cls(exchange, routing_key, properties, b"")
+        message = cls.__new__(cls)
+        message.exchange = exchange
+        message.routing_key = routing_key
+        message.properties = properties
         message._body = None
         message.body_size = body_size
+        message.size = len(properties) + 64
+        message.refs = 0
+        message._decoded = None
         message.store = store
         message.store_id = store_id
         return message

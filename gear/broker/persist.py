@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import datetime
 import decimal
+import gc
 import json
 import logging
 import os
@@ -150,6 +151,19 @@ class Persistence:
     # -- recovery ----------------------------------------------------------------------------------
     def recover(self, vhosts: dict[str, VirtualHost], make_queue: Callable[..., Queue]) -> RecoveryReport:
         """Rebuild the saved topology into ``vhosts`` and refill the durable queues."""
+        # Millions of small objects and no garbage cycles: the cyclic collector would only rescan them.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            report = self._recover(vhosts, make_queue)
+        finally:
+            if collecting:
+                gc.enable()
+        if report.messages > 100_000:
+            gc.freeze()  # what recovery built lives long: keep it out of later collections
+        return report
+
+    def _recover(self, vhosts: dict[str, VirtualHost], make_queue: Callable[..., Queue]) -> RecoveryReport:
         report = RecoveryReport(self.directory)
         raw = self.store.load_topology()
         queues_by_key: dict[int, Queue] = {}
@@ -160,7 +174,7 @@ class Persistence:
                 report.problems.append(f"topology.json is not JSON ({exc}); durable definitions lost")
                 saved = {}
             _load_topology(saved, vhosts, make_queue, report, queues_by_key)
-        found = self.store.recover(set(queues_by_key))
+        found = self.store.recover(set(queues_by_key), hold=True)
         self._refill(found, queues_by_key)
         report.messages = found.messages
         report.stored = self.store.stats().messages
@@ -170,18 +184,22 @@ class Persistence:
 
     def _refill(self, found: Recovery, queues_by_key: dict[int, Queue]) -> None:
         store = self.store
-        envelopes = store.envelopes()
-        messages: dict[int, Message] = {}
-        for key, items in found.queues.items():
-            queue = queues_by_key[key]
-            for message_id, delivered in items:
-                message = messages.get(message_id)
+        envelopes = found.envelopes
+        locations = store.index.locations
+        on_disk = Message.on_disk
+        shared: dict[int, Message] = {}
+        for key, held in found.queues.items():
+            entries: list[tuple[Message, bool]] = []
+            for message_id, delivered in held.items():
+                shared_by = locations[message_id].refs  # one per queue, plus the hold of our copy
+                message = shared.get(message_id) if shared_by > 2 else None
                 if message is None:
                     exchange, routing_key, properties, body_size = envelopes[message_id]
-                    message = Message.on_disk(exchange, routing_key, properties, body_size, store, message_id)
-                    store.hold(message_id)
-                    messages[message_id] = message
-                queue.recovered(message, delivered)
+                    message = on_disk(exchange, routing_key, properties, body_size, store, message_id)
+                    if shared_by > 2:
+                        shared[message_id] = message
+                entries.append((message, delivered))
+            queues_by_key[key].recovered(entries)
 
 
 # -- topology -------------------------------------------------------------------------------------

@@ -199,28 +199,42 @@ class Queue:
                 self._drop(self._pop_head(), "maxlen")
         return True
 
-    def recovered(self, message: Message, delivered: bool) -> None:
-        """Put back a message the store recovered (journaled; redelivered if it had been delivered)."""
-        self._seq += 1
-        deadline = None
-        ttl = self.message_ttl
-        per_message = message.expiration_ms()
-        if per_message is not None:
-            ttl = per_message if ttl is None else min(ttl, per_message)
-        if ttl is not None:
-            deadline = self.vhost.now() + ttl / 1000.0
-            self.vhost.watch_expiry(self)
-        entry = Entry(message, self._seq, deadline)
-        entry.journaled = True
-        entry.redelivered = delivered
-        message.refs += 1
-        if message.refs == 1:
-            self.vhost.memory_changed(message.size)
-        if self.max_priority is not None:
-            self._insert_by_priority(entry, min(message.priority(), self.max_priority))
-        else:
-            self.ready.append(entry)
-        self.ready_bytes += message.body_size
+    def recovered(self, entries: list[tuple[Message, bool]]) -> None:
+        """Put back what the store recovered, in order: ``(message, delivered)`` pairs (journaled;
+        redelivered if delivered before). A TTL restarts from now."""
+        now = self.vhost.now()
+        queue_ttl = self.message_ttl
+        max_priority = self.max_priority
+        ready = self.ready
+        seq = self._seq
+        memory = body_bytes = 0
+        for message, delivered in entries:
+            seq += 1
+            deadline = None
+            props = message.properties
+            if queue_ttl is not None or (len(props) > 1 and props[0] & 0x01):  # expiration (0x0100)
+                ttl = queue_ttl
+                per_message = message.expiration_ms()
+                if per_message is not None:
+                    ttl = per_message if ttl is None else min(ttl, per_message)
+                if ttl is not None:
+                    deadline = now + ttl / 1000.0
+                    self.vhost.watch_expiry(self)
+            entry = Entry(message, seq, deadline)
+            entry.journaled = True
+            entry.redelivered = delivered
+            if max_priority is not None:
+                entry.priority = min(message.priority(), max_priority)
+            message.refs += 1
+            if message.refs == 1:
+                memory += message.size
+            ready.append(entry)
+            body_bytes += message.body_size
+        self._seq = seq
+        if max_priority is not None:
+            self.ready = deque(sorted(ready, key=_position))
+        self.ready_bytes += body_bytes
+        self.vhost.memory_changed(memory)
 
     def page_out(self) -> int:
         """Move ready messages' bodies to the store (memory pressure), from the tail back to the first

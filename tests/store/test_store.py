@@ -9,7 +9,18 @@ import pytest
 
 from gear.broker.store import Store, StoredMessage
 from gear.broker.store.index import FileInfo, plan_compaction
-from gear.broker.store.record import decode_payload, encode_payload, scan_journal, scan_segment
+from gear.broker.store.record import (
+    OP_ACK,
+    OP_ENQUEUE,
+    decode_payload,
+    encode_journal,
+    encode_message,
+    encode_payload,
+    open_block,
+    scan_journal,
+    scan_segment,
+    seal_block,
+)
 from tests.store._faulty import CrashError, FaultyDisk
 
 
@@ -20,7 +31,7 @@ def _msg(n: int, size: int = 40) -> StoredMessage:
 def _contents(store: Store, queues: set[int]) -> dict[int, dict[bytes, bool]]:
     """Recover and return queue -> {body: delivered}."""
     found = store.recover(queues)
-    return {q: {store.read(mid).body: d for mid, d in items} for q, items in found.queues.items()}
+    return {q: {store.read(mid).body: d for mid, d in held.items()} for q, held in found.queues.items()}
 
 
 def test_payload_round_trip() -> None:
@@ -80,39 +91,51 @@ def test_torn_tails_are_dropped_and_reported(tmp_path: Path) -> None:
     store = Store(tmp_path)
     for n in range(3):
         store.enqueue(1, store.write(_msg(n)))
+        store.commit()  # one block per commit
     store.close()
     segment = tmp_path / "msg" / "00000001.seg"
-    segment.write_bytes(segment.read_bytes()[:-5])  # the last message was half written
+    segment.write_bytes(segment.read_bytes()[:-5])  # the last block was half written
     with (tmp_path / "queues.log").open("ab") as journal:
         journal.write(b"\x01\x02")
 
     store = Store(tmp_path)
     recovered = store.recover({1})
-    assert [store.read(mid).body for mid, _ in recovered.queues[1]] == [_msg(0).body, _msg(1).body]
+    assert [store.read(mid).body for mid in recovered.queues[1]] == [_msg(0).body, _msg(1).body]
     assert any("00000001.seg" in p for p in recovered.problems)
     assert any("queues.log" in p for p in recovered.problems)
     assert any("missing" in p for p in recovered.problems)
     store.close()
+    store = Store(tmp_path)
+    assert store.recover({1}).problems == [], "the damage was cut away and reported once"
+    store.close()
 
 
-def test_a_corrupted_record_stops_the_scan_there() -> None:
-    from gear.broker.store.record import encode_message
+def _blocks(*records: bytes) -> bytearray:
+    out = bytearray()
+    for data in records:
+        block = bytearray()
+        open_block(block)
+        block += data
+        seal_block(block)
+        out += block
+    return out
 
-    data = bytearray(encode_message(1, encode_payload(_msg(1))) + encode_message(2, encode_payload(_msg(2))))
+
+def test_a_corrupted_block_stops_the_scan_there() -> None:
+    data = _blocks(encode_message(1, encode_payload(_msg(1))), encode_message(2, encode_payload(_msg(2))))
     data[-3] ^= 0xFF
-    found, valid = scan_segment(bytes(data))
+    found, envelopes, _, valid = scan_segment(bytes(data), {1: 1, 2: 1})
     assert [mid for mid, _, _ in found] == [1]
-    assert valid == found[0][2]
+    assert envelopes[1] == ("ex", "key.1", b"\x10\x00\x02", 40)
+    assert valid == len(_blocks(encode_message(1, encode_payload(_msg(1)))))
 
 
-def test_journal_scan_stops_at_a_bad_record() -> None:
-    from gear.broker.store.record import OP_ACK, OP_ENQUEUE, encode_journal
-
-    data = bytearray(encode_journal(OP_ENQUEUE, 1, 5) + encode_journal(OP_ACK, 1, 5))
-    data[30] ^= 1
+def test_journal_scan_stops_at_a_bad_block() -> None:
+    data = _blocks(encode_journal(OP_ENQUEUE, 1, 5), encode_journal(OP_ACK, 1, 5))
+    data[-2] ^= 1
     records, valid = scan_journal(bytes(data))
-    assert list(records) == [(OP_ENQUEUE, 1, 5)]
-    assert valid == 21
+    assert records == [(OP_ENQUEUE, 1, 5)]
+    assert valid == len(data) // 2
 
 
 def test_plan_compaction_combines_the_emptiest_closed_files() -> None:

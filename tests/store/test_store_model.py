@@ -42,8 +42,10 @@ class StoreMachine(RuleBasedStateMachine):
         found = self.store.recover(set(QUEUES))
         assert not found.problems or all("bytes after offset" in p for p in found.problems)
         recovered: Model = {q: {} for q in QUEUES}
-        for queue, items in found.queues.items():
-            recovered[queue] = {mid: (self.store.read(mid).body, delivered) for mid, delivered in items}
+        for queue, held in found.queues.items():
+            recovered[queue] = {
+                mid: (self.store.read(mid).body, delivered) for mid, delivered in held.items()
+            }
         assert recovered == self.model
         self.committed = _copy(self.model)
 

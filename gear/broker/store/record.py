@@ -1,43 +1,50 @@
 """Record encoding for the message store: pure functions over bytes, no I/O.
 
-Two kinds of file hold records:
+Both kinds of file are sequences of **blocks**, one per write-out (a group commit appends one block
+per file): ``magic:u32 length:u32 crc:u32`` then ``length`` bytes of records, ``crc`` being CRC-32 of
+those bytes. A crash in the middle of an append leaves a last block that is cut short or fails its
+CRC; scanning stops there and reports the valid length, so a torn write is dropped whole (nothing in
+it was confirmed: confirms wait for the fsync that follows the append).
 
-* **segments** (``msg/NNNNNNNN.seg``) hold messages. A message record is
-  ``length:u32 crc:u32 id:u64`` followed by ``length`` bytes of payload (exchange, routing key,
-  properties, body, each length-prefixed). ``crc`` is CRC-32 of the id and the payload.
-* **the queue journal** (``queues.log``) holds fixed-size queue records
-  ``op:u8 queue:u64 message:u64 crc:u32``: a message entered a queue, was delivered, or left it.
-
-A torn write (a crash in the middle of an append) leaves a record whose length runs past the end of
-the file or whose CRC does not match; scanning stops there and reports the valid length.
+* **segments** (``msg/NNNNNNNN.seg``) hold message records ``length:u32 id:u64`` then ``length``
+  bytes of payload (exchange, routing key, properties, body, each length-prefixed). A message is
+  addressed by the file offset and size of its record.
+* **the queue journal** (``queues.log``) holds fixed-size records ``op:u8 queue:u64 message:u64``:
+  a message entered a queue, was delivered, or left it.
 """
 
 from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 __all__ = (
+    "BLOCK_HEADER",
     "JOURNAL_RECORD",
     "MESSAGE_HEADER",
     "OP_ACK",
     "OP_DELIVER",
     "OP_ENQUEUE",
     "StoredMessage",
-    "decode_envelope",
     "decode_payload",
     "encode_journal",
     "encode_message",
     "encode_payload",
+    "open_block",
+    "scan_blocks",
     "scan_journal",
     "scan_segment",
+    "seal_block",
 )
 
-_HEADER = struct.Struct(">IIQ")
-_JOURNAL = struct.Struct(">BQQI")
+_BLOCK = struct.Struct(">III")
+_MAGIC = 0x47454152  # "GEAR"
+_HEADER = struct.Struct(">IQ")
+_JOURNAL = struct.Struct(">BQQ")
 _LENGTHS = struct.Struct(">HHII")
+BLOCK_HEADER = _BLOCK.size
+"""Bytes in front of each block."""
 MESSAGE_HEADER = _HEADER.size
 """Bytes in front of each message payload."""
 JOURNAL_RECORD = _JOURNAL.size
@@ -46,7 +53,6 @@ JOURNAL_RECORD = _JOURNAL.size
 OP_ENQUEUE = 1
 OP_DELIVER = 2
 OP_ACK = 3
-_OPS = (OP_ENQUEUE, OP_DELIVER, OP_ACK)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +65,37 @@ class StoredMessage:
     body: bytes
 
 
+# -- blocks ---------------------------------------------------------------------------------------
+def open_block(buffer: bytearray) -> None:
+    """Start a block in an empty ``buffer`` (a header placeholder, filled by :func:`seal_block`)."""
+    buffer += bytes(BLOCK_HEADER)
+
+
+def seal_block(buffer: bytearray) -> None:
+    """Fill in the header of the block ``buffer`` holds."""
+    body = memoryview(buffer)[BLOCK_HEADER:]
+    _BLOCK.pack_into(buffer, 0, _MAGIC, len(body), zlib.crc32(body))
+    body.release()
+
+
+def scan_blocks(data: bytes | memoryview) -> tuple[list[tuple[int, int]], int]:
+    """The ``(start, end)`` of each intact block's records, and the length of the intact prefix."""
+    view = memoryview(data)
+    size = len(view)
+    blocks: list[tuple[int, int]] = []
+    pos = 0
+    while pos + BLOCK_HEADER <= size:
+        magic, length, crc = _BLOCK.unpack_from(view, pos)
+        start = pos + BLOCK_HEADER
+        end = start + length
+        if magic != _MAGIC or end > size or zlib.crc32(view[start:end]) != crc:
+            break
+        blocks.append((start, end))
+        pos = end
+    return blocks, pos
+
+
+# -- messages -------------------------------------------------------------------------------------
 def encode_payload(message: StoredMessage) -> bytes:
     """The payload bytes of ``message``."""
     exchange = message.exchange.encode()
@@ -79,77 +116,81 @@ def decode_payload(payload: bytes | memoryview) -> StoredMessage:
     if end != len(payload):
         raise ValueError(f"payload of {len(payload)} bytes does not match its lengths ({end})")
     view = memoryview(payload)
-    exchange = bytes(view[pos : pos + ex_len]).decode()
+    exchange = str(view[pos : pos + ex_len], "utf-8")
     pos += ex_len
-    key = bytes(view[pos : pos + key_len]).decode()
+    key = str(view[pos : pos + key_len], "utf-8")
     pos += key_len
     props = bytes(view[pos : pos + props_len])
     pos += props_len
     return StoredMessage(exchange, key, props, bytes(view[pos:end]))
 
 
-def decode_envelope(data: bytes | memoryview, offset: int) -> tuple[str, str, bytes, int]:
-    """Exchange, routing key, properties and body length of the record at ``offset`` (body not copied)."""
-    pos = offset + MESSAGE_HEADER
-    ex_len, key_len, props_len, body_len = _LENGTHS.unpack_from(data, pos)
-    pos += _LENGTHS.size
-    view = memoryview(data)
-    exchange = str(view[pos : pos + ex_len], "utf-8")
-    pos += ex_len
-    key = str(view[pos : pos + key_len], "utf-8")
-    pos += key_len
-    return exchange, key, bytes(view[pos : pos + props_len]), body_len
-
-
 def encode_message(message_id: int, payload: bytes) -> bytes:
-    """A whole segment record: header and payload."""
-    crc = zlib.crc32(payload, zlib.crc32(message_id.to_bytes(8, "big")))
-    return _HEADER.pack(len(payload), crc, message_id) + payload
+    """One message record: header and payload."""
+    return _HEADER.pack(len(payload), message_id) + payload
 
 
-def scan_segment(data: bytes | memoryview, *, check: bool = True) -> tuple[list[tuple[int, int, int]], int]:
-    """Parse a segment's records.
+Envelope = tuple[str, str, bytes, int]
+"""Exchange, routing key, properties and body size of a stored message."""
 
-    Returns ``([(message_id, offset, record_size), ...], valid_length)``: scanning stops at the first
-    record that is cut short or (with ``check``) fails its CRC, and ``valid_length`` is where it stopped.
+
+def scan_segment(
+    data: bytes | memoryview, wanted: dict[int, int] | None = None
+) -> tuple[list[tuple[int, int, int]], dict[int, Envelope], int, int]:
+    """Parse a segment's intact blocks.
+
+    Returns ``(records, envelopes, top, valid_length)``. Without ``wanted``, ``records`` lists
+    every ``(message_id, offset, record_size)``; with it (message id -> anything), only the wanted
+    ones are listed and their envelopes decoded. ``top`` is the highest id of the records not wanted.
     """
-    found: list[tuple[int, int, int]] = []
-    unpack = _HEADER.unpack_from
-    crc32 = zlib.crc32
+    blocks, valid = scan_blocks(data)
     view = memoryview(data)
-    size = len(view)
-    pos = 0
-    while pos + MESSAGE_HEADER <= size:
-        length, crc, message_id = unpack(view, pos)
-        end = pos + MESSAGE_HEADER + length
-        if end > size or length < _LENGTHS.size:
-            break
-        if check and crc32(view[pos + MESSAGE_HEADER : end], crc32(view[pos + 8 : pos + 16])) != crc:
-            break
-        found.append((message_id, pos, end - pos))
-        pos = end
-    return found, pos
+    unpack = _HEADER.unpack_from
+    lengths = _LENGTHS.unpack_from
+    found: list[tuple[int, int, int]] = []
+    envelopes: dict[int, Envelope] = {}
+    seen: dict[bytes, tuple[str, str, bytes]] = {}
+    top = 0
+    for pos, end in blocks:
+        while pos < end:
+            length, message_id = unpack(view, pos)
+            size = MESSAGE_HEADER + length
+            if wanted is None:
+                found.append((message_id, pos, size))
+            elif message_id in wanted:
+                found.append((message_id, pos, size))
+                start = pos + MESSAGE_HEADER
+                ex_len, key_len, props_len, body_len = lengths(view, start)
+                start += _LENGTHS.size
+                raw = bytes(view[start : start + ex_len + key_len + props_len])
+                parts = seen.get(raw)
+                if parts is None:
+                    parts = (
+                        str(raw[:ex_len], "utf-8"),
+                        str(raw[ex_len : ex_len + key_len], "utf-8"),
+                        raw[ex_len + key_len :],
+                    )
+                    if len(seen) < 4096:
+                        seen[raw] = parts
+                envelopes[message_id] = (*parts, body_len)
+            elif message_id > top:
+                top = message_id
+            pos += size
+    return found, envelopes, top, valid
 
 
+# -- the journal ----------------------------------------------------------------------------------
 def encode_journal(op: int, queue: int, message_id: int) -> bytes:
     """One journal record."""
-    body = struct.pack(">BQQ", op, queue, message_id)
-    return body + zlib.crc32(body).to_bytes(4, "big")
+    return _JOURNAL.pack(op, queue, message_id)
 
 
-def scan_journal(data: bytes | memoryview) -> tuple[Iterator[tuple[int, int, int]], int]:
-    """Parse journal records; returns an iterator of ``(op, queue, message_id)`` and the valid length.
-
-    Scanning stops at a cut-short record or one whose CRC or op is wrong.
-    """
+def scan_journal(data: bytes | memoryview) -> tuple[list[tuple[int, int, int]], int]:
+    """Parse the journal's intact blocks: ``[(op, queue, message_id), ...]`` and the valid length."""
+    blocks, valid = scan_blocks(data)
     view = memoryview(data)
-    crc32 = zlib.crc32
-    size = len(view) - len(view) % JOURNAL_RECORD
     records: list[tuple[int, int, int]] = []
-    pos = 0
-    for op, queue, message_id, crc in _JOURNAL.iter_unpack(view[:size]):
-        if op not in _OPS or crc32(view[pos : pos + JOURNAL_RECORD - 4]) != crc:
-            break
-        records.append((op, queue, message_id))
-        pos += JOURNAL_RECORD
-    return iter(records), pos
+    for start, end in blocks:
+        usable = end - (end - start) % JOURNAL_RECORD
+        records.extend(_JOURNAL.iter_unpack(view[start:usable]))
+    return records, valid

@@ -19,13 +19,15 @@ with their delivered flags. Records of queues that no longer exist are dropped.
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 
 from gear.broker.store import record
 from gear.broker.store.disk import Disk
-from gear.broker.store.index import FileInfo, MessageIndex, QueueIndex, plan_compaction
+from gear.broker.store.index import FileInfo, Location, MessageIndex, QueueIndex, plan_compaction
 from gear.broker.store.record import StoredMessage
 
 __all__ = ("JOURNAL", "TOPOLOGY", "Recovery", "Store", "StoreStats")
@@ -45,8 +47,10 @@ def _segment(number: int) -> str:
 class Recovery:
     """What :meth:`Store.recover` found."""
 
-    queues: dict[int, list[tuple[int, bool]]] = field(default_factory=dict)
-    """Durable queue key -> ``[(message_id, delivered), ...]`` in arrival order."""
+    queues: dict[int, dict[int, bool]] = field(default_factory=dict)
+    """Durable queue key -> ``{message_id: delivered}`` in arrival order."""
+    envelopes: dict[int, record.Envelope] = field(default_factory=dict)
+    """Message id -> exchange, routing key, properties and body size, for every recovered message."""
     messages: int = 0
     """Queue entries recovered (a message in two queues counts twice)."""
     problems: list[str] = field(default_factory=list)
@@ -104,97 +108,122 @@ class Store:
         self._next_id = 1
         self.disk.open()
         self.disk.remove_temporaries()
-        self._scan_segments()
         self._replay_journal()
-        self._scan_seconds = time.perf_counter() - started
+        self._numbers = sorted(int(name[4:-4]) for name in self.disk.listing("msg") if name.endswith(".seg"))
+        self._current = self._numbers[-1] if self._numbers else 1
+        self._current_size = self.disk.size(_segment(self._current))
+        self._flushed = self._current_size
+        self.index.files[self._current] = FileInfo(total=self._current_size)
+        self._ready = not self._numbers and not self.queues.queues
+        self._open_seconds = time.perf_counter() - started
 
     # -- opening -----------------------------------------------------------------------------------
-    def _scan_segments(self) -> None:
-        numbers = [int(name[4:-4]) for name in self.disk.listing("msg") if name.endswith(".seg")]
-        numbers.sort()
-        top = 0
-        for number in numbers:
+    def _replay_journal(self) -> None:
+        data = self.disk.read_all(JOURNAL)
+        records, valid = record.scan_journal(data)
+        queues: dict[int, dict[int, bool]] = self.queues.queues
+        enqueue, deliver = record.OP_ENQUEUE, record.OP_DELIVER
+        held: dict[int, bool] = {}
+        last = -1
+        for op, queue, message_id in records:
+            if queue != last:
+                held = queues.setdefault(queue, {})
+                last = queue
+            if op == enqueue:
+                held[message_id] = False
+            elif op == deliver:
+                if message_id in held:
+                    held[message_id] = True
+            else:
+                held.pop(message_id, None)
+        for queue in [q for q, h in queues.items() if not h]:
+            del queues[queue]
+        self.queues.records = len(records)
+        if valid < len(data):
+            self.problems.append(
+                f"{JOURNAL}: {len(data) - valid} bytes after offset {valid} unreadable (torn write or "
+                "damage), dropped"
+            )
+            self.disk.truncate(JOURNAL, valid)
+
+    def recover(self, durable_queues: set[int], *, hold: bool = False) -> Recovery:
+        """Scan the segments and give the durable queues that still exist their messages back.
+
+        Records of other queues are dropped, as are messages no queue holds. With ``hold``, each
+        recovered message also gets one in-memory reference (as :meth:`hold`), for the caller's copy
+        of it. Must be called once, before anything is written.
+        """
+        started = time.perf_counter()
+        result = Recovery(problems=self.problems)
+        queues = self.queues.queues
+        dropped = [queue for queue in queues if queue not in durable_queues]
+        for queue in dropped:
+            del queues[queue]
+        wanted: dict[int, int] = Counter(itertools.chain.from_iterable(queues.values()))
+        top = max(wanted, default=0)
+        locations = self.index.locations
+        extra = 1 if hold else 0
+        for number in self._numbers:
             name = _segment(number)
             data = self.disk.read_all(name)
-            found, valid = record.scan_segment(data)
+            found, envelopes, unwanted_top, valid = record.scan_segment(data, wanted)
             if valid < len(data):
                 self.problems.append(
                     f"{name}: {len(data) - valid} bytes after offset {valid} unreadable (torn write or "
                     "damage), dropped"
                 )
                 self.disk.truncate(name, valid)
-            add = self.index.add
+            info = FileInfo(total=valid)
             for message_id, offset, size in found:
-                add(message_id, number, offset, size)
-                top = max(top, message_id)
-            self.index.files.setdefault(number, FileInfo())
+                if message_id in locations:  # a second copy (an interrupted compaction)
+                    continue
+                location = Location(number, offset, size)
+                location.refs = wanted[message_id] + extra
+                locations[message_id] = location
+                info.valid += size
+                info.messages += 1
+            top = max(top, unwanted_top)
+            result.envelopes.update(envelopes)
+            self.index.files[number] = info
+        self._current_size = self._flushed = self.disk.size(_segment(self._current))
+        self.index.files.setdefault(self._current, FileInfo(total=self._current_size))
         self._next_id = top + 1
-        self._current = numbers[-1] if numbers else 1
-        self._current_size = self.disk.size(_segment(self._current))
-        self._flushed = self._current_size
-        self.index.files.setdefault(self._current, FileInfo())
-
-    def _replay_journal(self) -> None:
-        data = self.disk.read_all(JOURNAL)
-        records, valid = record.scan_journal(data)
-        queues: dict[int, dict[int, bool]] = self.queues.queues
-        top = 0
-        for op, queue, message_id in records:
-            if op == record.OP_ENQUEUE:
-                queues.setdefault(queue, {})[message_id] = False
-                top = max(top, message_id)
-            elif op == record.OP_DELIVER:
-                held = queues.get(queue)
-                if held is not None and message_id in held:
-                    held[message_id] = True
-            else:
-                held = queues.get(queue)
-                if held is not None:
-                    held.pop(message_id, None)
-        if valid < len(data):
-            self.problems.append(
-                f"{JOURNAL}: {len(data) - valid} bytes after offset {valid} unreadable, dropped"
-            )
-            self.disk.truncate(JOURNAL, valid)
-        self._next_id = max(self._next_id, top + 1)
-
-    def recover(self, durable_queues: set[int]) -> Recovery:
-        """Give the durable queues that still exist their messages; forget everything else.
-
-        Rewrites the journal as a snapshot of what was recovered.
-        """
-        started = time.perf_counter()
-        result = Recovery(problems=self.problems)
-        ref = self.index.ref
-        for queue in list(self.queues.queues):
-            if queue not in durable_queues:
-                del self.queues.queues[queue]
-                continue
-            held = self.queues.queues[queue]
-            missing = [mid for mid in held if not ref(mid)]
+        for queue, held in queues.items():
+            missing = [mid for mid in held if mid not in locations]
             for mid in missing:
                 del held[mid]
             if missing:
                 result.problems.append(
                     f"queue {queue:016x}: {len(missing)} message(s) missing from the segment files"
                 )
-            result.queues[queue] = list(held.items())
+            result.queues[queue] = held
             result.messages += len(held)
-        self.index.drop_unreferenced()
-        self.rewrite_journal()
-        result.seconds = self._scan_seconds + time.perf_counter() - started
+        self._ready = True
+        if dropped or result.problems or self.queues.wants_rewrite(0):
+            self.rewrite_journal()
+        result.seconds = self._open_seconds + time.perf_counter() - started
         return result
 
     # -- writing -----------------------------------------------------------------------------------
     def write(self, message: StoredMessage) -> int:
-        """Append a message (unreferenced: follow with :meth:`enqueue` or :meth:`hold`); returns its id."""
+        """Append a message (unreferenced: follow with :meth:`enqueue` or :meth:`hold`); returns its id.
+
+        Raises:
+            RuntimeError: :meth:`recover` was not called on a directory with data.
+        """
+        if not self._ready:
+            raise RuntimeError("recover() the store before writing to it")
         message_id = self._next_id
         self._next_id += 1
         data = record.encode_message(message_id, record.encode_payload(message))
         if self._current_size and self._current_size + len(data) > self.segment_size:
             self._roll()
+        buffer = self._segment_buffer
+        if not buffer:
+            record.open_block(buffer)
+            self._current_size += record.BLOCK_HEADER
         self.index.add(message_id, self._current, self._current_size, len(data))
-        self._segment_buffer += data
+        buffer += data
         self._current_size += len(data)
         return message_id
 
@@ -209,30 +238,35 @@ class Store:
         self._current_size = 0
         self._flushed = 0
 
+    def _journal(self, op: int, queue: int, message_id: int) -> None:
+        buffer = self._journal_buffer
+        if not buffer:
+            record.open_block(buffer)
+        buffer += record.encode_journal(op, queue, message_id)
+
     def enqueue(self, queue: int, message_id: int) -> None:
         """``message_id`` entered durable ``queue`` (one reference)."""
-        self._journal_buffer += record.encode_journal(record.OP_ENQUEUE, queue, message_id)
+        self._journal(record.OP_ENQUEUE, queue, message_id)
         self._enqueued = True
         self.queues.enqueue(queue, message_id)
         self.index.ref(message_id)
 
     def deliver(self, queue: int, message_id: int) -> None:
         """``message_id`` was delivered from ``queue`` (redelivered after a restart)."""
-        self._journal_buffer += record.encode_journal(record.OP_DELIVER, queue, message_id)
+        self._journal(record.OP_DELIVER, queue, message_id)
         self.queues.deliver(queue, message_id)
 
     def ack(self, queue: int, message_id: int) -> None:
         """``message_id`` left durable ``queue`` for good (acked, dropped, purged...)."""
         if self.queues.ack(queue, message_id):
-            self._journal_buffer += record.encode_journal(record.OP_ACK, queue, message_id)
+            self._journal(record.OP_ACK, queue, message_id)
             self.index.unref(message_id)
 
     def forget_queue(self, queue: int) -> None:
         """A durable queue was deleted: release everything it held."""
         held = self.queues.queues.pop(queue, {})
-        ack = record.encode_journal
         for message_id in held:
-            self._journal_buffer += ack(record.OP_ACK, queue, message_id)
+            self._journal(record.OP_ACK, queue, message_id)
             self.index.unref(message_id)
 
     def hold(self, message_id: int) -> None:
@@ -269,6 +303,7 @@ class Store:
                 self._segment_unsynced = False
         if self._journal_buffer:
             data, self._journal_buffer = self._journal_buffer, bytearray()
+            record.seal_block(data)
             self.disk.append(JOURNAL, data)
             self._journal_unsynced = True
         if sync and self._journal_unsynced:
@@ -280,6 +315,7 @@ class Store:
     def _write_segment_buffer(self) -> None:
         if self._segment_buffer:
             data, self._segment_buffer = self._segment_buffer, bytearray()
+            record.seal_block(data)
             self.disk.append(_segment(self._current), data)
             self._flushed += len(data)
             self._segment_unsynced = True
@@ -296,22 +332,6 @@ class Store:
             self._write_segment_buffer()
         data = self.disk.read_at(_segment(location.file), location.offset, location.size)
         return record.decode_payload(memoryview(data)[record.MESSAGE_HEADER :])
-
-    def envelopes(self) -> dict[int, tuple[str, str, bytes, int]]:
-        """Exchange, routing key, properties and body size of every referenced message (one read per
-        file, bodies not kept): what recovery needs to rebuild messages with their bodies paged out."""
-        by_file: dict[int, list[tuple[int, int]]] = {}
-        for message_id, location in self.index.locations.items():
-            if location.refs:
-                by_file.setdefault(location.file, []).append((message_id, location.offset))
-        self._write_segment_buffer()
-        found: dict[int, tuple[str, str, bytes, int]] = {}
-        decode = record.decode_envelope
-        for number, items in by_file.items():
-            data = self.disk.read_all(_segment(number))
-            for message_id, offset in items:
-                found[message_id] = decode(data, offset)
-        return found
 
     def __contains__(self, message_id: int) -> bool:
         """Whether ``message_id`` can be read (referenced, or garbage not yet collected)."""
@@ -341,9 +361,11 @@ class Store:
         if live:
             target = max(self.index.files) + 1
             out = bytearray()
+            record.open_block(out)
             for message_id, location in live:
                 moves.append((message_id, len(out)))
                 out += self.disk.read_at(_segment(location.file), location.offset, location.size)
+            record.seal_block(out)
             self.disk.write_atomic(_segment(target), out)
             for message_id, offset in moves:
                 self.index.moved(message_id, target, offset)
@@ -356,12 +378,15 @@ class Store:
         """Replace the journal with a snapshot of what the queues hold now."""
         self.commit()
         out = bytearray()
+        record.open_block(out)
         encode = record.encode_journal
+        enqueue, deliver = record.OP_ENQUEUE, record.OP_DELIVER
         for queue, held in self.queues.queues.items():
             for message_id, delivered in held.items():
-                out += encode(record.OP_ENQUEUE, queue, message_id)
+                out += encode(enqueue, queue, message_id)
                 if delivered:
-                    out += encode(record.OP_DELIVER, queue, message_id)
+                    out += encode(deliver, queue, message_id)
+        record.seal_block(out)
         self.disk.write_atomic(JOURNAL, out)
         self.queues.records = self.queues.live()
 
