@@ -37,7 +37,7 @@ import aio_pika
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.broker import _free_port, _median, _peak_rss  # noqa: E402
+from benchmarks.broker import _free_port, _median, _peak_rss
 
 BODY = b"x" * 1024
 
@@ -158,7 +158,9 @@ def build_store(root: str, messages: int, body_size: int = 64) -> None:
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument(
         "--rabbitmq", default=os.environ.get("GEAR_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
     )
@@ -207,7 +209,9 @@ async def main() -> None:
     print(f"{f'recover {recovered:,} x 64 B messages: start to listening (s)':<58} {ready:>10.2f}")
     print(f"{'  of which scan and rebuild (s)':<58} {inner:>10.2f}")
     print(f"{'  peak RSS after recovery (MiB)':<58} {rss / 2**20:>10.1f}")
-    print(f"{'  bytes on disk per payload byte (64 B bodies)':<58} {recover_bytes / (recovered * 64 or 1):>10.3f}")
+    print(
+        f"{'  bytes on disk per payload byte (64 B bodies)':<58} {recover_bytes / (recovered * 64 or 1):>10.3f}"
+    )
 
 
 if __name__ == "__main__":
