@@ -138,6 +138,20 @@ class BrokerCore:
         if self.persistence is not None:
             self.persistence.collect_garbage()
 
+    def start_sync(self, force: bool = False) -> Callable[[], None] | None:
+        """Background group commit (the shell's choice, see ``Persistence.start_sync``): an fsync to
+        run in a worker thread, or None."""
+        if self.persistence is None:
+            return None
+        self.persistence.background = True
+        return self.persistence.start_sync(force)
+
+    def sync_done(self) -> Callable[[], None] | None:
+        """The fsync from :meth:`start_sync` finished: the next fsync to run, or None (confirms
+        released: flush the connections)."""
+        assert self.persistence is not None
+        return self.persistence.sync_done()
+
     def close(self) -> None:
         """Flush and close the data directory (a clean stop)."""
         if self.persistence is not None:

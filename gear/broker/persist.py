@@ -74,7 +74,11 @@ class Persistence:
         self.topology_dirty = False
         self.paging = False
         """Memory pressure: new messages are paged out as they arrive (set by the core)."""
+        self.background = False
+        """The shell runs the fsyncs in a worker thread (:meth:`start_sync`); else :meth:`commit` does."""
         self._confirms: list[tuple[Publisher, int, bool]] = []
+        self._committing: list[tuple[Publisher, int, bool]] = []
+        self._phase = 0
 
     # -- messages ----------------------------------------------------------------------------------
     def enqueue(self, queue: Queue, message: Message) -> None:
@@ -123,28 +127,61 @@ class Persistence:
 
     # -- the end of a turn -------------------------------------------------------------------------
     def commit(self, vhosts: dict[str, VirtualHost]) -> None:
-        """Save a changed topology, fsync the turn's messages and journal, then release confirms.
+        """End of a turn: save a changed topology; inline, also fsync the turn's messages and journal
+        and release their confirms (in background mode the shell does that with :meth:`start_sync`).
 
-        A turn that only delivered or acked writes its journal records without an fsync (the timer's
-        :meth:`sync` makes them durable within a tick).
+        A turn that only delivered or acked writes its journal records without an fsync (the timer
+        makes them durable within a tick).
         """
         if self.topology_dirty:
             self.topology_dirty = False
             self.store.save_topology(dump_topology(vhosts))
+        if self.background:
+            if not self._phase and not self.store.enqueued:
+                self.store.commit(force=False)  # acks and deliveries: written, fsynced later
+            return
         self.store.commit(force=bool(self._confirms))
         if self._confirms:
             confirms, self._confirms = self._confirms, []
-            for publisher, seq, ok in confirms:
-                if not publisher.released:
-                    publisher.settle_confirm(seq, ok)
+            _settle(confirms)
+
+    def start_sync(self, force: bool = False) -> Callable[[], None] | None:
+        """Background mode: begin a group commit of everything so far, or None if one is in flight or
+        nothing needs it (acks alone only with ``force``). Run the returned fsync in a worker thread,
+        then call :meth:`sync_done`."""
+        store = self.store
+        if self._phase or not (self._confirms or store.enqueued or (force and store.pending)):
+            return None
+        self._committing, self._confirms = self._confirms, []
+        self._phase = 1
+        return store.start_commit() or _nothing
+
+    def sync_done(self) -> Callable[[], None] | None:
+        """The fsync from :meth:`start_sync` (or from here) finished: the next one to run, or None when
+        the commit is complete and its confirms were released."""
+        if self._phase == 1:
+            self._phase = 2
+            job = self.store.continue_commit()
+            if job is not None:
+                return job
+        self._phase = 0
+        self.store.finish_commit()
+        confirms, self._committing = self._committing, []
+        _settle(confirms)
+        return None
 
     def collect_garbage(self) -> None:
-        """Make recorded acks durable, then one step of compaction if worth it (the timer calls this)."""
-        self.store.commit()
+        """Make recorded acks durable, then one step of compaction if worth it (the timer calls this;
+        skipped while a background commit is in flight)."""
+        if self._phase:
+            return
+        if not self.background:
+            self.store.commit()
         self.store.compact()
 
     def close(self, vhosts: dict[str, VirtualHost]) -> None:
-        """Save and close."""
+        """Save and close (no background commit may be in flight)."""
+        self.background = False
         self.commit(vhosts)
         self.store.close()
 
@@ -200,6 +237,16 @@ class Persistence:
                         shared[message_id] = message
                 entries.append((message, delivered))
             queues_by_key[key].recovered(entries)
+
+
+def _settle(confirms: list[tuple[Publisher, int, bool]]) -> None:
+    for publisher, seq, ok in confirms:
+        if not publisher.released:
+            publisher.settle_confirm(seq, ok)
+
+
+def _nothing() -> None:
+    """An fsync job with nothing to sync."""
 
 
 # -- topology -------------------------------------------------------------------------------------

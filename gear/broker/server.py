@@ -119,6 +119,7 @@ class Broker:
         self._ticker: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._flush_scheduled = False
+        self._sync: asyncio.Future[None] | None = None
 
     @property
     def port(self) -> int:
@@ -161,7 +162,7 @@ class Broker:
             log.info("%s", self.core.recovery.summary())
 
     async def stop(self) -> None:
-        """Close every connection and stop listening."""
+        """Close every connection, stop listening, and close the data directory."""
         if self._ticker is not None:
             self._ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -174,6 +175,9 @@ class Broker:
                     proto.transport.abort()
             await self._server.wait_closed()
             self._server = None
+        while self._sync is not None:  # let a group commit in flight finish
+            await asyncio.wait({self._sync})
+            await asyncio.sleep(0)
         self.core.close()
 
     async def __aenter__(self) -> Broker:
@@ -207,6 +211,35 @@ class Broker:
                 self.protocols.pop(conn, None)
             else:
                 proto.sync_reading()
+        self._start_sync()
+
+    # -- group commit off the event loop ----------------------------------------------------------
+    def _start_sync(self, force: bool = False) -> None:
+        """Start the store's next group commit in a worker thread, unless one is running."""
+        if self._sync is not None or self._loop is None or self.core.persistence is None:
+            return
+        job = self.core.start_sync(force)
+        if job is not None:
+            self._run_sync(job)
+
+    def _run_sync(self, job: Callable[[], None]) -> None:
+        assert self._loop is not None
+        self._sync = self._loop.run_in_executor(None, job)
+        self._sync.add_done_callback(self._synced)
+
+    def _synced(self, future: asyncio.Future[None]) -> None:
+        self._sync = None
+        if future.cancelled():
+            return
+        error = future.exception()
+        if error is not None:  # confirms stay unsent: nothing may claim what the disk refused
+            log.error("fsync of the data directory failed: %s", error)
+            return
+        job = self.core.sync_done()
+        if job is not None:
+            self._run_sync(job)
+            return
+        self.flush()  # send the released confirms; starts the next commit if more is waiting
 
     async def _tick_forever(self) -> None:
         while True:
@@ -216,6 +249,7 @@ class Broker:
             except Exception:  # a bug in a timer must not stop the broker
                 log.exception("broker timer failed")
             self.flush()
+            self._start_sync(force=True)  # acks and deliveries recorded since the last commit
 
     # -- operations -------------------------------------------------------------------------------
     async def close_all_connections(self, reason: str = "closed via management") -> None:

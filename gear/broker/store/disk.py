@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 __all__ = ("Disk", "StoreLockedError")
@@ -27,6 +29,7 @@ class Disk:
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
         self._fds: dict[str, int] = {}
+        self._retired: list[int] = []
         self._lock_fd: int | None = None
 
     # -- directory ---------------------------------------------------------------------------------
@@ -51,6 +54,7 @@ class Disk:
         for fd in self._fds.values():
             os.close(fd)
         self._fds.clear()
+        self.close_retired()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
@@ -147,6 +151,23 @@ class Disk:
 
     def checkpoint(self, step: str) -> None:
         """Called before each step that changes the disk; a no-op (tests inject faults here)."""
+
+    def fsync_job(self, name: str) -> Callable[[], None]:
+        """A callable that fsyncs ``name``, safe to run in another thread (the descriptor stays open
+        until :meth:`close_retired` after the job is done)."""
+        return functools.partial(os.fsync, self._fd(name))
+
+    def retire(self, name: str) -> None:
+        """Stop using ``name``'s descriptor but keep it open for a job in flight."""
+        fd = self._fds.pop(name, None)
+        if fd is not None:
+            self._retired.append(fd)
+
+    def close_retired(self) -> None:
+        """Close descriptors given up by :meth:`retire`."""
+        for fd in self._retired:
+            os.close(fd)
+        self._retired.clear()
 
     def forget(self, name: str) -> None:
         """Close the cached descriptor of ``name``, if any."""

@@ -23,6 +23,7 @@ import itertools
 import os
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gear.broker.store import record
@@ -103,6 +104,7 @@ class Store:
         self._journal_buffer = bytearray()
         self._segment_unsynced = False
         self._journal_unsynced = False
+        self._held_journal = bytearray()
         self._enqueued = False
         """Enqueue records were buffered since the last fsync (confirms may be waiting on them)."""
         self._next_id = 1
@@ -232,7 +234,7 @@ class Store:
         self._write_segment_buffer()
         self.disk.sync(_segment(self._current))
         self._segment_unsynced = False
-        self.disk.forget(_segment(self._current))
+        self.disk.retire(_segment(self._current))  # a background fsync may still use it
         self._current = max(self.index.files) + 1
         self.index.files.setdefault(self._current, FileInfo())
         self._current_size = 0
@@ -284,6 +286,11 @@ class Store:
             self._segment_buffer or self._journal_buffer or self._segment_unsynced or self._journal_unsynced
         )
 
+    @property
+    def enqueued(self) -> bool:
+        """Queue entries were recorded since the last fsync (their confirms may be waiting)."""
+        return self._enqueued
+
     def commit(self, *, force: bool = True) -> bool:
         """Write what was buffered and fsync it: segment first, then journal. False if nothing was.
 
@@ -311,6 +318,40 @@ class Store:
             self._journal_unsynced = False
             self._enqueued = False
         return sync
+
+    # -- a group commit with its fsyncs off the caller's thread ----------------------------------------
+    def start_commit(self) -> Callable[[], None] | None:
+        """Step 1: write the segment buffer out and set the journal buffer aside; returns the segment
+        fsync to run (in any thread), or None if the segment needs none. Then :meth:`continue_commit`.
+
+        The journal is appended only after the segment fsync, so it never names a message that a
+        crash could lose.
+        """
+        self._write_segment_buffer()
+        if self._journal_buffer:
+            self._held_journal, self._journal_buffer = self._journal_buffer, bytearray()
+            record.seal_block(self._held_journal)
+        self._enqueued = False
+        if not self._segment_unsynced:
+            return None
+        self._segment_unsynced = False
+        return self.disk.fsync_job(_segment(self._current))
+
+    def continue_commit(self) -> Callable[[], None] | None:
+        """Step 2, once the segment fsync is done: append the journal block set aside; returns its
+        fsync to run (or None). Then :meth:`finish_commit`."""
+        if self._held_journal:
+            self.disk.append(JOURNAL, self._held_journal)
+            self._held_journal = bytearray()
+            self._journal_unsynced = True
+        if not self._journal_unsynced:
+            return None
+        self._journal_unsynced = False
+        return self.disk.fsync_job(JOURNAL)
+
+    def finish_commit(self) -> None:
+        """Step 3, once every fsync is done: release descriptors retired meanwhile."""
+        self.disk.close_retired()
 
     def _write_segment_buffer(self) -> None:
         if self._segment_buffer:
