@@ -77,7 +77,8 @@ async def serve_aiormq(url: str, tag: str) -> None:
     async def on_message(msg: Any) -> None:
         props = msg.header.properties
         await ch.basic_publish(
-            msg.body, routing_key=props.reply_to,
+            msg.body,
+            routing_key=props.reply_to,
             properties=aiormq.spec.Basic.Properties(correlation_id=props.correlation_id),
         )
         await ch.basic_ack(msg.delivery.delivery_tag)
@@ -150,17 +151,23 @@ async def client_aiormq(url: str, tag: str) -> tuple[Call, Callable[[], Awaitabl
         fut = loop.create_future()
         futures[cid] = fut
         await ch.basic_publish(
-            body, routing_key=queue, mandatory=True,
-            properties=aiormq.spec.Basic.Properties(correlation_id=cid, reply_to=reply_queue,
-                                                    message_id=cid),
+            body,
+            routing_key=queue,
+            mandatory=True,
+            properties=aiormq.spec.Basic.Properties(correlation_id=cid, reply_to=reply_queue, message_id=cid),
         )
         return json.loads(await asyncio.wait_for(fut, 30))
 
     return call, conn.close
 
 
-PEERS: dict[str, tuple[Callable[[str, str], Awaitable[None]],
-                       Callable[[str, str], Awaitable[tuple[Call, Callable[[], Awaitable[None]]]]]]] = {
+PEERS: dict[
+    str,
+    tuple[
+        Callable[[str, str], Awaitable[None]],
+        Callable[[str, str], Awaitable[tuple[Call, Callable[[], Awaitable[None]]]]],
+    ],
+] = {
     "gear": (serve_gear, client_gear),
     "aio-pika RPC": (serve_aio_pika, client_aio_pika),
     "raw aiormq": (serve_aiormq, client_aiormq),
@@ -222,7 +229,9 @@ async def run(url: str, rounds: int, seconds: float, peers: list[str]) -> None:
     for name in peers:
         proc = subprocess.Popen(  # noqa: ASYNC220 - started once, before any measurement
             [sys.executable, __file__, "--serve", name, "--url", url, "--tag", tag],
-            stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE,
+            stdin=subprocess.PIPE,
+            text=True,
         )
         assert proc.stdout is not None
         line = await asyncio.to_thread(proc.stdout.readline)
@@ -250,9 +259,11 @@ async def run(url: str, rounds: int, seconds: float, peers: list[str]) -> None:
 
 
 def report(results: dict[tuple[str, int], list[dict[str, float]]], peers: list[str], rounds: int) -> None:
-    print(f"\nRPC benchmark: median of {rounds} interleaved rounds, 100 B JSON payload, "
-          f"client and server in separate processes, cpus={os.cpu_count()}; CPU us/call is client + "
-          f"server process CPU per call at c={max(CONCURRENCY)} (the broker's is not included)\n")
+    print(
+        f"\nRPC benchmark: median of {rounds} interleaved rounds, 100 B JSON payload, "
+        f"client and server in separate processes, cpus={os.cpu_count()}; CPU us/call is client + "
+        f"server process CPU per call at c={max(CONCURRENCY)} (the broker's is not included)\n"
+    )
     head = f"{'peer':<14} {'c=1 p50 ms':>11} {'c=1 p99 ms':>11}"
     head += "".join(f"{f'rps c={c}':>11}" for c in CONCURRENCY) + f"{'CPU us/call':>13}"
     print(head)

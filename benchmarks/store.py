@@ -87,7 +87,7 @@ async def persistent_throughput(url: str, messages: int, window: int = 512) -> f
             if received == messages:
                 done.set()
 
-        await queue.consume(on_message)
+        tag = await queue.consume(on_message)
         exchange = pub.default_exchange
         slots = asyncio.Semaphore(window)
 
@@ -101,6 +101,7 @@ async def persistent_throughput(url: str, messages: int, window: int = 512) -> f
         await asyncio.gather(*(one() for _ in range(messages)))
         await asyncio.wait_for(done.wait(), 300)
         elapsed = time.perf_counter() - start
+        await queue.cancel(tag)
         await queue.delete(if_unused=False, if_empty=False)
         return messages / elapsed
     finally:
@@ -209,9 +210,8 @@ async def main() -> None:
     print(f"{f'recover {recovered:,} x 64 B messages: start to listening (s)':<58} {ready:>10.2f}")
     print(f"{'  of which scan and rebuild (s)':<58} {inner:>10.2f}")
     print(f"{'  peak RSS after recovery (MiB)':<58} {rss / 2**20:>10.1f}")
-    print(
-        f"{'  bytes on disk per payload byte (64 B bodies)':<58} {recover_bytes / (recovered * 64 or 1):>10.3f}"
-    )
+    small = recover_bytes / (recovered * 64 or 1)
+    print(f"{'  bytes on disk per payload byte (64 B bodies)':<58} {small:>10.3f}")
 
 
 if __name__ == "__main__":
