@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import logging
 import statistics
 import sys
@@ -154,7 +155,7 @@ class Bench:
 
     async def start(self) -> None:
         for n in (1, 2, 3):  # h1 first: the TYPE queue is declared through node 1
-            self.servers[n] = await self._placed(lambda host, n=n: self._server(host, n), f"h{n}", n)
+            self.servers[n] = await self._placed(functools.partial(self._server, n=n), f"h{n}", n)
         c = self.args.caller_node
         self.caller = await self._placed(
             lambda host: gear.Service(

@@ -63,6 +63,12 @@ RETRY_EVERY = 0.2
 PERSISTENT = 2
 
 
+async def _ack(msg: aiormq.abc.DeliveredMessage) -> None:
+    tag = msg.delivery_tag
+    assert tag is not None, "a consumed delivery has a tag"
+    await msg.channel.basic_ack(tag)
+
+
 @dataclass(frozen=True)
 class Candidate:
     key: str
@@ -142,12 +148,12 @@ class Instance:
         body = msg.body.decode()
         self.received[body] += 1
         self.received_at.setdefault(body, time.monotonic())
-        await msg.channel.basic_ack(msg.delivery.delivery_tag)
+        await _ack(msg)
 
     @property
     def consuming(self) -> bool:
         ch = self.channel
-        return bool(ch is not None and not ch.is_closed and ch.consumers)
+        return bool(isinstance(ch, aiormq.Channel) and not ch.is_closed and ch.consumers)
 
     async def reattach(self, url: str, until: float, errors: Counter[str]) -> float | None:
         """Try :meth:`attach` every RETRY_EVERY s until it works (its time) or ``until`` (None)."""
@@ -242,7 +248,12 @@ async def run_one(nodes: Nodes, cand: Candidate, how: str, outage: float) -> dic
     await asyncio.sleep(1.0)
     lost_conn = asyncio.get_running_loop().create_future()
     assert inst.conn is not None
-    inst.conn.closing.add_done_callback(lambda _f: lost_conn.done() or lost_conn.set_result(time.monotonic()))
+
+    def lost(_: object) -> None:
+        if not lost_conn.done():
+            lost_conn.set_result(time.monotonic())
+
+    inst.conn.closing.add_done_callback(lost)
     t_cmd = time.monotonic()
     await nodes.lose(1, how)
     t_loss = lost_conn.result() if lost_conn.done() else time.monotonic()
@@ -333,7 +344,7 @@ async def call_rate(
     (server on node 3), a confirmed reply to the caller's own queue (caller on node 2), manual acks."""
     tag = uuid.uuid4().hex[:8]
     req_q, rep_q = f"cost-type-{tag}", f"cost-reply-{tag}"
-    quorum = {"x-queue-type": "quorum"}
+    quorum: dict[str, Any] = {"x-queue-type": "quorum"}
     server = await aiormq.connect(nodes.urls[2])
     caller = await aiormq.connect(nodes.urls[1])
     pending: dict[str, asyncio.Future[None]] = {}
@@ -351,19 +362,19 @@ async def call_rate(
             props = msg.header.properties
             await s_pub.basic_publish(
                 msg.body,
-                routing_key=props.reply_to,
+                routing_key=props.reply_to or "",
                 mandatory=True,
                 properties=spec.Basic.Properties(
                     correlation_id=props.correlation_id, message_id=uuid.uuid4().hex
                 ),
             )
-            await msg.channel.basic_ack(msg.delivery.delivery_tag)
+            await _ack(msg)
 
         async def on_reply(msg: aiormq.abc.DeliveredMessage) -> None:
             fut = pending.pop(msg.header.properties.correlation_id or "", None)
             if fut is not None and not fut.done():
                 fut.set_result(None)
-            await msg.channel.basic_ack(msg.delivery.delivery_tag)
+            await _ack(msg)
 
         await s_ch.basic_consume(req_q, serve)
         await c_ch.basic_consume(rep_q, on_reply)

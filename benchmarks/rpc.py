@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 __all__ = ("main",)
@@ -136,11 +136,12 @@ async def client_aiormq(url: str, tag: str) -> tuple[Call, Callable[[], Awaitabl
     reply_queue = declared.queue
     futures: dict[str, asyncio.Future[bytes]] = {}
 
-    def on_reply(msg: Any) -> None:
+    async def on_reply(msg: Any) -> None:
         fut = futures.pop(msg.header.properties.correlation_id, None)
         if fut is not None and not fut.done():
             fut.set_result(msg.body)
 
+    assert reply_queue is not None
     await ch.basic_consume(reply_queue, on_reply, no_ack=True)
     queue = "bench.raw." + tag
     body = json.dumps(PAYLOAD).encode()
@@ -164,7 +165,7 @@ async def client_aiormq(url: str, tag: str) -> tuple[Call, Callable[[], Awaitabl
 PEERS: dict[
     str,
     tuple[
-        Callable[[str, str], Awaitable[None]],
+        Callable[[str, str], Coroutine[Any, Any, None]],
         Callable[[str, str], Awaitable[tuple[Call, Callable[[], Awaitable[None]]]]],
     ],
 ] = {
@@ -287,8 +288,8 @@ def report(results: dict[tuple[str, int], list[dict[str, float]]], peers: list[s
             pairs = zip(results[("gear", c)], results[(name, c)], strict=True)
             ratios = [g["rps"] / p["rps"] for g, p in pairs]
             parts.append(f"rps c={c}: {_median(ratios):.2f}x")
-        p50 = [g["p50"] / p["p50"] for g, p in zip(results[("gear", 1)], results[(name, 1)], strict=True)]
-        parts.append(f"p50 c=1: {_median(p50):.2f}x")
+        p50s = [g["p50"] / p["p50"] for g, p in zip(results[("gear", 1)], results[(name, 1)], strict=True)]
+        parts.append(f"p50 c=1: {_median(p50s):.2f}x")
         busiest = max(CONCURRENCY)
         pairs = zip(results[("gear", busiest)], results[(name, busiest)], strict=True)
         parts.append(f"CPU/call: {_median([g['cpu_us'] / p['cpu_us'] for g, p in pairs]):.2f}x")

@@ -35,9 +35,8 @@ from pathlib import Path
 
 import aio_pika
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from benchmarks.broker import _free_port, _median, _peak_rss
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from broker import _free_port, _median, _peak_rss
 
 BODY = b"x" * 1024
 

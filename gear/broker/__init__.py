@@ -34,9 +34,12 @@ Where it knowingly differs from RabbitMQ:
   answers ``update-secret-ok``, as RabbitMQ's internal users (nothing to refresh).
 * TLS (``tls_cert``) makes the one listener TLS-only; RabbitMQ runs amqp and amqps listeners side by side.
 * The memory watermark measures the bytes of messages held (including partly received bodies), not the
-  process size; there is no disk alarm. Credit flow meters the channel -> queue link; the reader hands
-  frames to channels synchronously, so that link needs no credit. Without a data directory nothing is
-  paged out.
+  process size. The disk alarm (``disk_free_limit``) is off unless a limit is given (RabbitMQ: 50 MB)
+  and measures the file system of the data directory (without one, of the working directory) once a
+  second. Credit flow meters the channel -> queue link; the reader hands frames to channels
+  synchronously, so that link needs no credit. Without a data directory nothing is paged out.
+* The close handshake waits ``CLOSE_TIMEOUT`` (3 s) for the client's close-ok or socket close; RabbitMQ
+  waits the negotiated heartbeat interval, at most 30 s.
 * Users, vhosts and permissions come from the configuration at every start (they are not kept in the
   data directory); a durable queue of a vhost no longer configured is not recovered. The store keeps
   one journal for every durable queue (RabbitMQ: an index per queue); messages with a TTL get it

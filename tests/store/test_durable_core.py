@@ -32,7 +32,9 @@ def _disk(core: BrokerCore) -> FaultyDisk:
     return disk
 
 
-def _client(core: BrokerCore, *queues: str, durable: bool = True, **arguments: Any) -> Client:
+def _client(
+    core: BrokerCore, *queues: str, durable: bool = True, arguments: dict[str, Any] | None = None
+) -> Client:
     client = Client(core)
     client.handshake()
     client.open_channel(1, confirm=True)
@@ -49,9 +51,15 @@ def _publish_many(client: Client, queue: str, count: int, persistent: bool = Tru
     )
 
 
+def _stored(core: BrokerCore) -> int:
+    store = core.status().store
+    assert store is not None
+    return store.messages
+
+
 def _get_all(client: Client, queue: str) -> list[tuple[bytes, bool]]:
     """Get and ack every message: ``[(body, redelivered), ...]``."""
-    found = []
+    found: list[tuple[bytes, bool]] = []
     while True:
         out = client.send(1, commands.Basic.Get(queue=queue))
         if names(out) == ["Basic.GetEmpty"]:
@@ -133,7 +141,7 @@ def test_delivered_unacked_come_back_redelivered_and_acked_do_not(tmp_path: Path
 
 def test_durable_topology_is_recovered_with_its_arguments(tmp_path: Path) -> None:
     core, _ = make_core(data_dir=str(tmp_path))
-    client = _client(core, "q", **{"x-max-priority": 5, "x-dead-letter-exchange": "dlx"})
+    client = _client(core, "q", arguments={"x-max-priority": 5, "x-dead-letter-exchange": "dlx"})
     client.send(1, commands.Exchange.Declare(exchange="t", exchange_type="topic", durable=True))
     client.send(1, commands.Exchange.Declare(exchange="gone", exchange_type="topic", durable=False))
     client.send(1, commands.Queue.Bind(queue="q", exchange="t", routing_key="a.#"))
@@ -161,19 +169,20 @@ def test_a_deleted_durable_queue_stays_deleted(tmp_path: Path) -> None:
     core.close()
     core, _ = make_core(data_dir=str(tmp_path))
     assert "q" not in core.vhosts["/"].queues
-    assert core.status().store is not None
-    assert core.status().store.messages == 0
+    store = core.status().store
+    assert store is not None
+    assert store.messages == 0
 
 
 def test_a_lazy_queue_keeps_bodies_on_disk_and_delivers_them(tmp_path: Path) -> None:
     core, _ = make_core(data_dir=str(tmp_path))
-    client = _client(core, "lazy", durable=False, **{"x-queue-mode": "lazy"})
+    client = _client(core, "lazy", durable=False, arguments={"x-queue-mode": "lazy"})
     _publish_many(client, "lazy", 10, persistent=False)
     queue = core.status().queues[0]
     assert (queue.messages_ready, queue.messages_paged) == (10, 10)
     assert core.alarm.used < 10 * 100
     assert _get_all(client, "lazy") == [(f"m{n}".encode(), False) for n in range(10)]
-    assert core.status().store.messages == 0  # type: ignore[union-attr]
+    assert _stored(core) == 0
 
 
 def _flood(core: BrokerCore, count: int, size: int) -> list[str]:
@@ -199,7 +208,7 @@ def test_a_backlog_larger_than_the_memory_limit_is_paged_and_keeps_flowing(tmp_p
     got = _get_all(client, "q")
     assert [int.from_bytes(body[:4], "big") for body, _ in got] == list(range(600))
     assert all(len(body) == 1004 for body, _ in got)
-    assert core.status().store.messages == 0  # type: ignore[union-attr]
+    assert _stored(core) == 0
 
 
 def test_without_a_data_directory_the_same_backlog_blocks_publishers() -> None:
@@ -209,7 +218,7 @@ def test_without_a_data_directory_the_same_backlog_blocks_publishers() -> None:
 
 def test_the_status_view_shows_the_store(tmp_path: Path) -> None:
     core, _ = make_core(data_dir=str(tmp_path))
-    client = _client(core, "lazy", **{"x-queue-mode": "lazy"})
+    client = _client(core, "lazy", arguments={"x-queue-mode": "lazy"})
     _publish_many(client, "lazy", 4)
     text = str(core.status())
     assert f"store: {tmp_path}: " in text
