@@ -258,7 +258,8 @@ def broker(
         typer.echo(f"gear broker: {report.summary()}")
 
     try:
-        asyncio.run(run_until_signal(serve(config, on_ready=ready, on_recovered=recovered)))
+        extra = {"on_recovered": recovered} if data_dir is not None else {}
+        asyncio.run(run_until_signal(serve(config, on_ready=ready, **extra)))
     except StoreLockedError as exc:
         fail(str(exc), ExitCode.USAGE)
     except ValueError as exc:  # an unusable TLS certificate or key
