@@ -127,6 +127,13 @@ async def fill(url: str, messages: int) -> None:
         await conn.close()
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (the fair figure on a busy machine)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _disk_bytes(root: str) -> int:
     return sum(p.stat().st_size for p in Path(root).rglob("*") if p.is_file() and p.name != "lock")
 
@@ -194,12 +201,14 @@ async def main() -> None:
         print(f"wrote {args.recover:,} messages with the store API in {built:.1f} s", file=sys.stderr)
         with reference_broker(recover_dir) as (_, pid, lines, ready):
             rss = _peak_rss(pid)
+            cpu = _cpu_seconds(pid)
+        load = os.getloadavg()[0]
         summary = next((line for line in lines if "recovered" in line), "")
         found = re.search(r"(\d+) queued message\(s\).* in ([\d.]+) s", summary)
         recovered, inner = (int(found.group(1)), float(found.group(2))) if found else (0, 0.0)
         recover_bytes = _disk_bytes(recover_dir)
 
-    print(f"median of {args.rounds} interleaved rounds; cpus={os.cpu_count()}")
+    print(f"median of {args.rounds} interleaved rounds; cpus={os.cpu_count()}; load average {load:.1f}")
     print(f"{'measure':<58} {'reference':>10} {'rabbitmq':>10} {'ratio':>7}")
     rab_text = f"{_median(rab):,.0f}" if rab else "-"
     ratio_text = f"{_median(ratio):.2f}" if ratio else "-"
@@ -208,6 +217,7 @@ async def main() -> None:
     print(f"{'bytes on disk per payload byte (10,000 x 1 KiB)':<58} {per_byte:>10.3f}")
     print(f"{f'recover {recovered:,} x 64 B messages: start to listening (s)':<58} {ready:>10.2f}")
     print(f"{'  of which scan and rebuild (s)':<58} {inner:>10.2f}")
+    print(f"{'  broker CPU time to listening, all included (s)':<58} {cpu:>10.2f}")
     print(f"{'  peak RSS after recovery (MiB)':<58} {rss / 2**20:>10.1f}")
     small = recover_bytes / (recovered * 64 or 1)
     print(f"{'  bytes on disk per payload byte (64 B bodies)':<58} {small:>10.3f}")
