@@ -124,7 +124,8 @@ def _blocks(*records: bytes) -> bytearray:
 def test_a_corrupted_block_stops_the_scan_there() -> None:
     data = _blocks(encode_message(1, encode_payload(_msg(1))), encode_message(2, encode_payload(_msg(2))))
     data[-3] ^= 0xFF
-    found, envelopes, _, valid = scan_segment(bytes(data), {1: 1, 2: 1})
+    found, envelopes, _, damaged, valid = scan_segment(bytes(data), {1: 1, 2: 1})
+    assert damaged == []
     assert [mid for mid, _, _ in found] == [1]
     assert envelopes[1] == ("ex", "key.1", b"\x10\x00\x02", 40)
     assert valid == len(_blocks(encode_message(1, encode_payload(_msg(1)))))
@@ -133,9 +134,35 @@ def test_a_corrupted_block_stops_the_scan_there() -> None:
 def test_journal_scan_stops_at_a_bad_block() -> None:
     data = _blocks(encode_journal(OP_ENQUEUE, 1, 5), encode_journal(OP_ACK, 1, 5))
     data[-2] ^= 1
-    records, valid = scan_journal(bytes(data))
+    records, damaged, valid = scan_journal(bytes(data))
+    assert damaged == []
     assert records == [(OP_ENQUEUE, 1, 5)]
     assert valid == len(data) // 2
+
+
+def test_damage_in_the_middle_of_a_file_loses_only_that_block(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    for n in range(3):
+        store.enqueue(1, store.write(_msg(n)))
+        store.commit()  # one block per message
+    store.close()
+    segment = tmp_path / "msg" / "00000001.seg"
+    data = bytearray(segment.read_bytes())
+    block = len(data) // 3
+    data[block + 30] ^= 0xFF  # a flipped byte inside the second message's block
+    segment.write_bytes(bytes(data))
+
+    store = Store(tmp_path)
+    recovered = store.recover({1})
+    assert [store.read(mid).body for mid in recovered.queues[1]] == [_msg(0).body, _msg(2).body]
+    assert any(f"bytes {block}..{2 * block} damaged" in p for p in recovered.problems), recovered.problems
+    assert any("1 message(s) missing" in p for p in recovered.problems)
+    store.enqueue(1, store.write(_msg(3)))  # and it keeps working
+    store.close()
+    store = Store(tmp_path)
+    found = store.recover({1})
+    assert [store.read(mid).body for mid in found.queues[1]] == [_msg(0).body, _msg(2).body, _msg(3).body]
+    store.close()
 
 
 def test_plan_compaction_combines_the_emptiest_closed_files() -> None:

@@ -78,21 +78,45 @@ def seal_block(buffer: bytearray) -> None:
     body.release()
 
 
-def scan_blocks(data: bytes | memoryview) -> tuple[list[tuple[int, int]], int]:
-    """The ``(start, end)`` of each intact block's records, and the length of the intact prefix."""
+def _block_at(view: memoryview, pos: int) -> tuple[int, int] | None:
+    """The records' ``(start, end)`` if an intact block starts at ``pos``."""
+    if pos + BLOCK_HEADER > len(view):
+        return None
+    magic, length, crc = _BLOCK.unpack_from(view, pos)
+    start = pos + BLOCK_HEADER
+    end = start + length
+    if magic != _MAGIC or end > len(view) or zlib.crc32(view[start:end]) != crc:
+        return None
+    return start, end
+
+
+def scan_blocks(data: bytes | memoryview) -> tuple[list[tuple[int, int]], list[tuple[int, int]], int]:
+    """Find the intact blocks, skipping damaged stretches.
+
+    Returns ``(blocks, damaged, valid)``: the ``(start, end)`` of each intact block's records, the
+    ``(start, end)`` byte ranges between intact blocks that are damaged, and where the last intact
+    block ends (what follows it is a torn or damaged tail).
+    """
     view = memoryview(data)
-    size = len(view)
+    raw = bytes(view) if not isinstance(data, bytes) else data
+    marker = _MAGIC.to_bytes(4, "big")
     blocks: list[tuple[int, int]] = []
-    pos = 0
-    while pos + BLOCK_HEADER <= size:
-        magic, length, crc = _BLOCK.unpack_from(view, pos)
-        start = pos + BLOCK_HEADER
-        end = start + length
-        if magic != _MAGIC or end > size or zlib.crc32(view[start:end]) != crc:
-            break
-        blocks.append((start, end))
-        pos = end
-    return blocks, pos
+    damaged: list[tuple[int, int]] = []
+    pos = valid = 0
+    while pos < len(view):
+        found = _block_at(view, pos)
+        if found is None:  # damage: look for the next intact block
+            bad = pos
+            pos = raw.find(marker, pos + 1)
+            while pos != -1 and _block_at(view, pos) is None:
+                pos = raw.find(marker, pos + 1)
+            if pos == -1:
+                break
+            damaged.append((bad, pos))
+            continue
+        blocks.append(found)
+        pos = valid = found[1]
+    return blocks, damaged, valid
 
 
 # -- messages -------------------------------------------------------------------------------------
@@ -136,14 +160,15 @@ Envelope = tuple[str, str, bytes, int]
 
 def scan_segment(
     data: bytes | memoryview, wanted: dict[int, int] | None = None
-) -> tuple[list[tuple[int, int, int]], dict[int, Envelope], int, int]:
+) -> tuple[list[tuple[int, int, int]], dict[int, Envelope], int, list[tuple[int, int]], int]:
     """Parse a segment's intact blocks.
 
-    Returns ``(records, envelopes, top, valid_length)``. Without ``wanted``, ``records`` lists
-    every ``(message_id, offset, record_size)``; with it (message id -> anything), only the wanted
-    ones are listed and their envelopes decoded. ``top`` is the highest id of the records not wanted.
+    Returns ``(records, envelopes, top, damaged, valid_length)``. Without ``wanted``, ``records``
+    lists every ``(message_id, offset, record_size)``; with it (message id -> anything), only the
+    wanted ones are listed and their envelopes decoded. ``top`` is the highest id of the records not
+    wanted; ``damaged`` and ``valid_length`` are as in :func:`scan_blocks`.
     """
-    blocks, valid = scan_blocks(data)
+    blocks, damaged, valid = scan_blocks(data)
     view = memoryview(data)
     unpack = _HEADER.unpack_from
     lengths = _LENGTHS.unpack_from
@@ -176,7 +201,7 @@ def scan_segment(
             elif message_id > top:
                 top = message_id
             pos += size
-    return found, envelopes, top, valid
+    return found, envelopes, top, damaged, valid
 
 
 # -- the journal ----------------------------------------------------------------------------------
@@ -185,12 +210,15 @@ def encode_journal(op: int, queue: int, message_id: int) -> bytes:
     return _JOURNAL.pack(op, queue, message_id)
 
 
-def scan_journal(data: bytes | memoryview) -> tuple[list[tuple[int, int, int]], int]:
-    """Parse the journal's intact blocks: ``[(op, queue, message_id), ...]`` and the valid length."""
-    blocks, valid = scan_blocks(data)
+def scan_journal(
+    data: bytes | memoryview,
+) -> tuple[list[tuple[int, int, int]], list[tuple[int, int]], int]:
+    """Parse the journal's intact blocks: ``[(op, queue, message_id), ...]``, the damaged ranges and
+    the valid length (as in :func:`scan_blocks`)."""
+    blocks, damaged, valid = scan_blocks(data)
     view = memoryview(data)
     records: list[tuple[int, int, int]] = []
     for start, end in blocks:
         usable = end - (end - start) % JOURNAL_RECORD
         records.extend(_JOURNAL.iter_unpack(view[start:usable]))
-    return records, valid
+    return records, damaged, valid

@@ -122,7 +122,8 @@ class Store:
     # -- opening -----------------------------------------------------------------------------------
     def _replay_journal(self) -> None:
         data = self.disk.read_all(JOURNAL)
-        records, valid = record.scan_journal(data)
+        records, damaged, valid = record.scan_journal(data)
+        self._report_damage(JOURNAL, damaged, len(data), valid)
         queues: dict[int, dict[int, bool]] = self.queues.queues
         enqueue, deliver = record.OP_ENQUEUE, record.OP_DELIVER
         held: dict[int, bool] = {}
@@ -142,11 +143,16 @@ class Store:
             del queues[queue]
         self.queues.records = len(records)
         if valid < len(data):
-            self.problems.append(
-                f"{JOURNAL}: {len(data) - valid} bytes after offset {valid} unreadable (torn write or "
-                "damage), dropped"
-            )
             self.disk.truncate(JOURNAL, valid)
+
+    def _report_damage(self, name: str, damaged: list[tuple[int, int]], size: int, valid: int) -> None:
+        for start, end in damaged:
+            self.problems.append(f"{name}: bytes {start}..{end} damaged (skipped; what they held is lost)")
+        if valid < size:
+            self.problems.append(
+                f"{name}: {size - valid} bytes after offset {valid} unreadable (torn write or damage), "
+                "cut off"
+            )
 
     def recover(self, durable_queues: set[int], *, hold: bool = False) -> Recovery:
         """Scan the segments and give the durable queues that still exist their messages back.
@@ -168,12 +174,9 @@ class Store:
         for number in self._numbers:
             name = _segment(number)
             data = self.disk.read_all(name)
-            found, envelopes, unwanted_top, valid = record.scan_segment(data, wanted)
+            found, envelopes, unwanted_top, damaged, valid = record.scan_segment(data, wanted)
+            self._report_damage(name, damaged, len(data), valid)
             if valid < len(data):
-                self.problems.append(
-                    f"{name}: {len(data) - valid} bytes after offset {valid} unreadable (torn write or "
-                    "damage), dropped"
-                )
                 self.disk.truncate(name, valid)
             info = FileInfo(total=valid)
             for message_id, offset, size in found:
