@@ -130,6 +130,7 @@ class Queue:
         self.store_key = _new_key() if durable and exclusive_owner is None and self.persist is not None else 0
         """This queue's id in the store's journal (0: not journaled)."""
         self.lazy = _str_arg(arguments, "x-queue-mode") == "lazy"
+        self._journaled = False  # the message just accepted was journaled (its confirm waits for fsync)
 
     def __repr__(self) -> str:
         return f"<Queue {self.name!r} ready={len(self.ready)} unacked={self.unacked}>"
@@ -150,7 +151,7 @@ class Queue:
             accepted = self._accept(message)
             if publisher is not None and not publisher.released:
                 if seq:
-                    if accepted and persist is not None and self.store_key and message.store_id:
+                    if self._journaled and persist is not None:
                         persist.confirm_after_commit(publisher, seq, accepted)
                     else:
                         publisher.settle_confirm(seq, accepted)
@@ -179,10 +180,11 @@ class Queue:
         entry = Entry(message, self._seq, deadline)
         message.refs += 1
         persist = self.persist
+        self._journaled = False
         if persist is not None:
             if self.store_key and message.persistent():
                 persist.enqueue(self, message)
-                entry.journaled = True
+                entry.journaled = self._journaled = True
             if (self.lazy or persist.paging) and not message.paged:
                 freed = persist.page_out(message)
                 if message.refs > 1:

@@ -93,6 +93,17 @@ def test_acks_not_yet_fsynced_are_lost_in_a_power_cut_so_the_message_comes_back(
     assert _get_all(_client(core), "q") == [(b"m0", False)], "at least once: never lost, maybe again"
 
 
+def test_transient_messages_are_confirmed_without_an_fsync(tmp_path: Path) -> None:
+    core, _ = make_core(data_dir=str(tmp_path))
+    client = _client(core, "durable", "lazy", arguments={"x-queue-mode": "lazy"})
+    disk = _disk(core)
+    before = len(disk.steps)
+    out = _publish_many(client, "durable", 3, persistent=False)
+    out += _publish_many(client, "lazy", 3, persistent=False)  # bodies written to the store, not fsynced
+    assert names(out) == ["Basic.Ack", "Basic.Ack"]
+    assert not [s for s in disk.steps[before:] if s.startswith("fsync")]
+
+
 def test_what_was_confirmed_survives_a_power_cut_and_what_was_not_is_lost(tmp_path: Path) -> None:
     core, _ = make_core(data_dir=str(tmp_path))
     client = _client(core, "q")
