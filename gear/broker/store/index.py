@@ -117,19 +117,29 @@ class MessageIndex:
         location.file = file
         location.offset = offset
 
-    def live_in(self, files: Iterable[int]) -> list[tuple[int, Location]]:
-        """The referenced messages stored in ``files``, in file and offset order."""
-        wanted = set(files)
-        found = [(mid, loc) for mid, loc in self.locations.items() if loc.file in wanted and loc.refs]
-        found.sort(key=lambda item: (item[1].file, item[1].offset))
-        return found
+    def sort_records(
+        self, file: int, records: Iterable[tuple[int, int, int]]
+    ) -> tuple[list[tuple[int, Location]], list[int]]:
+        """Of the ``(message_id, offset, size)`` records read from ``file``: the ones indexed there and
+        referenced (to copy), and the ids of the ones indexed there as garbage (to forget)."""
+        live: list[tuple[int, Location]] = []
+        garbage: list[int] = []
+        locations = self.locations
+        for message_id, offset, _ in records:
+            location = locations.get(message_id)
+            if location is None or location.file != file or location.offset != offset:
+                continue  # not indexed, or indexed in another copy
+            if location.refs:
+                live.append((message_id, location))
+            else:
+                garbage.append(message_id)
+        return live, garbage
 
-    def remove_files(self, files: Iterable[int]) -> None:
-        """Forget ``files`` and the garbage indexed in them (their live messages were moved)."""
-        gone = set(files)
-        for mid in [mid for mid, loc in self.locations.items() if loc.file in gone]:
-            del self.locations[mid]
-        for number in gone:
+    def remove_files(self, files: Iterable[int], garbage: Iterable[int]) -> None:
+        """Forget ``files`` (their live messages were moved) and the ``garbage`` ids indexed in them."""
+        for message_id in garbage:
+            self.locations.pop(message_id, None)
+        for number in files:
             del self.files[number]
 
     def live_messages(self) -> int:

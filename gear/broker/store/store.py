@@ -400,22 +400,28 @@ class Store:
         return False
 
     def _combine(self, victims: list[int]) -> None:
-        live = self.index.live_in(victims)
+        """Copy the live messages of ``victims`` into one new file, then delete them: work in
+        proportion to the victims' size, not to the whole index."""
+        out = bytearray()
+        record.open_block(out)
         moves: list[tuple[int, int]] = []
-        if live:
-            target = max(self.index.files) + 1
-            out = bytearray()
-            record.open_block(out)
+        garbage: list[int] = []
+        for number in victims:
+            data = self.disk.read_all(_segment(number))
+            live, dead = self.index.sort_records(number, record.scan_segment(data)[0])
+            garbage += dead
             for message_id, location in live:
                 moves.append((message_id, len(out)))
-                out += self.disk.read_at(_segment(location.file), location.offset, location.size)
+                out += data[location.offset : location.offset + location.size]
+        if moves:
+            target = max(self.index.files) + 1
             record.seal_block(out)
             self.disk.write_atomic(_segment(target), out)
             for message_id, offset in moves:
                 self.index.moved(message_id, target, offset)
         for number in victims:
             self.disk.remove(_segment(number))
-        self.index.remove_files(victims)
+        self.index.remove_files(victims, garbage)
         self.disk.sync_dir("msg")
 
     def rewrite_journal(self) -> None:
