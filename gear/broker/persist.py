@@ -206,12 +206,17 @@ class Persistence:
         queues_by_key: dict[int, Queue] = {}
         if raw:
             try:
-                saved = json.loads(raw)
-            except ValueError as exc:
-                report.problems.append(f"topology.json is not JSON ({exc}); durable definitions lost")
-                saved = {}
-            _load_topology(saved, vhosts, make_queue, report, queues_by_key)
-        found = self.store.recover(set(queues_by_key), hold=True)
+                _load_topology(json.loads(raw), vhosts, make_queue, report, queues_by_key)
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                aside = self.store.set_topology_aside()
+                report.problems.append(
+                    f"topology.json cannot be read ({type(exc).__name__}: {exc}); kept as {aside}, durable "
+                    "definitions after the damage are missing"
+                )
+        elif self.store.queues.queues:
+            report.problems.append("topology.json is missing but the journal names queues")
+        # When the list of queues is incomplete, keep the other queues' messages on disk (not lost).
+        found = self.store.recover(set(queues_by_key), hold=True, keep_unknown=bool(report.problems))
         self._refill(found, queues_by_key)
         report.messages = found.messages
         report.stored = self.store.stats().messages

@@ -235,3 +235,21 @@ def test_the_status_view_shows_the_store(tmp_path: Path) -> None:
     assert f"store: {tmp_path}: " in text
     assert "0% garbage, 4 messages, 4 paged" in text
     assert "store: none (memory only)" in str(make_core()[0].status())
+
+
+def test_an_unreadable_topology_is_reported_set_aside_and_its_messages_kept(tmp_path: Path) -> None:
+    core, _ = make_core(data_dir=str(tmp_path))
+    client = _client(core, "q")
+    _publish_many(client, "q", 2)
+    core.close()
+    (tmp_path / "topology.json").write_text('{"version": 1, "vhosts": {"/": {"queues": [{"nam')
+
+    core, _ = make_core(data_dir=str(tmp_path))  # starts, serves, says what it could not recover
+    assert core.recovery is not None
+    problems = " ".join(core.recovery.problems)
+    assert "topology.json cannot be read" in problems
+    assert "2 message(s) kept on disk" in problems
+    assert list(tmp_path.glob("topology.json.unreadable-*"))
+    assert "q" not in core.vhosts["/"].queues
+    assert _stored(core) == 2
+    assert _get_all(_client(core, "other"), "other") == []

@@ -133,6 +133,13 @@ class Disk:
         os.replace(tmp, path)
         self.sync_dir(str(Path(name).parent))
 
+    def rename(self, name: str, new: str) -> None:
+        """Rename ``name`` to ``new`` and make it durable."""
+        self.checkpoint("rename " + name)
+        self.forget(name)
+        os.replace(self.root / name, self.root / new)
+        self.sync_dir(str(Path(new).parent))
+
     def remove(self, name: str) -> None:
         """Delete ``name`` (missing is fine); call :meth:`sync_dir` to make it durable."""
         self.checkpoint("remove " + name)

@@ -154,27 +154,36 @@ class Store:
                 "cut off"
             )
 
-    def recover(self, durable_queues: set[int], *, hold: bool = False) -> Recovery:
+    def recover(
+        self, durable_queues: set[int], *, hold: bool = False, keep_unknown: bool = False
+    ) -> Recovery:
         """Scan the segments and give the durable queues that still exist their messages back.
 
-        Records of other queues are dropped, as are messages no queue holds. With ``hold``, each
+        Records of other queues are dropped (kept on disk, unreturned, with ``keep_unknown``: when the
+        caller could not read its list of queues), as are messages no queue holds. With ``hold``, each
         recovered message also gets one in-memory reference (as :meth:`hold`), for the caller's copy
         of it. Must be called once, before anything is written.
         """
         started = time.perf_counter()
         result = Recovery(problems=self.problems)
         queues = self.queues.queues
-        dropped = [queue for queue in queues if queue not in durable_queues]
+        unknown = [queue for queue in queues if queue not in durable_queues]
+        dropped = [] if keep_unknown else unknown
         for queue in dropped:
             del queues[queue]
-        wanted: dict[int, int] = Counter(itertools.chain.from_iterable(queues.values()))
-        top = max(wanted, default=0)
+        kept = [queue for queue in unknown if queue in queues]
+        wanted: Counter[int] = Counter(
+            itertools.chain.from_iterable(held for queue, held in queues.items() if queue not in kept)
+        )
+        held_only: Counter[int] = Counter(itertools.chain.from_iterable(queues[queue] for queue in kept))
+        wanted_all: dict[int, int] = wanted + held_only if held_only else wanted
+        top = max(wanted_all, default=0)
         locations = self.index.locations
         extra = 1 if hold else 0
         for number in self._numbers:
             name = _segment(number)
             data = self.disk.read_all(name)
-            found, envelopes, unwanted_top, damaged, valid = record.scan_segment(data, wanted)
+            found, envelopes, unwanted_top, damaged, valid = record.scan_segment(data, wanted_all)
             self._report_damage(name, damaged, len(data), valid)
             if valid < len(data):
                 self.disk.truncate(name, valid)
@@ -183,7 +192,8 @@ class Store:
                 if message_id in locations:  # a second copy (an interrupted compaction)
                     continue
                 location = Location(number, offset, size)
-                location.refs = wanted[message_id] + extra
+                location.refs = wanted[message_id] + extra if message_id in wanted else 0
+                location.refs += held_only[message_id] if held_only else 0
                 locations[message_id] = location
                 info.valid += size
                 info.messages += 1
@@ -201,6 +211,12 @@ class Store:
                 result.problems.append(
                     f"queue {queue:016x}: {len(missing)} message(s) missing from the segment files"
                 )
+            if queue in kept:
+                result.problems.append(
+                    f"queue {queue:016x}: {len(held)} message(s) kept on disk for a queue the topology does "
+                    "not name (it could not be read); dropped at the next start"
+                )
+                continue
             result.queues[queue] = held
             result.messages += len(held)
         self._ready = True
@@ -444,6 +460,13 @@ class Store:
     def load_topology(self) -> bytes:
         """The saved durable topology (empty if none)."""
         return self.disk.read_all(TOPOLOGY)
+
+    def set_topology_aside(self) -> str:
+        """Rename an unreadable topology file out of the way (for a person to look at); returns its
+        new name."""
+        name = f"{TOPOLOGY}.unreadable-{int(time.time())}"
+        self.disk.rename(TOPOLOGY, name)
+        return name
 
     def save_topology(self, data: bytes) -> None:
         """Replace the saved durable topology atomically."""
