@@ -2,9 +2,11 @@
 
 Theory of operation. A persistent message routed to durable queues is written once to the current
 segment file (:meth:`Store.write`) and referenced once per queue through a journal record
-(:meth:`Store.enqueue`); deliveries and acks append journal records too. Nothing is durable until
-:meth:`Store.commit`, which the broker calls once per event-loop turn: it appends the turn's buffered
-bytes, fsyncs the segment and then the journal (group commit) - only then are publisher confirms sent.
+(:meth:`Store.enqueue`); deliveries and acks append journal records too. Nothing is durable until a
+commit: :meth:`Store.commit` inline, or :meth:`Store.start_commit` / :meth:`Store.continue_commit` /
+:meth:`Store.finish_commit` with the fsyncs run in a worker thread. Either way the segment is fsynced
+before the journal block naming its messages is appended and fsynced (group commit: one of each per
+batch) - only then are publisher confirms sent.
 
 A message whose last reference goes becomes garbage in its file; the file summary counts the valid
 bytes of each file. :meth:`Store.compact` combines closed files whose garbage passed the threshold
@@ -12,9 +14,13 @@ into a new file (written to a temporary name, fsynced, renamed), then deletes th
 broker dies in between, both copies exist and recovery keeps one. The journal is rewritten as a
 snapshot (same atomic replace) when it holds far more records than live messages.
 
-Recovery (:class:`Store` then :meth:`Store.recover`) replays the journal, scans the segments, drops
-torn tails (a record cut short or failing its CRC), and gives each durable queue back its messages
-with their delivered flags. Records of queues that no longer exist are dropped.
+Recovery (:class:`Store` then :meth:`Store.recover`) replays the journal, scans the segments for the
+messages it names, skips damaged blocks and cuts off a torn tail (reporting both), and gives each
+durable queue back its messages with their delivered flags. Records of queues that no longer exist
+are dropped.
+
+The file I/O is all in :mod:`gear.broker.store.disk`; :mod:`~gear.broker.store.record` and
+:mod:`~gear.broker.store.index` are pure.
 """
 
 from __future__ import annotations
