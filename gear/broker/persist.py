@@ -17,7 +17,6 @@ import datetime
 import decimal
 import gc
 import json
-import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,7 +33,6 @@ if TYPE_CHECKING:
 
 __all__ = ("Persistence", "RecoveryReport")
 
-log = logging.getLogger("gear.broker")
 _VERSION = 1
 
 

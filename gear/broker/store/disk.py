@@ -70,10 +70,6 @@ class Disk:
             (self.root / name).unlink()
         return gone
 
-    def exists(self, name: str) -> bool:
-        """Whether ``name`` exists."""
-        return (self.root / name).exists()
-
     def size(self, name: str) -> int:
         """Size of ``name`` in bytes (0 if missing)."""
         try:

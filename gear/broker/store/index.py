@@ -97,13 +97,6 @@ class MessageIndex:
         info.messages -= 1
         return True
 
-    def drop_unreferenced(self) -> int:
-        """Forget messages nobody holds (after recovery); returns how many."""
-        dead = [mid for mid, loc in self.locations.items() if loc.refs == 0]
-        for mid in dead:
-            del self.locations[mid]
-        return len(dead)
-
     def moved(self, message_id: int, file: int, offset: int) -> None:
         """A compaction copied the message to ``file``/``offset``."""
         location = self.locations[message_id]
