@@ -36,6 +36,7 @@ PASSWORD_MECHANISMS = ("PLAIN", "AMQPLAIN")
 class BadResponseError(Exception):
     """An unknown or not offered mechanism, or a malformed response: RabbitMQ closes silently."""
 
+
 #: 0-9-1, and the 0-9 header that RabbitMQ also treats as 0-9-1.
 ACCEPTED_HEADERS = (PROTOCOL_HEADER, b"AMQP\x01\x01\x00\x09")
 
