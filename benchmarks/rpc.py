@@ -7,6 +7,9 @@ publisher confirms and mandatory on every publish (requests and replies), deadli
 raw aiormq peer uses confirms + mandatory on requests and a multiplexed reply queue; aio-pika's
 pattern uses its own defaults. Ratios are computed per round, then the median is reported.
 
+``--loop asyncio|uvloop|both`` picks the event loop of the benchmark and of every server process
+(``both``: the whole run once per loop, asyncio first; uvloop must be installed: ``gear[fast]``).
+
 Usage::
 
     python benchmarks/rpc.py --url amqp://guest:guest@127.0.0.1:5672/ --rounds 3 --seconds 3
@@ -216,12 +219,23 @@ def _median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-async def run(url: str, rounds: int, seconds: float, peers: list[str]) -> None:
+def _runner(loop: str) -> asyncio.Runner:
+    if loop == "uvloop":
+        import uvloop
+
+        return asyncio.Runner(loop_factory=uvloop.new_event_loop)
+    return asyncio.Runner()
+
+
+Results = dict[tuple[str, int], list[dict[str, float]]]
+
+
+async def run(url: str, rounds: int, seconds: float, peers: list[str], loop: str = "asyncio") -> Results:
     tag = uuid.uuid4().hex[:6]
     procs = {}
     for name in peers:
         proc = subprocess.Popen(  # noqa: ASYNC220 - started once, before any measurement
-            [sys.executable, __file__, "--serve", name, "--url", url, "--tag", tag],
+            [sys.executable, __file__, "--serve", name, "--url", url, "--tag", tag, "--loop", loop],
             stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True,
         )
         assert proc.stdout is not None
@@ -246,11 +260,11 @@ async def run(url: str, rounds: int, seconds: float, peers: list[str]) -> None:
         for proc in procs.values():
             proc.terminate()
             proc.wait()
-    report(results, peers, rounds)
+    return results
 
 
-def report(results: dict[tuple[str, int], list[dict[str, float]]], peers: list[str], rounds: int) -> None:
-    print(f"\nRPC benchmark: median of {rounds} interleaved rounds, 100 B JSON payload, "
+def report(results: Results, peers: list[str], rounds: int, loop: str = "asyncio") -> None:
+    print(f"\nRPC benchmark ({loop} event loop): median of {rounds} interleaved rounds, 100 B JSON payload, "
           f"client and server in separate processes, cpus={os.cpu_count()}; CPU us/call is client + "
           f"server process CPU per call at c={max(CONCURRENCY)} (the broker's is not included)\n")
     head = f"{'peer':<14} {'c=1 p50 ms':>11} {'c=1 p99 ms':>11}"
@@ -306,17 +320,33 @@ def main() -> None:
         "--peers", default=",".join(PEERS), help="comma-separated subset of: " + ", ".join(PEERS)
     )
     parser.add_argument("--concurrency", default="1,16,64,256", help="calls in flight, comma-separated")
+    parser.add_argument("--loop", choices=("asyncio", "uvloop", "both"), default="asyncio")
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     parser.add_argument("--tag", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         _exit_with_parent()
-        asyncio.run(PEERS[args.serve][0](args.url, args.tag))
+        with _runner(args.loop) as runner:
+            runner.run(PEERS[args.serve][0](args.url, args.tag))
         return
     peers = [p.strip() for p in args.peers.split(",") if p.strip()]
     global CONCURRENCY
     CONCURRENCY = tuple(sorted({1, *(int(c) for c in args.concurrency.split(","))}))
-    asyncio.run(run(args.url, args.rounds, args.seconds, peers))
+    loops = ("asyncio", "uvloop") if args.loop == "both" else (args.loop,)
+    by_loop: dict[str, Results] = {}
+    for loop in loops:
+        with _runner(loop) as runner:
+            by_loop[loop] = runner.run(run(args.url, args.rounds, args.seconds, peers, loop))
+        report(by_loop[loop], peers, args.rounds, loop)
+    if len(by_loop) == 2 and "gear" in peers:
+        fast, std = by_loop["uvloop"], by_loop["asyncio"]
+        parts = []
+        for c in CONCURRENCY:
+            on_fast, on_std = fast[("gear", c)], std[("gear", c)]
+            ratio = _median([x["rps"] for x in on_fast]) / _median([x["rps"] for x in on_std])
+            parts.append(f"rps c={c}: {ratio:.2f}x")
+        p50 = _median([x["p50"] for x in fast[("gear", 1)]]) / _median([x["p50"] for x in std[("gear", 1)]])
+        print(f"\ngear on uvloop / gear on asyncio: {', '.join(parts)}, p50 c=1: {p50:.2f}x")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ there (``docker compose up``) neither see its messages nor take its requests.
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -16,6 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
+import gear
 from cli.options import JsonOpt, TraceOpt
 from cli.output import ExitCode, Renderer, fail, map_errors, masked_url
 from cli.traces import run_analysis
@@ -97,7 +97,7 @@ def demo(
             return await run_scenario(system, say)
 
     with map_errors(out):
-        outcome = asyncio.run(main())
+        outcome = gear.run(main())
     failed = [name for name, passed in outcome.checks.items() if not passed]
     document: dict[str, Any] = {"ok": outcome.ok, "checks": outcome.checks, "report": lines}
     if trace:

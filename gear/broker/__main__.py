@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import logging
 
 from gear.broker.config import BrokerConfig
 from gear.broker.server import serve
+from gear.eventloop import run
 from gear.redact import mask_url
 
 __all__ = ("main",)
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> None:
         max_connections=args.max_connections,
     )
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(
+        run(
             serve(config, on_ready=lambda url: print(f"gear broker ready at {mask_url(url)}", flush=True))
         )
 
