@@ -124,16 +124,21 @@ class CorkedWriter:
         self._sent_this_turn = False
 
     def write_lazily(self, data: bytes, within: float) -> None:
-        """Queue ``data`` to go out with the next write, or after ``within`` seconds at the latest."""
+        """Queue ``data`` to go out with the next write, or after ``within`` seconds at the latest.
+
+        A timer armed earlier stays armed after a flush (it fires early for later data, never late),
+        so one call at a time does not create and cancel a timer per message.
+        """
         self._buffer.append(data)
         if self._lazy is None:
-            self._lazy = self._loop.call_later(within, self._flush)
+            self._lazy = self._loop.call_later(within, self._lazy_due)
+
+    def _lazy_due(self) -> None:
+        self._lazy = None
+        self._flush()
 
     def _flush(self) -> None:
         self._scheduled = False
-        if self._lazy is not None:
-            self._lazy.cancel()
-            self._lazy = None
         if not self._buffer:
             return
         data = b"".join(self._buffer) if len(self._buffer) > 1 else self._buffer[0]
