@@ -62,7 +62,7 @@ class Wire:
             while True:
                 try:
                     used, _channel, value = frame.unmarshal(bytes(self.buf))
-                except Exception:  # noqa: BLE001 - pamqp raises UnmarshalingException on a partial frame
+                except Exception:
                     break
                 del self.buf[:used]
                 if isinstance(value, kind):
@@ -120,7 +120,7 @@ def publish(url: str, queue: str, count: int, size: int, window: int) -> float:
         while True:
             try:
                 used, _channel, value = frame.unmarshal(bytes(wire.buf))
-            except Exception:  # noqa: BLE001 - partial frame
+            except Exception:
                 break
             del wire.buf[:used]
             if isinstance(value, commands.Basic.Ack):

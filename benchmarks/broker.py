@@ -15,6 +15,9 @@ per message. CPU per message is the stable figure on a shared machine; throughpu
 much CPU the clients and other processes leave the broker. RabbitMQ is shared with anything else
 that uses it, whose CPU is counted too (run on a quiet machine for tight figures).
 
+``--loop asyncio|uvloop`` picks the reference broker's event loop (default: what ``python -m
+gear.broker`` picks, uvloop when installed; the table says which).
+
 Last, the reference broker's peak RSS while a ``--backlog`` x 1 KiB backlog sits in one queue.
 """
 
@@ -34,6 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import aiormq
+
+from gear.eventloop import loop_name
 
 __all__ = ("main", "measure_broker", "reference_broker")
 
@@ -184,12 +189,25 @@ def _median(values: list[float]) -> float:
     return ordered[len(ordered) // 2]
 
 
-async def run(args: argparse.Namespace) -> dict[str, dict[str, float | str]]:
+@dataclass
+class Figures:
+    """One broker's results."""
+
+    version: str
+    rate: float = 0.0
+    cpu_us: float = 0.0
+    rss_idle: float | None = None
+    rss_backlog: float | None = None
+
+
+async def run(args: argparse.Namespace) -> dict[str, Figures]:
     """Interleaved rounds on both brokers; returns per-broker medians (and the reference backlog RSS)."""
     rabbit_pid = None if args.skip_rabbitmq else rabbitmq_pid()
     brokers: dict[str, tuple[str, int]] = {}
     rounds: dict[str, list[Round]] = {}
-    out: dict[str, dict[str, float | str]] = {}
+    out: dict[str, Figures] = {}
+    if args.loop:
+        os.environ["GEAR_LOOP"] = args.loop
     with reference_broker("--memory-high-watermark", "0.9") as (ref_url, ref_pid):
         brokers["reference"] = (ref_url, ref_pid)
         if rabbit_pid is not None:
@@ -198,24 +216,25 @@ async def run(args: argparse.Namespace) -> dict[str, dict[str, float | str]]:
             print("no beam.smp process found: RabbitMQ skipped", file=sys.stderr)
         for name, (url, pid) in brokers.items():
             rounds[name] = []
-            out[name] = {"version": await server_version(url)}
+            out[name] = Figures(await server_version(url))
             await measure_broker(url, pid, min(args.messages, 4000), args.pairs, args.size)  # warm-up
+        out["reference"].version += f", {loop_name()}"
         for round_no in range(args.rounds):
             for name, (url, pid) in brokers.items():
                 rounds[name].append(await measure_broker(url, pid, args.messages, args.pairs, args.size))
             print(f"round {round_no + 1}/{args.rounds} done", file=sys.stderr)
         for name, done in rounds.items():
-            out[name]["rate"] = _median([r.rate for r in done])
-            out[name]["cpu_us"] = _median([r.cpu_us for r in done])
+            out[name].rate = _median([r.rate for r in done])
+            out[name].cpu_us = _median([r.cpu_us for r in done])
         if args.backlog:
             before = _peak_rss(ref_pid)
             await measure_broker(ref_url, ref_pid, args.backlog, 1, 1024, consumers=False)
-            out["reference"]["rss_idle"] = before / 2**20
-            out["reference"]["rss_backlog"] = _peak_rss(ref_pid) / 2**20
+            out["reference"].rss_idle = before / 2**20
+            out["reference"].rss_backlog = _peak_rss(ref_pid) / 2**20
     return out
 
 
-def report(out: dict[str, dict[str, float | str]], args: argparse.Namespace) -> str:
+def report(out: dict[str, Figures], args: argparse.Namespace) -> str:
     """The table, in the README's format."""
     lines = [
         f"publish -> consume, {args.pairs} publisher + {args.pairs} consumer processes, transient "
@@ -226,19 +245,16 @@ def report(out: dict[str, dict[str, float | str]], args: argparse.Namespace) -> 
         "|---|---:|---:|",
     ]
     for name, row in out.items():
-        lines.append(f"| {name} ({row['version']}) | {row['rate']:,.0f} | {row['cpu_us']:.1f} |")
-    if "rabbitmq" in out:
-        ref, rab = out["reference"], out["rabbitmq"]
-        assert isinstance(ref["rate"], float) and isinstance(rab["rate"], float)
-        assert isinstance(ref["cpu_us"], float) and isinstance(rab["cpu_us"], float)
-        lines.append(
-            f"| reference / rabbitmq | {ref['rate'] / rab['rate']:.2f}x | {ref['cpu_us'] / rab['cpu_us']:.2f}x |"
-        )
+        lines.append(f"| {name} ({row.version}) | {row.rate:,.0f} | {row.cpu_us:.1f} |")
     ref = out["reference"]
-    if "rss_backlog" in ref:
+    if "rabbitmq" in out:
+        rab = out["rabbitmq"]
+        rate, cpu = ref.rate / rab.rate, ref.cpu_us / rab.cpu_us
+        lines.append(f"| reference / rabbitmq | {rate:.2f}x | {cpu:.2f}x |")
+    if ref.rss_idle is not None and ref.rss_backlog is not None:
         lines.append("")
         lines.append(
-            f"reference broker peak RSS: {ref['rss_idle']:.1f} MiB idle, {ref['rss_backlog']:.1f} MiB with "
+            f"reference broker peak RSS: {ref.rss_idle:.1f} MiB idle, {ref.rss_backlog:.1f} MiB with "
             f"{args.backlog:,} x 1 KiB messages queued"
         )
     return "\n".join(lines)
@@ -255,6 +271,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds; medians are reported")
     p.add_argument("--backlog", type=int, default=100_000, help="0 skips the backlog memory figure")
     p.add_argument("--skip-rabbitmq", action="store_true")
+    p.add_argument("--loop", choices=("asyncio", "uvloop"), help="the reference broker's event loop")
     return p
 
 

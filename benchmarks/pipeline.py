@@ -1,10 +1,13 @@
-"""Benchmark: ``gear traces analyze`` on about one million generated events, local mode.
+"""Benchmark: ``gear traces analyze`` on generated events, local mode, at one or several sizes.
 
     python benchmarks/pipeline.py [--events 1000000] [--master 'local[2]'] [--dir /tmp/gear-bench]
+    python benchmarks/pipeline.py --events 1000000,2000000,5000000     # how time grows with size
 
-Prints the JVM/session start-up time separately from the analysis time (reading, all tables, writing
-Parquet, summary and report), the events per second, and checks the dependency links against the
-generator's truth, so a fast but wrong run does not count.
+For each size: the generator writes the events, then one analysis runs (reading, all tables, writing
+Parquet, summary and report). Printed per size: the JVM/session start-up time apart from the analysis
+time, the events per second, and whether the dependency links equal the generator's truth (a fast but
+wrong run does not count). With several sizes a table follows with the seconds per million events
+relative to the smallest size: 1.00x everywhere is linear.
 """
 
 from __future__ import annotations
@@ -14,42 +17,38 @@ import json
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 from gear.pipeline import run_analyze
 from gear.pipeline.generate import generate
 
-__all__ = ("main",)
+__all__ = ("main", "measure", "scale_table")
 
 
-def main() -> None:
-    """Generate, analyse, report."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--events", type=int, default=1_000_000)
-    parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--dir", default="/tmp/gear-bench")
-    args = parser.parse_args()
-    base = Path(args.dir)
-    traces, out = base / f"traces-{args.events}", base / "out"
+def measure(events: int, master: str, base: Path) -> dict[str, Any]:
+    """Generate ``events`` events under ``base``, analyse them once; returns the figures."""
+    traces, out = base / f"traces-{events}", base / "out"
     started = time.monotonic()
     if traces.exists():
         shutil.rmtree(traces)
-    truth = generate(traces, events=args.events, seed=1)
+    truth = generate(traces, events=events, seed=1)
     generated = time.monotonic() - started
     size = sum(p.stat().st_size for p in traces.iterdir())
-    mb = size / 1e6
-    print(f"generated {truth.lines:,} lines ({mb:,.0f} MB, {len(truth.calls):,} calls) in {generated:.1f} s")
+    mb, calls = size / 1e6, len(truth.calls)
+    print(f"generated {truth.lines:,} lines ({mb:,.0f} MB, {calls:,} calls) in {generated:.1f} s", flush=True)
     stages: dict[str, float] = {}
-    last = [time.monotonic(), "start"]
+    last: list[Any] = [time.monotonic(), "start"]
 
     def progress(message: str) -> None:
         now = time.monotonic()
         stages[str(last[1])] = round(now - float(last[0]), 1)
         last[0], last[1] = now, message
 
-    summary = run_analyze(traces, out, master=args.master, progress=progress)
+    summary = run_analyze(traces, out, master=master, progress=progress)
     expected = {f"{a}->{b}": v["calls"] for (a, b), v in truth.links().items()}
     got = {f"{r['parent']}->{r['child']}": r["callCount"] for r in summary["zipkin_links"]}
-    result = {
+    shutil.rmtree(traces, ignore_errors=True)
+    return {
         "events": summary["data_quality"]["lines"],
         "master": summary["spark"]["master"],
         "spark_startup_s": summary["spark_startup_seconds"],
@@ -58,7 +57,43 @@ def main() -> None:
         "links_match_truth": got == expected,
         "stage_seconds": stages,
     }
-    print(json.dumps(result, indent=2))
+
+
+def scale_table(results: list[dict[str, Any]]) -> str:
+    """The README's table: events, analysis seconds, events/s, seconds per million vs the first row."""
+    lines = [
+        "| events | analysis s | JVM start s | events/s | s per million (vs first) | links = truth |",
+        "|---:|---:|---:|---:|---:|---|",
+    ]
+    first = results[0]["analysis_s"] / results[0]["events"] * 1e6
+    for row in results:
+        per_million = row["analysis_s"] / row["events"] * 1e6
+        lines.append(
+            f"| {row['events']:,} | {row['analysis_s']:.1f} | {row['spark_startup_s']:.1f} | "
+            f"{row['events_per_s']:,} | {per_million:.1f} ({per_million / first:.2f}x) | "
+            f"{'yes' if row['links_match_truth'] else 'NO'} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> str:
+    """Generate, analyse, report; returns the table."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--events", default="1000000", help="comma-separated sizes, e.g. 1000000,2000000")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--dir", default="/tmp/gear-bench")
+    args = parser.parse_args(argv)
+    sizes = [int(x) for x in args.events.split(",") if x.strip()]
+    results = []
+    for events in sizes:
+        result = measure(events, args.master, Path(args.dir))
+        print(json.dumps(result, indent=2), flush=True)
+        results.append(result)
+    table = scale_table(results)
+    print(table)
+    return table
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import contextlib
 import inspect
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote
 
 from gear.broker.config import BrokerConfig
@@ -37,7 +37,8 @@ class _Protocol(asyncio.Protocol):
         self.refused = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        # a stream transport; uvloop's do not subclass asyncio.Transport, so no isinstance check here
+        transport = cast(asyncio.Transport, transport)
         self.transport = transport
         peer = transport.get_extra_info("peername")
         peer_text = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
