@@ -2,8 +2,10 @@
 
 Each peer runs its server in a separate process (started by this script) and its client here, on
 the same broker, in interleaved rounds (A B C A B C ...): call latency with one call in flight
-(p50/p99) and throughput with 1, 16, 64 and 256 calls in flight. Gear runs with its defaults:
-publisher confirms and mandatory on every publish (requests and replies), deadlines, JSON. The
+(p50/p99) and throughput with 1, 16, 64 and 256 calls in flight. With one call in flight the peers
+take turns call by call (same load for all); with more, each peer runs ``--seconds`` per round.
+Gear runs with its defaults: publisher confirms and mandatory on every publish (requests and
+replies), deadlines, JSON. The
 raw aiormq peer uses confirms + mandatory on requests and a multiplexed reply queue; aio-pika's
 pattern uses its own defaults. Ratios are computed per round, then the median is reported.
 
@@ -215,6 +217,38 @@ async def measure(
     }
 
 
+async def alternating(calls: dict[str, Call], seconds: float) -> dict[str, dict[str, float]]:
+    """One call in flight, the peers taking turns call by call (the order rotates), for ``seconds``.
+
+    Machine noise that comes and goes (other processes on a shared box) then hits every peer alike,
+    which per-peer blocks of seconds do not guarantee. ``rps`` is calls per second of that peer's own
+    call time.
+    """
+    names = list(calls)
+    latencies: dict[str, list[float]] = {name: [] for name in names}
+    loop = asyncio.get_running_loop()
+    end = loop.time() + seconds
+    perf = time.perf_counter
+    turn = 0
+    while loop.time() < end:
+        turn += 1
+        for name in names[turn % len(names) :] + names[: turn % len(names)]:
+            t0 = perf()
+            await calls[name]()
+            latencies[name].append(perf() - t0)
+    out = {}
+    for name, lat in latencies.items():
+        lat.sort()
+        n = len(lat)
+        out[name] = {
+            "rps": n / sum(lat),
+            "cpu_us": float("nan"),
+            "p50": lat[n // 2] * 1000,
+            "p99": lat[min(n - 1, int(n * 0.99))] * 1000,
+        }
+    return out
+
+
 def _median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
@@ -250,6 +284,11 @@ async def run(url: str, rounds: int, seconds: float, peers: list[str], loop: str
             await measure(call, 16, min(1.0, seconds))
         for r in range(rounds):
             for c in CONCURRENCY:
+                if c == 1:  # one call in flight: the peers take turns call by call, under the same load
+                    calls = {name: call for name, (call, _close) in clients.items()}
+                    for name, result in (await alternating(calls, seconds * len(calls))).items():
+                        results.setdefault((name, 1), []).append(result)
+                    continue
                 for name, (call, _close) in clients.items():
                     result = await measure(call, c, seconds, procs[name].pid)
                     results.setdefault((name, c), []).append(result)
@@ -264,38 +303,37 @@ async def run(url: str, rounds: int, seconds: float, peers: list[str], loop: str
 
 
 def report(results: Results, peers: list[str], rounds: int, loop: str = "asyncio") -> None:
-    print(f"\nRPC benchmark ({loop} event loop): median of {rounds} interleaved rounds, 100 B JSON payload, "
-          f"client and server in separate processes, cpus={os.cpu_count()}; CPU us/call is client + "
-          f"server process CPU per call at c={max(CONCURRENCY)} (the broker's is not included)\n")
-    head = f"{'peer':<14} {'c=1 p50 ms':>11} {'c=1 p99 ms':>11}"
-    head += "".join(f"{f'rps c={c}':>11}" for c in CONCURRENCY) + f"{'CPU us/call':>13}"
-    print(head)
-    print("-" * len(head))
+    """Print the results as the README's markdown table plus the Gear / peer ratios."""
+    busiest = max(CONCURRENCY)
+    print(
+        f"\nRPC, {loop} event loop: median of {rounds} interleaved rounds, 100 B JSON payload, client and "
+        f"server in separate processes; CPU us/call is client + server process CPU per call at "
+        f"c={busiest} (the broker's is not included)\n"
+    )
+    head = ["peer", "c=1 p50 ms", "c=1 p99 ms", *(f"rps c={c}" for c in CONCURRENCY), "CPU us/call"]
+    print("| " + " | ".join(head) + " |")
+    print("|---|" + "---:|" * (len(head) - 1))
     for name in peers:
         lat = results[(name, 1)]
-        p50, p99 = _median([x["p50"] for x in lat]), _median([x["p99"] for x in lat])
-        row = f"{name:<14} {p50:>11.3f} {p99:>11.3f}"
-        row += "".join(f"{_median([x['rps'] for x in results[(name, c)]]):>11.0f}" for c in CONCURRENCY)
-        busiest = max(CONCURRENCY)
-        row += f"{_median([x['cpu_us'] for x in results[(name, busiest)]]):>13.0f}"
-        print(row)
+        cells = [name, f"{_median([x['p50'] for x in lat]):.2f}", f"{_median([x['p99'] for x in lat]):.2f}"]
+        cells += [f"{_median([x['rps'] for x in results[(name, c)]]):,.0f}" for c in CONCURRENCY]
+        cells.append(f"{_median([x['cpu_us'] for x in results[(name, busiest)]]):,.0f}")
+        print("| " + " | ".join(cells) + " |")
     if "gear" not in peers:
         return
-    print("\nGear / peer (median of per-round ratios; rps: higher is better, p50: lower is better)")
+    print("\nGear / peer, median of per-round ratios (rps: higher is better; p50, CPU: lower is better):\n")
     for name in peers:
         if name == "gear":
             continue
         parts = []
         for c in CONCURRENCY:
             pairs = zip(results[("gear", c)], results[(name, c)], strict=True)
-            ratios = [g["rps"] / p["rps"] for g, p in pairs]
-            parts.append(f"rps c={c}: {_median(ratios):.2f}x")
+            parts.append(f"rps c={c} {_median([g['rps'] / p['rps'] for g, p in pairs]):.2f}x")
         p50 = [g["p50"] / p["p50"] for g, p in zip(results[("gear", 1)], results[(name, 1)], strict=True)]
-        parts.append(f"p50 c=1: {_median(p50):.2f}x")
-        busiest = max(CONCURRENCY)
+        parts.append(f"p50 c=1 {_median(p50):.2f}x")
         pairs = zip(results[("gear", busiest)], results[(name, busiest)], strict=True)
-        parts.append(f"CPU/call: {_median([g['cpu_us'] / p['cpu_us'] for g, p in pairs]):.2f}x")
-        print(f"  vs {name:<13} " + ", ".join(parts))
+        parts.append(f"CPU/call {_median([g['cpu_us'] / p['cpu_us'] for g, p in pairs]):.2f}x")
+        print(f"- vs {name}: " + ", ".join(parts))
 
 
 def _exit_with_parent() -> None:
@@ -346,7 +384,7 @@ def main() -> None:
             ratio = _median([x["rps"] for x in on_fast]) / _median([x["rps"] for x in on_std])
             parts.append(f"rps c={c}: {ratio:.2f}x")
         p50 = _median([x["p50"] for x in fast[("gear", 1)]]) / _median([x["p50"] for x in std[("gear", 1)]])
-        print(f"\ngear on uvloop / gear on asyncio: {', '.join(parts)}, p50 c=1: {p50:.2f}x")
+        print(f"\nGear on uvloop / Gear on asyncio: {', '.join(parts)}, p50 c=1: {p50:.2f}x")
 
 
 if __name__ == "__main__":
