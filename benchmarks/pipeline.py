@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,8 @@ def measure(events: int, master: str, base: Path) -> dict[str, Any]:
     generated = time.monotonic() - started
     size = sum(p.stat().st_size for p in traces.iterdir())
     mb, calls = size / 1e6, len(truth.calls)
-    print(f"generated {truth.lines:,} lines ({mb:,.0f} MB, {calls:,} calls) in {generated:.1f} s", flush=True)
+    note = f"generated {truth.lines:,} lines ({mb:,.0f} MB, {calls:,} calls) in {generated:.1f} s"
+    print(note, file=sys.stderr)
     stages: dict[str, float] = {}
     last: list[Any] = [time.monotonic(), "start"]
 
@@ -89,9 +91,10 @@ def main(argv: list[str] | None = None) -> str:
     results = []
     for events in sizes:
         result = measure(events, args.master, Path(args.dir))
-        print(json.dumps(result, indent=2), flush=True)
+        print(json.dumps(result, indent=2), file=sys.stderr, flush=True)
         results.append(result)
-    table = scale_table(results)
+    table = f"master {results[0]['master']}, generated events (seed 1), one analysis per size\n\n"
+    table += scale_table(results)
     print(table)
     return table
 

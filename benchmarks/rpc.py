@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import statistics
 import subprocess
@@ -317,7 +318,8 @@ def report(results: Results, peers: list[str], rounds: int, loop: str = "asyncio
         lat = results[(name, 1)]
         cells = [name, f"{_median([x['p50'] for x in lat]):.2f}", f"{_median([x['p99'] for x in lat]):.2f}"]
         cells += [f"{_median([x['rps'] for x in results[(name, c)]]):,.0f}" for c in CONCURRENCY]
-        cells.append(f"{_median([x['cpu_us'] for x in results[(name, busiest)]]):,.0f}")
+        cpu = _median([x["cpu_us"] for x in results[(name, busiest)]])
+        cells.append("-" if math.isnan(cpu) else f"{cpu:,.0f}")
         print("| " + " | ".join(cells) + " |")
     if "gear" not in peers:
         return
@@ -332,7 +334,8 @@ def report(results: Results, peers: list[str], rounds: int, loop: str = "asyncio
         p50 = [g["p50"] / p["p50"] for g, p in zip(results[("gear", 1)], results[(name, 1)], strict=True)]
         parts.append(f"p50 c=1 {_median(p50):.2f}x")
         pairs = zip(results[("gear", busiest)], results[(name, busiest)], strict=True)
-        parts.append(f"CPU/call {_median([g['cpu_us'] / p['cpu_us'] for g, p in pairs]):.2f}x")
+        if busiest > 1:
+            parts.append(f"CPU/call {_median([g['cpu_us'] / p['cpu_us'] for g, p in pairs]):.2f}x")
         print(f"- vs {name}: " + ", ".join(parts))
 
 
