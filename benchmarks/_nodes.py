@@ -52,8 +52,17 @@ class Nodes:
         """``list_queues`` on node ``n`` for queues whose name starts with ``prefix``; ``node`` is where
         the queue (classic) or its leader (quorum) lives."""
         out = await self.ctl(
-            n, "list_queues", "-q", "--no-table-headers", "name", "type", "pid", "leader", "messages",
-            "consumers", "state",
+            n,
+            "list_queues",
+            "-q",
+            "--no-table-headers",
+            "name",
+            "type",
+            "pid",
+            "leader",
+            "messages",
+            "consumers",
+            "state",
         )
         rows = []
         for line in out.splitlines():
@@ -61,6 +70,14 @@ class Nodes:
             if not name.startswith(prefix):
                 continue
             node = leader or pid.strip("<>").split(".")[0]
-            rows.append({"name": name, "type": type_, "node": node, "messages": messages,
-                         "consumers": consumers, "state": state})
+            rows.append(
+                {
+                    "name": name,
+                    "type": type_,
+                    "node": node,
+                    "messages": messages,
+                    "consumers": consumers,
+                    "state": state,
+                }
+            )
         return rows

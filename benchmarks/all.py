@@ -183,6 +183,13 @@ def run_one(bench: Benchmark, quick: bool) -> tuple[str, str]:
     return " ".join(command), bench.render(done.stdout)
 
 
+def _keep_markers(body: str) -> Callable[[re.Match[str]], str]:
+    def fill(match: re.Match[str]) -> str:
+        return match.group(1) + body.rstrip() + "\n" + match.group(2)
+
+    return fill
+
+
 def replace_blocks(text: str, blocks: dict[str, str]) -> tuple[str, list[str]]:
     """Replace each ``<!-- bench:NAME -->`` ... ``<!-- /bench:NAME -->`` body; returns (text, missing)."""
     missing = []
@@ -193,7 +200,7 @@ def replace_blocks(text: str, blocks: dict[str, str]) -> tuple[str, list[str]]:
         if not pattern.search(text):
             missing.append(name)
             continue
-        text = pattern.sub(lambda m, body=body: m.group(1) + body.rstrip() + "\n" + m.group(2), text)
+        text = pattern.sub(_keep_markers(body), text)
     return text, missing
 
 

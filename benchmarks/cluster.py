@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import logging
 import statistics
 import sys
@@ -117,9 +118,15 @@ class Bench:
 
     def _common(self) -> dict[str, Any]:
         return {
-            "exchange": self.exchange, "timeout": self.args.timeout, "quorum": self.quorum,
-            "reconnect_initial": 0.1, "reconnect_max": 1.0, "connect_wait": 30.0,
-            "handshake_timeout": 5.0, "instance_queue_ttl": 600.0, "drain_timeout": 2.0,
+            "exchange": self.exchange,
+            "timeout": self.args.timeout,
+            "quorum": self.quorum,
+            "reconnect_initial": 0.1,
+            "reconnect_max": 1.0,
+            "connect_wait": 30.0,
+            "handshake_timeout": 5.0,
+            "instance_queue_ttl": 600.0,
+            "drain_timeout": 2.0,
         }
 
     def _server(self, host: str, n: int) -> gear.Service:
@@ -148,11 +155,15 @@ class Bench:
 
     async def start(self) -> None:
         for n in (1, 2, 3):  # h1 first: the TYPE queue is declared through node 1
-            self.servers[n] = await self._placed(lambda host, n=n: self._server(host, n), f"h{n}", n)
+            self.servers[n] = await self._placed(functools.partial(self._server, n=n), f"h{n}", n)
         c = self.args.caller_node
         self.caller = await self._placed(
-            lambda host: gear.Service(self.caller_type, host, url=rotated(self.nodes.urls, c), serve=False,
-                                      **self._common()), "c", c)
+            lambda host: gear.Service(
+                self.caller_type, host, url=rotated(self.nodes.urls, c), serve=False, **self._common()
+            ),
+            "c",
+            c,
+        )
 
     async def close(self) -> None:
         for svc in (self.caller, *self.servers.values()):
@@ -281,8 +292,14 @@ class Bench:
                 back = max(0.0, later_ok[0].start - t_back)
                 recovered = f"{later_ok[0].start - t_loss:.1f} (back+{back:.1f})"
         return {
-            "loss": how, "form": form, "attempts": len(attempts), "ok": sum(a.ok for a in attempts),
-            "failed": len(failed), "errors": dict(errors), "hung": ledger.hung, "recovered": recovered,
+            "loss": how,
+            "form": form,
+            "attempts": len(attempts),
+            "ok": sum(a.ok for a in attempts),
+            "failed": len(failed),
+            "errors": dict(errors),
+            "hung": ledger.hung,
+            "recovered": recovered,
         }
 
 
@@ -348,20 +365,25 @@ async def throughput(nodes: Nodes, args: argparse.Namespace, quorum: bool) -> fl
 # -- report --------------------------------------------------------------------------------------------
 
 
-def print_table(rows: list[dict[str, Any]], rates: dict[str, list[float]], args: argparse.Namespace,
-                nodes: Nodes) -> None:
+def print_table(
+    rows: list[dict[str, Any]], rates: dict[str, list[float]], args: argparse.Namespace, nodes: Nodes
+) -> None:
     print(f"\ngear {_gear_version()}; instance queues: {args.instance_queues}")
     if rows:
-        print(f"node {args.node} ({nodes.names[args.node - 1]}) lost for {args.outage:g}s; servers h1..h3 "
-              f"on nodes 1..3, caller on node {args.caller_node}; quorum TYPE queue; {args.workers} in "
-              f"flight per form, deadline {args.timeout:g}s")
+        print(
+            f"node {args.node} ({nodes.names[args.node - 1]}) lost for {args.outage:g}s; servers h1..h3 "
+            f"on nodes 1..3, caller on node {args.caller_node}; quorum TYPE queue; {args.workers} in "
+            f"flight per form, deadline {args.timeout:g}s"
+        )
         _print_loss_rows(rows)
     if rates["classic"]:
         c, q = statistics.median(rates["classic"]), statistics.median(rates["quorum"])
         ratio = statistics.median(qq / cc for cc, qq in zip(rates["classic"], rates["quorum"], strict=True))
-        print(f"\nstateless calls/s, {args.concurrency} in flight, {len(rates['classic'])} rounds x "
-              f"{args.seconds:g}s: quorum=False {c:.0f}, quorum=True {q:.0f}; True/False {ratio:.2f} "
-              f"(median of per-round ratios)")
+        print(
+            f"\nstateless calls/s, {args.concurrency} in flight, {len(rates['classic'])} rounds x "
+            f"{args.seconds:g}s: quorum=False {c:.0f}, quorum=True {q:.0f}; True/False {ratio:.2f} "
+            f"(median of per-round ratios)"
+        )
 
 
 def _print_loss_rows(rows: list[dict[str, Any]]) -> None:
@@ -373,7 +395,8 @@ def _print_loss_rows(rows: list[dict[str, Any]]) -> None:
         extra = ", ".join(f"{k} {v}" for k, v in sorted(r["errors"].items(), key=lambda kv: -kv[1]))
         if r["form"] == "casts":
             extra = f"confirmed {r['confirmed']}, lost {r['lost']}, duplicates {r['duplicates']}" + (
-                f"; {extra}" if extra else "")
+                f"; {extra}" if extra else ""
+            )
         cells = (r["loss"], r["form"], r["attempts"], r["ok"], r["failed"], r["hung"], r["recovered"], extra)
         print(" | ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip())
 
@@ -441,10 +464,12 @@ async def amain(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--loss", default="stop_app,kill", help="stop_app, kill, both, or '' (none)")
-    parser.add_argument("--node", type=int, default=1, choices=(1, 2, 3),
-                        help="the node to lose (server hN sits on node N)")
-    parser.add_argument("--caller-node", type=int, default=2, choices=(1, 2, 3),
-                        help="the node the caller is connected to")
+    parser.add_argument(
+        "--node", type=int, default=1, choices=(1, 2, 3), help="the node to lose (server hN sits on node N)"
+    )
+    parser.add_argument(
+        "--caller-node", type=int, default=2, choices=(1, 2, 3), help="the node the caller is connected to"
+    )
     parser.add_argument("--outage", type=float, default=15.0, help="seconds the node stays lost")
     parser.add_argument("--warmup", type=float, default=3.0)
     parser.add_argument("--after", type=float, default=10.0, help="seconds streamed after it is back")
@@ -455,8 +480,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="throughput rounds (0: none)")
     parser.add_argument("--seconds", type=float, default=4.0, help="per throughput round")
     parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--quorum-instance-queues", action="store_true",
-                        help="preview: TYPE.HOST as a quorum queue too when quorum=True (patched in here)")
+    parser.add_argument(
+        "--quorum-instance-queues",
+        action="store_true",
+        help="preview: TYPE.HOST as a quorum queue too when quorum=True (patched in here)",
+    )
     asyncio.run(amain(parser.parse_args()))
 
 

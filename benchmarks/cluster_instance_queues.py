@@ -63,6 +63,12 @@ RETRY_EVERY = 0.2
 PERSISTENT = 2
 
 
+async def _ack(msg: aiormq.abc.DeliveredMessage) -> None:
+    tag = msg.delivery_tag
+    assert tag is not None, "a consumed delivery has a tag"
+    await msg.channel.basic_ack(tag)
+
+
 @dataclass(frozen=True)
 class Candidate:
     key: str
@@ -82,8 +88,13 @@ CANDIDATES = {
         Candidate("c", "transient classic + x-expires", False, {"x-expires": TTL_MS}),
         Candidate("d", "exclusive", False, {}, exclusive=True),
         Candidate("e", "durable classic, fallback name", True, {"x-expires": TTL_MS}, fallback=True),
-        Candidate("r", "quorum, instance on a surviving node", True,
-                  {"x-queue-type": "quorum", "x-expires": TTL_MS}, remote=True),
+        Candidate(
+            "r",
+            "quorum, instance on a surviving node",
+            True,
+            {"x-queue-type": "quorum", "x-expires": TTL_MS},
+            remote=True,
+        ),
     )
 }
 
@@ -129,19 +140,20 @@ class Instance:
         self.conn, self.channel, self.queue = conn, ch, name
 
     async def _declare(self, ch: aiormq.abc.AbstractChannel, name: str) -> None:
-        await ch.queue_declare(name, durable=self.cand.durable, exclusive=self.cand.exclusive,
-                               arguments=self.cand.arguments)
+        await ch.queue_declare(
+            name, durable=self.cand.durable, exclusive=self.cand.exclusive, arguments=self.cand.arguments
+        )
 
     async def _on_message(self, msg: aiormq.abc.DeliveredMessage) -> None:
         body = msg.body.decode()
         self.received[body] += 1
         self.received_at.setdefault(body, time.monotonic())
-        await msg.channel.basic_ack(msg.delivery.delivery_tag)
+        await _ack(msg)
 
     @property
     def consuming(self) -> bool:
         ch = self.channel
-        return bool(ch is not None and not ch.is_closed and ch.consumers)
+        return bool(isinstance(ch, aiormq.Channel) and not ch.is_closed and ch.consumers)
 
     async def reattach(self, url: str, until: float, errors: Counter[str]) -> float | None:
         """Try :meth:`attach` every RETRY_EVERY s until it works (its time) or ``until`` (None)."""
@@ -189,8 +201,15 @@ class Stream:
         props = spec.Basic.Properties(delivery_mode=PERSISTENT, message_id=uuid.uuid4().hex)
         try:
             await asyncio.wait_for(
-                ch.basic_publish(body.encode(), exchange=self.exchange, routing_key=self.key,
-                                 mandatory=True, properties=props), 10)
+                ch.basic_publish(
+                    body.encode(),
+                    exchange=self.exchange,
+                    routing_key=self.key,
+                    mandatory=True,
+                    properties=props,
+                ),
+                10,
+            )
         except aiormq.exceptions.PublishError:
             return "returned"
         except aiormq.exceptions.DeliveryError:
@@ -229,7 +248,12 @@ async def run_one(nodes: Nodes, cand: Candidate, how: str, outage: float) -> dic
     await asyncio.sleep(1.0)
     lost_conn = asyncio.get_running_loop().create_future()
     assert inst.conn is not None
-    inst.conn.closing.add_done_callback(lambda _f: lost_conn.done() or lost_conn.set_result(time.monotonic()))
+
+    def lost(_: object) -> None:
+        if not lost_conn.done():
+            lost_conn.set_result(time.monotonic())
+
+    inst.conn.closing.add_done_callback(lost)
     t_cmd = time.monotonic()
     await nodes.lose(1, how)
     t_loss = lost_conn.result() if lost_conn.done() else time.monotonic()
@@ -288,7 +312,7 @@ async def run_one(nodes: Nodes, cand: Candidate, how: str, outage: float) -> dic
         "note": note,
         "errors": dict(errors),
         "before_kept": f"{sum(1 for i in range(BEFORE) if inst.received[f'b{i}'])}/"
-                       f"{before.count('confirmed')}",
+        f"{before.count('confirmed')}",
         "stream": dict(outcome_counts),
         "lost_queued": len(lost_queued),
         "lost_during": len(lost_during),
@@ -320,7 +344,7 @@ async def call_rate(
     (server on node 3), a confirmed reply to the caller's own queue (caller on node 2), manual acks."""
     tag = uuid.uuid4().hex[:8]
     req_q, rep_q = f"cost-type-{tag}", f"cost-reply-{tag}"
-    quorum = {"x-queue-type": "quorum"}
+    quorum: dict[str, Any] = {"x-queue-type": "quorum"}
     server = await aiormq.connect(nodes.urls[2])
     caller = await aiormq.connect(nodes.urls[1])
     pending: dict[str, asyncio.Future[None]] = {}
@@ -329,22 +353,28 @@ async def call_rate(
         await s_ch.queue_declare(req_q, durable=True, arguments=quorum if type_quorum else {})
         await s_ch.basic_qos(prefetch_count=inflight)
         c_ch, c_pub = await caller.channel(), await caller.channel()
-        await c_ch.queue_declare(rep_q, durable=True,
-                                 arguments={**(quorum if reply_quorum else {}), "x-expires": TTL_MS})
+        await c_ch.queue_declare(
+            rep_q, durable=True, arguments={**(quorum if reply_quorum else {}), "x-expires": TTL_MS}
+        )
         await c_ch.basic_qos(prefetch_count=inflight)
 
         async def serve(msg: aiormq.abc.DeliveredMessage) -> None:
             props = msg.header.properties
-            await s_pub.basic_publish(msg.body, routing_key=props.reply_to, mandatory=True,
-                                      properties=spec.Basic.Properties(
-                                          correlation_id=props.correlation_id, message_id=uuid.uuid4().hex))
-            await msg.channel.basic_ack(msg.delivery.delivery_tag)
+            await s_pub.basic_publish(
+                msg.body,
+                routing_key=props.reply_to or "",
+                mandatory=True,
+                properties=spec.Basic.Properties(
+                    correlation_id=props.correlation_id, message_id=uuid.uuid4().hex
+                ),
+            )
+            await _ack(msg)
 
         async def on_reply(msg: aiormq.abc.DeliveredMessage) -> None:
             fut = pending.pop(msg.header.properties.correlation_id or "", None)
             if fut is not None and not fut.done():
                 fut.set_result(None)
-            await msg.channel.basic_ack(msg.delivery.delivery_tag)
+            await _ack(msg)
 
         await s_ch.basic_consume(req_q, serve)
         await c_ch.basic_consume(rep_q, on_reply)
@@ -357,9 +387,12 @@ async def call_rate(
             while time.monotonic() < end:
                 cid = uuid.uuid4().hex
                 fut = pending[cid] = loop.create_future()
-                await c_pub.basic_publish(b"x" * 100, routing_key=req_q, mandatory=True,
-                                          properties=spec.Basic.Properties(
-                                              correlation_id=cid, reply_to=rep_q, message_id=cid))
+                await c_pub.basic_publish(
+                    b"x" * 100,
+                    routing_key=req_q,
+                    mandatory=True,
+                    properties=spec.Basic.Properties(correlation_id=cid, reply_to=rep_q, message_id=cid),
+                )
                 await asyncio.wait_for(fut, 30)
                 done += 1
 
@@ -414,15 +447,21 @@ async def cost(nodes: Nodes, rounds: int, seconds: float, inflight: int, count: 
             rates[combo].append(rate)
             print(f"# round {r + 1} TYPE {combo[0]}, reply {combo[1]}: {rate:.0f} calls/s", file=sys.stderr)
     base = rates[combos[0]]
-    print(f"calls/s, {inflight} in flight, {rounds} rounds x {seconds:g}s (median; ratio = median of "
-          "per-round ratios to classic/classic):")
+    print(
+        f"calls/s, {inflight} in flight, {rounds} rounds x {seconds:g}s (median; ratio = median of "
+        "per-round ratios to classic/classic):"
+    )
     for combo in combos:
         ratio = statistics.median(x / b for x, b in zip(rates[combo], base, strict=True))
-        print(f"  TYPE queue {combo[0]:<7} reply queue {combo[1]:<7} {statistics.median(rates[combo]):7.0f}"
-              f"  x{ratio:.2f}")
+        print(
+            f"  TYPE queue {combo[0]:<7} reply queue {combo[1]:<7} {statistics.median(rates[combo]):7.0f}"
+            f"  x{ratio:.2f}"
+        )
     per_queue = await queue_cost(nodes, count)
-    print(f"{count} queues declared through node 1, per queue: "
-          + ", ".join(f"{k} {v:.1f}" for k, v in per_queue.items()))
+    print(
+        f"{count} queues declared through node 1, per queue: "
+        + ", ".join(f"{k} {v:.1f}" for k, v in per_queue.items())
+    )
 
 
 # -- a publishing channel that meets a dead quorum leader ----------------------------------------------
@@ -466,8 +505,10 @@ async def stuck_channel(nodes: Nodes, how: str, limit: float) -> None:
                 await fresh.close()
             await asyncio.sleep(0.25)
         show = lambda t: "never" if t is None else f"{t:.1f}s"  # noqa: E731
-        print(f"{how}: channel opened at the loss: first confirm {show(old_ok)} ({nacks} nacks); "
-              f"fresh channels: first confirm {show(fresh_ok)}")
+        print(
+            f"{how}: channel opened at the loss: first confirm {show(old_ok)} ({nacks} nacks); "
+            f"fresh channels: first confirm {show(fresh_ok)}"
+        )
     finally:
         await conn.close()
         await nodes.heal()
@@ -478,21 +519,40 @@ async def stuck_channel(nodes: Nodes, how: str, limit: float) -> None:
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
-    head = ("cand", "loss", "recovered s", "before kept", "stream conf/ret/nack/err",
-            "lost queued/during/after", "dup",
-            "after node is back")
+    head = (
+        "cand",
+        "loss",
+        "recovered s",
+        "before kept",
+        "stream conf/ret/nack/err",
+        "lost queued/during/after",
+        "dup",
+        "after node is back",
+    )
     print(" | ".join(head))
     print(" | ".join("-" * len(h) for h in head))
     for r in rows:
         s = r["stream"]
         err = sum(v for k, v in s.items() if k.startswith("error"))
-        left = ", ".join(f"{q['name'].split('.', 1)[-1]}@{q['node'].split('@')[0]} msgs={q['messages']} "
-                         f"cons={q['consumers']}" for q in r["queues_after"])
-        print(" | ".join((
-            f"{r['candidate']}) {r['title']}", r["loss"], r["note"] + r["recovered_s"], r["before_kept"],
-            f"{s.get('confirmed', 0)}/{s.get('returned', 0)}/{s.get('nacked', 0)}/{err}",
-            f"{r['lost_queued']}/{r['lost_during']}/{r['lost_after_back']}", str(r["duplicates"]), left,
-        )))
+        left = ", ".join(
+            f"{q['name'].split('.', 1)[-1]}@{q['node'].split('@')[0]} msgs={q['messages']} "
+            f"cons={q['consumers']}"
+            for q in r["queues_after"]
+        )
+        print(
+            " | ".join(
+                (
+                    f"{r['candidate']}) {r['title']}",
+                    r["loss"],
+                    r["note"] + r["recovered_s"],
+                    r["before_kept"],
+                    f"{s.get('confirmed', 0)}/{s.get('returned', 0)}/{s.get('nacked', 0)}/{err}",
+                    f"{r['lost_queued']}/{r['lost_during']}/{r['lost_after_back']}",
+                    str(r["duplicates"]),
+                    left,
+                )
+            )
+        )
     print("\ndeclaration errors while re-attaching:")
     for r in rows:
         for text, n in r["errors"].items():
@@ -530,11 +590,17 @@ def main() -> None:
     parser.add_argument("--only", default=",".join(CANDIDATES), help="candidates, e.g. a,b")
     parser.add_argument("--loss", default="stop_app,kill", help="stop_app, kill or both")
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--cost", action="store_true",
-                        help="instead: call rate with quorum TYPE and reply queues, and per-queue cost")
-    parser.add_argument("--stuck-channel", action="store_true",
-                        help="instead: does a channel that meets a dead quorum leader stay nacked? "
-                             "(--rounds trials per --loss, each up to --outage s)")
+    parser.add_argument(
+        "--cost",
+        action="store_true",
+        help="instead: call rate with quorum TYPE and reply queues, and per-queue cost",
+    )
+    parser.add_argument(
+        "--stuck-channel",
+        action="store_true",
+        help="instead: does a channel that meets a dead quorum leader stay nacked? "
+        "(--rounds trials per --loss, each up to --outage s)",
+    )
     parser.add_argument("--rounds", type=int, default=3, help="--cost: interleaved rounds")
     parser.add_argument("--seconds", type=float, default=4.0, help="--cost: seconds per round")
     parser.add_argument("--inflight", type=int, default=64, help="--cost: calls in flight")

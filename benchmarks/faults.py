@@ -47,7 +47,14 @@ __all__ = ("main",)
 
 HOSTS = ("h1", "h2")
 COLUMNS = (
-    "calls", "ok", "typed errors", "hung", "casts confirmed", "lost", "handled twice", "twice on one instance"
+    "calls",
+    "ok",
+    "typed errors",
+    "hung",
+    "casts confirmed",
+    "lost",
+    "handled twice",
+    "twice on one instance",
 )
 
 
@@ -115,20 +122,32 @@ async def _run(target: Target, *, direct_servers: bool = False, **settings: Any)
         via = proxy.url(target.url)
         services = []
         for host in HOSTS:
-            svc = gear.Service(type_, host, url=target.url if direct_servers else via, exchange=exchange,
-                               instance_queue_ttl=60, **settings)
+            svc = gear.Service(
+                type_,
+                host,
+                url=target.url if direct_servers else via,
+                exchange=exchange,
+                instance_queue_ttl=60,
+                **settings,
+            )
             serve_workload(svc, ledger)
             services.append(svc)
-        client = gear.Service(f"WEB{uuid.uuid4().hex[:6]}", "w1", url=via, exchange=exchange, serve=False,
-                              instance_queue_ttl=60, **settings)
+        client = gear.Service(
+            f"WEB{uuid.uuid4().hex[:6]}",
+            "w1",
+            url=via,
+            exchange=exchange,
+            serve=False,
+            instance_queue_ttl=60,
+            **settings,
+        )
         services.append(client)
         await asyncio.gather(*(s.start() for s in services))
         try:
             yield Run(target, proxy, ledger, type_, client, services)
         finally:
             await asyncio.gather(*(s.stop() for s in services), return_exceptions=True)
-            await _cleanup(target.url, exchange, [type_, *(f"{type_}.{h}" for h in HOSTS),
-                                                  client.identity])
+            await _cleanup(target.url, exchange, [type_, *(f"{type_}.{h}" for h in HOSTS), client.identity])
 
 
 async def _cleanup(url: str, exchange: str, queues: list[str]) -> None:
@@ -255,7 +274,7 @@ async def oversized(target: Target, seconds: float) -> tuple[Ledger, float | Non
 
 
 async def reconnect_bug(target: Target, seconds: float) -> tuple[Ledger, float | None]:
-    real = gear.reconnect.open_link
+    real = gear.reconnect.open_link  # type: ignore[attr-defined]  # patched where reconnect looks it up
     left = {"n": 0}
 
     async def broken(*args: Any, **kw: Any) -> Any:
@@ -264,7 +283,7 @@ async def reconnect_bug(target: Target, seconds: float) -> tuple[Ledger, float |
             raise RuntimeError("injected")
         return await real(*args, **kw)
 
-    gear.reconnect.open_link = broken  # type: ignore[assignment]
+    gear.reconnect.open_link = broken  # type: ignore[attr-defined]
     try:
         async with _run(target) as run:
             async with run.workload():
@@ -276,7 +295,7 @@ async def reconnect_bug(target: Target, seconds: float) -> tuple[Ledger, float |
             await _drain(run)
             return run.ledger, recovery
     finally:
-        gear.reconnect.open_link = real
+        gear.reconnect.open_link = real  # type: ignore[attr-defined]
 
 
 SCENARIOS: dict[str, tuple[Scenario, bool]] = {
@@ -316,8 +335,9 @@ async def run(url: str, seconds: float, disruptive: bool, ctl: list[str], only: 
 
 def _print(rows: list[tuple[str, str, dict[str, Any], float | None]], seconds: float) -> None:
     head = ["broker", "scenario", *COLUMNS, "recovery s", "max loop lag s"]
-    print(f"\nFault benchmark (Gear defaults; cut stream {seconds:g} s; "
-          "2 servers + 1 client via a TCP proxy)\n")
+    print(
+        f"\nFault benchmark (Gear defaults; cut stream {seconds:g} s; 2 servers + 1 client via a TCP proxy)\n"
+    )
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for kind, name, row, recovery in rows:
@@ -341,9 +361,7 @@ def main() -> None:
         "--disruptive", action="store_true", help="restart the RabbitMQ and change its limits"
     )
     parser.add_argument("--ctl", default="rabbitmqctl", help="command that controls that RabbitMQ")
-    parser.add_argument(
-        "--only", action="append", default=[], help="run the scenarios whose name has this"
-    )
+    parser.add_argument("--only", action="append", default=[], help="run the scenarios whose name has this")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
     asyncio.run(run(args.url, args.seconds, args.disruptive, shlex.split(args.ctl), args.only))

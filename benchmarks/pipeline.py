@@ -39,12 +39,13 @@ def measure(events: int, master: str, base: Path) -> dict[str, Any]:
     note = f"generated {truth.lines:,} lines ({mb:,.0f} MB, {calls:,} calls) in {generated:.1f} s"
     print(note, file=sys.stderr)
     stages: dict[str, float] = {}
-    last: list[Any] = [time.monotonic(), "start"]
+    last: list[tuple[float, str]] = [(time.monotonic(), "start")]
 
     def progress(message: str) -> None:
         now = time.monotonic()
-        stages[str(last[1])] = round(now - float(last[0]), 1)
-        last[0], last[1] = now, message
+        since, stage = last[0]
+        stages[stage] = round(now - since, 1)
+        last[0] = (now, message)
 
     summary = run_analyze(traces, out, master=master, progress=progress)
     expected = {f"{a}->{b}": v["calls"] for (a, b), v in truth.links().items()}

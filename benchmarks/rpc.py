@@ -28,7 +28,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 __all__ = ("main",)
@@ -83,7 +83,8 @@ async def serve_aiormq(url: str, tag: str) -> None:
     async def on_message(msg: Any) -> None:
         props = msg.header.properties
         await ch.basic_publish(
-            msg.body, routing_key=props.reply_to,
+            msg.body,
+            routing_key=props.reply_to,
             properties=aiormq.spec.Basic.Properties(correlation_id=props.correlation_id),
         )
         await ch.basic_ack(msg.delivery.delivery_tag)
@@ -141,11 +142,12 @@ async def client_aiormq(url: str, tag: str) -> tuple[Call, Callable[[], Awaitabl
     reply_queue = declared.queue
     futures: dict[str, asyncio.Future[bytes]] = {}
 
-    def on_reply(msg: Any) -> None:
+    async def on_reply(msg: Any) -> None:
         fut = futures.pop(msg.header.properties.correlation_id, None)
         if fut is not None and not fut.done():
             fut.set_result(msg.body)
 
+    assert reply_queue is not None
     await ch.basic_consume(reply_queue, on_reply, no_ack=True)
     queue = "bench.raw." + tag
     body = json.dumps(PAYLOAD).encode()
@@ -156,17 +158,23 @@ async def client_aiormq(url: str, tag: str) -> tuple[Call, Callable[[], Awaitabl
         fut = loop.create_future()
         futures[cid] = fut
         await ch.basic_publish(
-            body, routing_key=queue, mandatory=True,
-            properties=aiormq.spec.Basic.Properties(correlation_id=cid, reply_to=reply_queue,
-                                                    message_id=cid),
+            body,
+            routing_key=queue,
+            mandatory=True,
+            properties=aiormq.spec.Basic.Properties(correlation_id=cid, reply_to=reply_queue, message_id=cid),
         )
         return json.loads(await asyncio.wait_for(fut, 30))
 
     return call, conn.close
 
 
-PEERS: dict[str, tuple[Callable[[str, str], Awaitable[None]],
-                       Callable[[str, str], Awaitable[tuple[Call, Callable[[], Awaitable[None]]]]]]] = {
+PEERS: dict[
+    str,
+    tuple[
+        Callable[[str, str], Coroutine[Any, Any, None]],
+        Callable[[str, str], Awaitable[tuple[Call, Callable[[], Awaitable[None]]]]],
+    ],
+] = {
     "gear": (serve_gear, client_gear),
     "aio-pika RPC": (serve_aio_pika, client_aio_pika),
     "raw aiormq": (serve_aiormq, client_aiormq),
@@ -271,7 +279,9 @@ async def run(url: str, rounds: int, seconds: float, peers: list[str], loop: str
     for name in peers:
         proc = subprocess.Popen(  # noqa: ASYNC220 - started once, before any measurement
             [sys.executable, __file__, "--serve", name, "--url", url, "--tag", tag, "--loop", loop],
-            stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE,
+            stdin=subprocess.PIPE,
+            text=True,
         )
         assert proc.stdout is not None
         line = await asyncio.to_thread(proc.stdout.readline)
@@ -330,9 +340,10 @@ def report(results: Results, peers: list[str], rounds: int, loop: str = "asyncio
         parts = []
         for c in CONCURRENCY:
             pairs = zip(results[("gear", c)], results[(name, c)], strict=True)
-            parts.append(f"rps c={c} {_median([g['rps'] / p['rps'] for g, p in pairs]):.2f}x")
-        p50 = [g["p50"] / p["p50"] for g, p in zip(results[("gear", 1)], results[(name, 1)], strict=True)]
-        parts.append(f"p50 c=1 {_median(p50):.2f}x")
+            ratios = [g["rps"] / p["rps"] for g, p in pairs]
+            parts.append(f"rps c={c} {_median(ratios):.2f}x")
+        p50s = [g["p50"] / p["p50"] for g, p in zip(results[("gear", 1)], results[(name, 1)], strict=True)]
+        parts.append(f"p50 c=1 {_median(p50s):.2f}x")
         pairs = zip(results[("gear", busiest)], results[(name, busiest)], strict=True)
         if busiest > 1:
             parts.append(f"CPU/call {_median([g['cpu_us'] / p['cpu_us'] for g, p in pairs]):.2f}x")

@@ -104,8 +104,11 @@ async def calls_with(url: str, count: int, concurrency: int, seconds: float) -> 
 
 async def _rabbit_memory(ctl: list[str]) -> int:
     done = await asyncio.to_thread(
-        subprocess.run, [*ctl, "eval", "erlang:garbage_collect(), erlang:memory(total)."],
-        capture_output=True, text=True, check=True,
+        subprocess.run,
+        [*ctl, "eval", "erlang:garbage_collect(), erlang:memory(total)."],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return int(done.stdout.strip().rstrip("."))
 

@@ -15,7 +15,7 @@ from cli.output import ExitCode, configure_logging, fail
 from cli.signals import run_until_signal
 from gear import mask_url
 
-__all__ = ("broker", "hash_password_command", "parse_user", "parse_watermark", "register")
+__all__ = ("broker", "hash_password_command", "parse_size", "parse_user", "parse_watermark", "register")
 
 _UNITS = {"": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "ki": 1024, "mi": 1024**2, "gi": 1024**3}
 
@@ -37,13 +37,30 @@ def parse_watermark(text: str) -> float | int:
                 "a fraction of RAM must be in (0, 1]", param_hint="--memory-high-watermark"
             )
         return fraction
-    match = re.fullmatch(r"(\d+)\s*([kmg]i?)?b?", value.lower())
-    if not match or int(match.group(1)) == 0:
+    size = _size(value)
+    if not size:
         raise typer.BadParameter(
             "expected a fraction of RAM (0.4) or a size in bytes (500000000, 200MB, 1GiB)",
             param_hint="--memory-high-watermark",
         )
-    return int(match.group(1)) * _UNITS[match.group(2) or ""]
+    return size
+
+
+def parse_size(text: str, option: str) -> int:
+    """A size in bytes for ``option``: ``134217728``, ``128MiB``, ``50MB`` (MB = 1000**2, MiB = 1024**2).
+
+    Raises:
+        typer.BadParameter: not a size, or zero.
+    """
+    size = _size(text.strip())
+    if not size:
+        raise typer.BadParameter("expected a size in bytes (50000000, 50MB, 128MiB)", param_hint=option)
+    return size
+
+
+def _size(value: str) -> int | None:
+    match = re.fullmatch(r"(\d+)\s*([kmg]i?)?b?", value.lower())
+    return int(match.group(1)) * _UNITS[match.group(2) or ""] if match else None
 
 
 def parse_user(text: str) -> tuple[str, str]:
@@ -76,6 +93,22 @@ def broker(
         typer.Option(
             help="When the messages held exceed this, publishers get connection.blocked: a fraction of RAM "
             "(0.4) or a size (200MB, 1GiB).",
+            show_default=False,
+        ),
+    ] = None,
+    max_message_size: Annotated[
+        str,
+        typer.Option(
+            help="Largest message body (128MiB, 1000000); larger publishes get 406 PRECONDITION_FAILED. "
+            "RabbitMQ's default is 16MiB in 4.x and was 128MiB in 3.x; at most 512MiB.",
+        ),
+    ] = "16MiB",
+    disk_free_limit: Annotated[
+        str | None,
+        typer.Option(
+            help="When the disk holding the working directory has less free space than this (50MB, 1GB), "
+            "publishers get connection.blocked 'low on disk'. RabbitMQ's default is 50MB; unset: no "
+            "disk alarm.",
             show_default=False,
         ),
     ] = None,
@@ -179,6 +212,9 @@ def broker(
         options["memory_high_watermark"] = parse_watermark(memory_high_watermark)
     if max_connections is not None:
         options["max_connections"] = max_connections
+    options["max_message_size"] = parse_size(max_message_size, "--max-message-size")
+    if disk_free_limit is not None:
+        options["disk_free_limit"] = parse_size(disk_free_limit, "--disk-free-limit")
     try:
         config = BrokerConfig(**options)
     except ValueError as exc:

@@ -55,19 +55,27 @@ class Form:
 FORMS = {
     "p2p": Form(
         "Point-to-point: exactly the instance TYPE.HOST (stateful services).",
-        (("type_", TypeArg), ("host", HostArg)), lambda type_, host: f"{type_}.{host}", 5.0,
+        (("type_", TypeArg), ("host", HostArg)),
+        lambda type_, host: f"{type_}.{host}",
+        5.0,
     ),
     "stateless": Form(
         "Stateless: any one instance of TYPE, round-robin.",
-        (("type_", TypeArg),), lambda type_: type_, 5.0,
+        (("type_", TypeArg),),
+        lambda type_: type_,
+        5.0,
     ),
     "multicast": Form(
         "Multicast: every instance of TYPE (TYPE.*), once each.",
-        (("type_", TypeArg),), lambda type_: f"{type_}.*", 2.0,
+        (("type_", TypeArg),),
+        lambda type_: f"{type_}.*",
+        2.0,
     ),
     "broadcast": Form(
         "Broadcast: every instance of every type (*.*), once each.",
-        (), lambda: "*.*", 2.0,
+        (),
+        lambda: "*.*",
+        2.0,
     ),
 }
 
@@ -121,7 +129,9 @@ def _command(form: Form) -> Callable[..., None]:
     specs = [*((name, kind, inspect.Parameter.empty) for name, kind in form.words), *_OPTIONS]
     params = [
         inspect.Parameter(
-            name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=kind,
+            name,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            annotation=kind,
             default=form.timeout if name == "timeout" else default,
         )
         for name, kind, default in specs

@@ -205,10 +205,14 @@ async def _blocking_handler(system: System, say: Say, outcome: Outcome) -> None:
     report = await system.web.export(keys, timeout=5.0)
     name = f"{system.names.ctrl}.{report.ctrl_host}"
     values_ok = report.values == KEYS and report.complete
-    say(f"   export {len(keys)} keys -> {name}, in thread {report.thread}: "
-        f"{len(report.values)} values  {_mark(values_ok)}")
-    say(f"   and a gather from the same thread: the REPOs hold {report.repo_items} keys "
-        f" {_mark(report.repo_items == len(KEYS))}")
+    say(
+        f"   export {len(keys)} keys -> {name}, in thread {report.thread}: "
+        f"{len(report.values)} values  {_mark(values_ok)}"
+    )
+    say(
+        f"   and a gather from the same thread: the REPOs hold {report.repo_items} keys "
+        f" {_mark(report.repo_items == len(KEYS))}"
+    )
     outcome.check("plain handler: nested calls from its thread", values_ok)
     outcome.check("plain handler: ran in a worker thread", not report.thread.startswith("MainThread"))
     outcome.check("plain handler: gather from its thread", report.repo_items == len(KEYS))

@@ -99,9 +99,7 @@ def default_host() -> str:
 def _check_length(key: str) -> None:
     size = len(key.encode("utf-8"))
     if size > MAX_ROUTING_KEY_BYTES:
-        raise ValueError(
-            f"routing key {key[:40]!r}... is {size} bytes; AMQP allows {MAX_ROUTING_KEY_BYTES}"
-        )
+        raise ValueError(f"routing key {key[:40]!r}... is {size} bytes; AMQP allows {MAX_ROUTING_KEY_BYTES}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,9 +132,7 @@ class Address:
         elif len(parts) == 2:
             address = cls(validate_type(parts[0]), validate_host(parts[1]))
         else:
-            raise ValueError(
-                f"invalid address {text!r}: expected TYPE.HOST, TYPE, TYPE.* or *.*"
-            )
+            raise ValueError(f"invalid address {text!r}: expected TYPE.HOST, TYPE, TYPE.* or *.*")
         _check_length(address.routing_key)
         return address
 

@@ -135,7 +135,10 @@ class Dispatcher:
         """Entry point from the adapter: replies inline, requests as a task."""
         try:
             meta = parse_meta(
-                delivery.kind, delivery.correlation_id, delivery.app_id, delivery.reply_to,
+                delivery.kind,
+                delivery.correlation_id,
+                delivery.app_id,
+                delivery.reply_to,
                 delivery.headers,
             )
         except EnvelopeError as exc:
@@ -263,14 +266,24 @@ class Dispatcher:
         except ValidationError as exc:
             self._events.failed("BadPayload")
             details = {"errors": json.loads(exc.json(include_url=False))}
-            err = ErrorBody(type="BadPayload", message=f"invalid payload for {meta.method!r}: "
-                            f"{exc.error_count()} error(s)", details=details)
+            err = ErrorBody(
+                type="BadPayload",
+                message=f"invalid payload for {meta.method!r}: {exc.error_count()} error(s)",
+                details=details,
+            )
             return False, err.model_dump_json().encode()
         deadline = None if meta.deadline_ms is None else meta.deadline_ms / 1000
         cancels = handler.cancel_at_deadline and deadline is not None
         ctx = RequestContext(
-            meta.request_id, meta.method, meta.sender, deadline, meta.trace_id, meta.attempt,
-            delivery.redelivered, handler.cancel_at_deadline, self._stopping,
+            meta.request_id,
+            meta.method,
+            meta.sender,
+            deadline,
+            meta.trace_id,
+            meta.attempt,
+            delivery.redelivered,
+            handler.cancel_at_deadline,
+            self._stopping,
         )
         ctx_token = _current.set(ctx)
         watch: int | None = None
@@ -329,8 +342,14 @@ class Dispatcher:
         if not ok:
             headers[STATUS] = "error"
         msg = Outgoing(
-            routing_key=meta.reply_to, address=meta.reply_to, body=body, request_id=meta.request_id,
-            kind=Kind.REPLY.value, headers=headers, method=meta.method, trace_id=meta.trace_id,
+            routing_key=meta.reply_to,
+            address=meta.reply_to,
+            body=body,
+            request_id=meta.request_id,
+            kind=Kind.REPLY.value,
+            headers=headers,
+            method=meta.method,
+            trace_id=meta.trace_id,
         )
         loop = asyncio.get_running_loop()
         budget = 1.0 if meta.deadline_ms is None else meta.deadline_ms / 1000 - time.time()

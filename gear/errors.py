@@ -188,9 +188,7 @@ class RemoteError(GearError):
 
     wire_type: str | None = None
 
-    def __init__(
-        self, type: str, message: str, details: Mapping[str, Any] | None = None
-    ) -> None:
+    def __init__(self, type: str, message: str, details: Mapping[str, Any] | None = None) -> None:
         super().__init__(f"{type}: {message}" if message else type)
         self.type = type
         self.message = message
@@ -214,9 +212,7 @@ _BY_WIRE_TYPE: Mapping[str, type[RemoteError]] = MappingProxyType(
 )
 
 
-def remote_error_from_wire(
-    type: str, message: str, details: Mapping[str, Any] | None = None
-) -> RemoteError:
+def remote_error_from_wire(type: str, message: str, details: Mapping[str, Any] | None = None) -> RemoteError:
     """Build the exception a caller raises for an error reply."""
     cls = _BY_WIRE_TYPE.get(type, RemoteError)
     return cls(type, message, details)

@@ -111,8 +111,12 @@ def encode_publish(
         props.append(_short(app_id))
     header = _HEADER.pack(60, 0, len(body), flags) + b"".join(props)
     out: list[bytes | memoryview] = [
-        _METHOD.pack(1, channel, len(method)), method, _FRAME_END,
-        _METHOD.pack(2, channel, len(header)), header, _FRAME_END,
+        _METHOD.pack(1, channel, len(method)),
+        method,
+        _FRAME_END,
+        _METHOD.pack(2, channel, len(header)),
+        header,
+        _FRAME_END,
     ]
     view = memoryview(body)
     for start in range(0, len(body), frame_body_max):

@@ -54,7 +54,8 @@ class Handler:
         if not callable(func):
             raise ConfigurationError(f"handler for {name!r} is not callable")
         params = [
-            p for p in inspect.signature(func).parameters.values()
+            p
+            for p in inspect.signature(func).parameters.values()
             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
         ]
         required = [p for p in params[1:] if p.default is p.empty]

@@ -125,9 +125,7 @@ class Publisher:
         self.returns = 0
         self.republishes = 0
 
-    async def publish(
-        self, msg: Outgoing, until: float, *, policy: RepublishPolicy | None = None
-    ) -> bool:
+    async def publish(self, msg: Outgoing, until: float, *, policy: RepublishPolicy | None = None) -> bool:
         """Publish until confirmed; True when confirmed, False when returned and not retried.
 
         Never waits past loop time ``until``: every wait (link, unblocked, channel, confirm) is
@@ -173,13 +171,27 @@ class Publisher:
                     raise self._budget_spent(msg, maybe_routed)
             message_id = attempt_message_id(msg.request_id, attempt)
             if self._tracer.enabled:
-                self._trace(EventName.REPUBLISH if attempt > 1 else EventName.PUBLISH, msg,
-                            message_id, attempt, {Attr.REPUBLISH_REASON: reason} if reason else {})
+                self._trace(
+                    EventName.REPUBLISH if attempt > 1 else EventName.PUBLISH,
+                    msg,
+                    message_id,
+                    attempt,
+                    {Attr.REPUBLISH_REASON: reason} if reason else {},
+                )
             result = await link.publish(
-                self._exchange, msg.routing_key, msg.body, message_id=message_id,
-                correlation_id=msg.request_id, kind=msg.kind, app_id=self._app_id, headers=msg.headers,
-                until=until + _VERDICT_GRACE, reply_to=msg.reply_to, expiration_ms=expiration_ms,
-                persistent=msg.persistent, isolated=isolated,
+                self._exchange,
+                msg.routing_key,
+                msg.body,
+                message_id=message_id,
+                correlation_id=msg.request_id,
+                kind=msg.kind,
+                app_id=self._app_id,
+                headers=msg.headers,
+                until=until + _VERDICT_GRACE,
+                reply_to=msg.reply_to,
+                expiration_ms=expiration_ms,
+                persistent=msg.persistent,
+                isolated=isolated,
             )
             outcome = result.outcome
             if outcome is Outcome.CONFIRMED:
@@ -240,8 +252,9 @@ class Publisher:
                 f"the broker blocked the connection ({blocked}) for the whole budget; "
                 f"nothing was sent to {msg.address!r}"
             )
-        return ConnectionLostError(f"no connection to the broker within the budget; nothing was sent "
-                                   f"to {msg.address!r}")
+        return ConnectionLostError(
+            f"no connection to the broker within the budget; nothing was sent to {msg.address!r}"
+        )
 
     def _trace(
         self, name: EventName, msg: Outgoing, message_id: str, attempt: int, extra: dict[str, Any]

@@ -313,7 +313,9 @@ class Connector:
         self._lost_url = self.connected_url
         log.warning(
             "connection to %s lost: %s; reconnecting (every %gs at most)",
-            link.where, reason, self._backoff.maximum,
+            link.where,
+            reason,
+            self._backoff.maximum,
         )
         if self.blocked_reason is not None:
             self.on_unblocked()
@@ -441,7 +443,9 @@ class Connector:
                 next_warning = loop.time() + _STILL_DOWN_EVERY
                 log.warning(
                     "still no broker after %.0fs (%d attempts); last error: %s",
-                    loop.time() - self._lost_at, attempts, self.last_error,
+                    loop.time() - self._lost_at,
+                    attempts,
+                    self.last_error,
                 )
             await asyncio.sleep(self._backoff.delay(round_))
             round_ += 1

@@ -345,9 +345,7 @@ class RPC:
         pending = self._pending.pop(rid, None)
         if pending is not None and not pending.future.done():
             self._trace_timeout(rid, pending)
-            pending.future.set_exception(
-                CallTimeoutError(pending.address, pending.method, pending.timeout)
-            )
+            pending.future.set_exception(CallTimeoutError(pending.address, pending.method, pending.timeout))
             pending.future.exception()  # retrieved here: a callback may be the only consumer
 
     def _run_callback(

@@ -344,8 +344,12 @@ class Service:
             serve = bool(self._dispatcher.handlers or self._dispatcher.reply_handlers)
         s = self.settings
         return Topology.for_service(
-            self.type, self.host, exchange=s.exchange, quorum=s.quorum,
-            instance_queue_ttl=s.instance_queue_ttl, serve=serve,
+            self.type,
+            self.host,
+            exchange=s.exchange,
+            quorum=s.quorum,
+            instance_queue_ttl=s.instance_queue_ttl,
+            serve=serve,
         )
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -401,8 +405,13 @@ class Service:
         self._draining = True
         if not await self._dispatcher.drain(self.settings.drain_timeout):
             left = await self._dispatcher.abandon(limit=1.0)
-            log.warning("%s: %d handler(s) still running after drain_timeout (%gs); cancelled, their "
-                        "requests go back to the queue", self.identity, left, self.settings.drain_timeout)
+            log.warning(
+                "%s: %d handler(s) still running after drain_timeout (%gs); cancelled, their "
+                "requests go back to the queue",
+                self.identity,
+                left,
+                self.settings.drain_timeout,
+            )
         link = self._connector.link
         if link is not None:
             await link.stop_consuming()

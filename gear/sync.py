@@ -109,7 +109,12 @@ class SyncRPC:
             ConnectionLostError: the service is not running.
         """
         coro = self._rpc.call(
-            address, method, payload, timeout=timeout, callback=callback, reply_to=reply_to,
+            address,
+            method,
+            payload,
+            timeout=timeout,
+            callback=callback,
+            reply_to=reply_to,
             result_type=result_type,
         )
         budget = self._budget(timeout)
@@ -153,9 +158,7 @@ class SyncRPC:
             return self._rpc.default_timeout
         return max(0.0, float(timeout))
 
-    def _run(
-        self, coro: Coroutine[Any, Any, T], budget: float, gave_up: Callable[[], GearError]
-    ) -> T:
+    def _run(self, coro: Coroutine[Any, Any, T], budget: float, gave_up: Callable[[], GearError]) -> T:
         loop = self._rpc.loop
         try:
             asyncio.get_running_loop()

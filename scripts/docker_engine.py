@@ -146,7 +146,10 @@ def stop_engine() -> bool:
         return False
     leftovers = subprocess.run(
         ["docker", "ps", "-aq", "--filter", f"label={TEST_LABEL}"],
-        capture_output=True, text=True, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     ).stdout.split()
     if leftovers:
         say(PREFIX, f"removing {len(leftovers)} container(s) a test run left behind")

@@ -69,10 +69,10 @@ class RabbitMQ:
         shared = Path(tempfile.mkdtemp(prefix="gear-node-"))  # the node runs as another user
         try:
             shared.chmod(0o755)
-            path = shared / f"file{suffix}"
-            path.write_text(text)
-            path.chmod(0o644)
-            yield str(path)
+            file = shared / f"file{suffix}"
+            file.write_text(text)
+            file.chmod(0o644)
+            yield str(file)
         finally:
             shutil.rmtree(shared)
 
@@ -158,9 +158,7 @@ class BrokerHandle:
 
 def local_rabbitmqctl(args: Sequence[str]) -> str:
     """Run ``rabbitmqctl`` on this machine."""
-    done = subprocess.run(
-        ["rabbitmqctl", *args], check=True, capture_output=True, text=True, timeout=60
-    )
+    done = subprocess.run(["rabbitmqctl", *args], check=True, capture_output=True, text=True, timeout=60)
     return done.stdout
 
 

@@ -30,7 +30,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     if os.environ.get(ENV_URL):
         return
     for item in items:
-        if item.get_closest_marker("rabbitmq") and {"broker", "rabbitmq"} & set(item.fixturenames):
+        fixtures = getattr(item, "fixturenames", ())  # test functions have them, other items not
+        if item.get_closest_marker("rabbitmq") and {"broker", "rabbitmq"} & set(fixtures):
             if item.get_closest_marker("timeout") is None:
                 item.add_marker(pytest.mark.timeout(START_TIMEOUT + 60))
             return

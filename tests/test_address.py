@@ -32,8 +32,22 @@ def test_each_form_parses_to_its_route_and_key(text: str, route: Route, routing_
 
 @pytest.mark.parametrize(
     "bad",
-    ["", ".", "CTRL.", ".host", "CTRL.h.x", "*", "*.host", "CT RL", "1CTRL", "CTRL.@all", "CTRL.#",
-     "CTRL.h*", "@all", "CTRL.-x"],
+    [
+        "",
+        ".",
+        "CTRL.",
+        ".host",
+        "CTRL.h.x",
+        "*",
+        "*.host",
+        "CT RL",
+        "1CTRL",
+        "CTRL.@all",
+        "CTRL.#",
+        "CTRL.h*",
+        "@all",
+        "CTRL.-x",
+    ],
 )
 def test_malformed_addresses_are_rejected_early(bad: str) -> None:
     with pytest.raises(ValueError, match="invalid"):

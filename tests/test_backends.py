@@ -21,7 +21,11 @@ def _imports_cleanly(module: str) -> subprocess.CompletedProcess[str]:
     """Import ``module`` in a fresh interpreter where any warning is an error."""
     return subprocess.run(
         [sys.executable, "-W", "error", "-c", f"import {module}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
 
 
@@ -72,7 +76,12 @@ def _pytest(*args: str) -> str:
     env["DOCKER_HOST"] = "unix:///nonexistent/gear-test-docker.sock"  # no engine answers here
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs", *args],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout

@@ -119,6 +119,9 @@ def test_the_cli_uses_only_public_names() -> None:
                 if allowed is None or not names <= allowed:
                     wrong.append(f"{path.name}: from {node.module} import {', '.join(sorted(names))}")
             elif isinstance(node, ast.Import):
-                wrong += [f"{path.name}: import {a.name}" for a in node.names
-                          if a.name.startswith("gear.") and a.name not in public]
+                wrong += [
+                    f"{path.name}: import {a.name}"
+                    for a in node.names
+                    if a.name.startswith("gear.") and a.name not in public
+                ]
     assert wrong == []

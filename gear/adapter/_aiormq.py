@@ -57,7 +57,12 @@ _CLASS_NAMES = {
 }
 _CLOSE_REASON = "_close_exception"
 _CHANNEL_ATTRIBUTES = (
-    "delivery_tag", "confirmations", "message_id_delivery_tag", "write_queue", "consumers", _CLOSE_REASON,
+    "delivery_tag",
+    "confirmations",
+    "message_id_delivery_tag",
+    "write_queue",
+    "consumers",
+    _CLOSE_REASON,
 )
 
 

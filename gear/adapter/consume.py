@@ -61,8 +61,19 @@ def read_deliveries(
 
     def on_deliver(frame: Any, p: Any, body: bytes) -> None:
         delivery = Delivery(
-            body, frame.routing_key, frame.delivery_tag, frame.redelivered, p.message_id,
-            p.correlation_id, p.reply_to, p.message_type, p.app_id, p.headers, queue, channel, writer,
+            body,
+            frame.routing_key,
+            frame.delivery_tag,
+            frame.redelivered,
+            p.message_id,
+            p.correlation_id,
+            p.reply_to,
+            p.message_type,
+            p.app_id,
+            p.headers,
+            queue,
+            channel,
+            writer,
         )
         work = callback(delivery)
         if work is not None:

@@ -17,12 +17,14 @@ LIBRARY_ERRORS: tuple[type[BaseException], ...] = (
 )
 """Everything the client library raises for a failed operation or a connection in trouble."""
 
-_CODES: Mapping[type[BaseException], int] = MappingProxyType({
-    amqp.ChannelAccessRefused: 403,
-    amqp.ChannelNotFoundEntity: 404,
-    amqp.ChannelLockedResource: 405,
-    amqp.ChannelPreconditionFailed: 406,
-})
+_CODES: Mapping[type[BaseException], int] = MappingProxyType(
+    {
+        amqp.ChannelAccessRefused: 403,
+        amqp.ChannelNotFoundEntity: 404,
+        amqp.ChannelLockedResource: 405,
+        amqp.ChannelPreconditionFailed: 406,
+    }
+)
 
 
 def describe(exc: BaseException | None) -> tuple[int | None, str]:

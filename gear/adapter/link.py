@@ -265,7 +265,10 @@ class Link:
         pause = _REOPEN_PAUSES[min(len(self._pub_errors), len(_REOPEN_PAUSES)) - 1]
         log.warning(
             "the broker closed the publish channel on %s (%s %s); reopening it in %gs",
-            self.where, code or "", text, pause,
+            self.where,
+            code or "",
+            text,
+            pause,
         )
         self._pub_ready.clear()
         self._spawn(self._reopen_publish(pause))
@@ -394,7 +397,10 @@ class Link:
             await ch.exchange_declare(exchange=ex.name, exchange_type=ex.type, durable=ex.durable)
             for q in topology.queues:
                 await ch.queue_declare(
-                    queue=q.name, durable=q.durable, exclusive=q.exclusive, auto_delete=q.auto_delete,
+                    queue=q.name,
+                    durable=q.durable,
+                    exclusive=q.exclusive,
+                    auto_delete=q.auto_delete,
                     arguments=q.arguments,
                 )
             for b in topology.bindings:
@@ -403,8 +409,10 @@ class Link:
             text = describe(exc)[1]
             hint = ""
             if "x-queue-type" in text:
-                hint = (" (the queue exists with another type: `quorum` was switched on or off; delete "
-                        "the old queue, e.g. rabbitmqctl delete_queue NAME, or use new HOST names)")
+                hint = (
+                    " (the queue exists with another type: `quorum` was switched on or off; delete "
+                    "the old queue, e.g. rabbitmqctl delete_queue NAME, or use new HOST names)"
+                )
             raise ConfigurationError(f"broker refused Gear's topology: {text}{hint}") from exc
         except LIBRARY_ERRORS as exc:
             raise ConnectionLostError(
@@ -484,9 +492,18 @@ class Link:
                 return PublishResult(Outcome.NOT_SENT, "the publish channel was not free before the deadline")
         try:
             return await self._send(
-                exchange, routing_key, body, message_id=message_id, correlation_id=correlation_id,
-                kind=kind, app_id=app_id, headers=headers, until=until, reply_to=reply_to,
-                expiration_ms=expiration_ms, persistent=persistent,
+                exchange,
+                routing_key,
+                body,
+                message_id=message_id,
+                correlation_id=correlation_id,
+                kind=kind,
+                app_id=app_id,
+                headers=headers,
+                until=until,
+                reply_to=reply_to,
+                expiration_ms=expiration_ms,
+                persistent=persistent,
             )
         finally:
             if isolated:
@@ -526,11 +543,21 @@ class Link:
         ch = self._pub
         try:
             payload = encode_publish(
-                ch.number, exchange, routing_key, body, frame_body_max=ch.max_content_size,
-                mandatory=True, content_type="application/json",
-                delivery_mode=2 if persistent else 1, correlation_id=correlation_id, reply_to=reply_to,
+                ch.number,
+                exchange,
+                routing_key,
+                body,
+                frame_body_max=ch.max_content_size,
+                mandatory=True,
+                content_type="application/json",
+                delivery_mode=2 if persistent else 1,
+                correlation_id=correlation_id,
+                reply_to=reply_to,
                 expiration=None if expiration_ms is None else str(max(1, expiration_ms)),
-                message_id=message_id, message_type=kind, app_id=app_id, headers=headers,
+                message_id=message_id,
+                message_type=kind,
+                app_id=app_id,
+                headers=headers,
             )
         except (TypeError, ValueError) as exc:
             raise ConfigurationError(f"cannot encode the message for {routing_key!r}: {exc}") from exc

@@ -39,7 +39,9 @@ class _Demote(logging.Filter):
             return True
         if _debug.isEnabledFor(logging.DEBUG):
             _debug.debug(
-                "aiormq %s: " + text, record.levelname, *(record.args or ()),
+                "aiormq %s: " + text,
+                record.levelname,
+                *(record.args or ()),
                 exc_info=record.exc_info,
             )
         return False

@@ -31,8 +31,11 @@ Where it knowingly differs from RabbitMQ:
   answers ``update-secret-ok``, as RabbitMQ's internal users (nothing to refresh).
 * TLS (``tls_cert``) makes the one listener TLS-only; RabbitMQ runs amqp and amqps listeners side by side.
 * The memory watermark measures the bytes of messages held (including partly received bodies), not the
-  process size; there is no disk alarm. Credit flow meters the channel -> queue link; the reader hands
-  frames to channels synchronously, so that link needs no credit.
+  process size. The disk alarm (``disk_free_limit``) is off unless a limit is given (RabbitMQ: 50 MB)
+  and measures the file system of the working directory once a second. Credit flow meters the
+  channel -> queue link; the reader hands frames to channels synchronously, so that link needs no credit.
+* The close handshake waits ``CLOSE_TIMEOUT`` (3 s) for the client's close-ok or socket close; RabbitMQ
+  waits the negotiated heartbeat interval, at most 30 s.
 * A silent client is dropped after two heartbeat intervals (RabbitMQ: two to three).
 * Sockets over ``max_connections`` are accepted, never answered, and closed after ``handshake_timeout``.
 * No consumer delivery timeout (as 4.3 for classic queues), no streams, no lazy mode, no policies.

@@ -40,9 +40,7 @@ def main(argv: list[str] | None = None) -> None:
         max_connections=args.max_connections,
     )
     with contextlib.suppress(KeyboardInterrupt):
-        run(
-            serve(config, on_ready=lambda url: print(f"gear broker ready at {mask_url(url)}", flush=True))
-        )
+        run(serve(config, on_ready=lambda url: print(f"gear broker ready at {mask_url(url)}", flush=True)))
 
 
 if __name__ == "__main__":

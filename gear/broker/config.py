@@ -10,10 +10,14 @@ from typing import Any
 from gear.broker.access import AccessControl, Permission, User, hash_password, is_loopback_address
 from gear.broker.definitions import Definitions
 
-__all__ = ("DEFAULT_USER", "BrokerConfig")
+__all__ = ("DEFAULT_MAX_MESSAGE_SIZE", "DEFAULT_USER", "MAX_MESSAGE_SIZE_LIMIT", "BrokerConfig")
 
 #: RabbitMQ's default user, created when nothing else defines users.
 DEFAULT_USER = ("guest", "guest")
+#: RabbitMQ 4.x's default ``max_message_size`` (3.x allowed 128 MiB).
+DEFAULT_MAX_MESSAGE_SIZE = 16 * 1024 * 1024
+#: The largest ``max_message_size`` RabbitMQ accepts.
+MAX_MESSAGE_SIZE_LIMIT = 512 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,8 +60,9 @@ class BrokerConfig:
     """Largest frame proposed in ``connection.tune``."""
     channel_max: int = 2047
     """Highest channel number proposed in ``connection.tune``."""
-    max_message_size: int = 16 * 1024 * 1024
-    """Bodies above this get 406 PRECONDITION_FAILED (RabbitMQ 4.x default, 16 MiB)."""
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    """Largest message body in bytes; larger ones get 406 PRECONDITION_FAILED. RabbitMQ 4.x's default is
+    16 MiB, 3.x's was 128 MiB; both cap it at 512 MiB."""
     max_connections: int | None = None
     """At this many AMQP connections, new sockets are accepted but never answered (like RabbitMQ)."""
     memory_high_watermark: float | int = 0.4
@@ -66,6 +71,9 @@ class BrokerConfig:
     The default is RabbitMQ 3.x's 0.4 rather than 4.x's 0.6, because here the measure is the bytes of
     messages the broker holds, and a Python process needs roughly as much again for bookkeeping.
     """
+    disk_free_limit: int | None = None
+    """Free bytes below which a disk alarm blocks publishers (RabbitMQ's ``disk_free_limit``, default
+    50 MB there). None: no disk alarm, the default here while messages live in memory."""
     credit: tuple[int, int] = (400, 200)
     """Credit flow ``(InitialCredit, MoreCreditAfter)`` for each channel -> queue link."""
     handshake_timeout: float = 10.0
@@ -76,6 +84,13 @@ class BrokerConfig:
             raise ValueError(f"frame_max must be at least 4096, got {self.frame_max}")
         if not 1 <= self.channel_max <= 65535:
             raise ValueError(f"channel_max must be in 1..65535, got {self.channel_max}")
+        if not 1 <= self.max_message_size <= MAX_MESSAGE_SIZE_LIMIT:
+            raise ValueError(
+                f"max_message_size must be in 1..{MAX_MESSAGE_SIZE_LIMIT} (512 MiB), "
+                f"got {self.max_message_size}"
+            )
+        if self.disk_free_limit is not None and self.disk_free_limit < 0:
+            raise ValueError(f"disk_free_limit must not be negative, got {self.disk_free_limit}")
         initial, more = self.credit
         if not 0 < more <= initial:
             raise ValueError(

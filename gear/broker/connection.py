@@ -7,9 +7,13 @@ whatever :meth:`take_output` returns; it stops reading the socket while :attr:`r
 closes it once :attr:`finished` is True. Time arrives through :meth:`tick`.
 
 States, in order: ``header`` (waiting for the 8-byte protocol header) -> ``start-ok`` -> ``tune-ok`` ->
-``open`` (waiting for ``connection.open``) -> ``running`` -> ``closing`` (the server sent
-``connection.close`` and waits for ``close-ok``) -> ``closed``. A client ``connection.close`` is answered
-with ``close-ok`` and goes straight to ``closed``.
+``open`` (waiting for ``connection.open``) -> ``running`` -> ``closing`` -> ``closed``. ``closing`` is
+RabbitMQ's close handshake, entered when the server sent ``connection.close`` or answered the client's
+with ``close-ok``: channels and exclusive queues are already released, every incoming frame other than
+``connection.close`` (answered with ``close-ok`` again) and ``close-ok`` (which ends it) is discarded, and
+the client closes the socket. A client that pipelined publishes before its ``connection.close`` thus
+reads its ``close-ok`` instead of a reset. The wait is bounded: the socket is dropped after
+``CLOSE_TIMEOUT`` (RabbitMQ waits the heartbeat interval, at most 30 s).
 
 Logins (see :mod:`gear.broker.access`): a refused login is answered as RabbitMQ does, with
 ``connection.close`` 403 and a text that names only the mechanism when the client advertised
@@ -71,11 +75,12 @@ if TYPE_CHECKING:
     from gear.broker.core import BrokerCore
     from gear.broker.queue import Queue
 
-__all__ = ("OUTPUT_BATCH_LIMIT", "SILENT_CLOSE_DELAY", "Connection")
+__all__ = ("CLOSE_TIMEOUT", "OUTPUT_BATCH_LIMIT", "SILENT_CLOSE_DELAY", "Connection")
 
 log = logging.getLogger("gear.broker")
 
-_CLOSE_TIMEOUT = 3.0
+#: Seconds the close handshake waits for the client's ``close-ok`` or socket close.
+CLOSE_TIMEOUT = 3.0
 #: Seconds a client that failed the handshake waits before its socket closes (RabbitMQ's 3 s).
 SILENT_CLOSE_DELAY = 3.0
 #: Deliveries stop for the rest of a turn once this much output is queued for one connection.
@@ -105,7 +110,7 @@ class Connection:
         self.finished = False
         self.flow_blocked = False
         self.alarm_blocked = False
-        self.alarm_pending = core.alarm.active
+        self.alarm_pending = bool(core.alarm_reasons)
         self.sent_blocked = False
         self.resume_pending = False
         self.write_paused = False
@@ -177,8 +182,8 @@ class Connection:
 
     @property
     def status_visible(self) -> bool:
-        """Connections appear in the status view once AMQP started."""
-        return self.state != "header" and not self.finished
+        """Connections appear in the status view from the protocol header until the close handshake."""
+        return self.state not in ("header", "closing") and not self.finished
 
     # -- input ------------------------------------------------------------------------------------
     def feed(self, data: bytes) -> None:
@@ -275,9 +280,9 @@ class Connection:
         if ftype != FRAME_METHOD or channel_id != 0:
             return
         method = decode_method(payload)
-        if isinstance(method, commands.Connection.CloseOk | commands.Connection.Close):
-            if isinstance(method, commands.Connection.Close):
-                self.send_method(0, commands.Connection.CloseOk())
+        if isinstance(method, commands.Connection.Close):
+            self.send_method(0, commands.Connection.CloseOk())  # crossed closes: the client waits for it
+        elif isinstance(method, commands.Connection.CloseOk):
             self._drop()
 
     # -- connection class -------------------------------------------------------------------------
@@ -299,7 +304,7 @@ class Connection:
                 self.alarm_changed(True)
         elif isinstance(method, commands.Connection.Close):
             self.send_method(0, commands.Connection.CloseOk())
-            self._drop()
+            self._enter_closing()  # the client closes the socket (frames it pipelined are discarded)
         elif isinstance(method, commands.Connection.CloseOk):
             self._drop()
         elif isinstance(method, commands.Connection.Blocked | commands.Connection.Unblocked):
@@ -389,7 +394,8 @@ class Connection:
             raise AMQPError(
                 504, f"expected 'channel.open' on channel {channel_id}", class_id=cid, method_id=mid
             )
-        if channel_id > self.channel_max:
+        if self.channel_max and len(self.channels) >= self.channel_max:
+            # RabbitMQ counts open channels; any number 1..65535 is fine below the count.
             raise AMQPError(
                 530,
                 f"number of channels opened ({len(self.channels)}) has reached the negotiated "
@@ -449,8 +455,9 @@ class Connection:
 
     def _enter_closing(self) -> None:
         self.state = "closing"
-        self._close_deadline = self.core.now + _CLOSE_TIMEOUT
+        self._close_deadline = self.core.now + CLOSE_TIMEOUT
         self._release_channels()
+        self._delete_exclusive_queues()
         self.flow_blocked = False
         self.alarm_blocked = False
 
@@ -463,6 +470,9 @@ class Connection:
         self.finished = True
         self.core.mark_dirty(self)
         self.core.connections.discard(self)
+        self._delete_exclusive_queues()
+
+    def _delete_exclusive_queues(self) -> None:
         for vhost in self.core.vhosts.values():
             for queue in list(vhost.queues.values()):
                 if queue.exclusive_owner is self:
@@ -504,12 +514,12 @@ class Connection:
             self.alarm_blocked = True
             if self.client_capabilities.get("connection.blocked") and not self.sent_blocked:
                 self.sent_blocked = True
-                self.send_method(0, commands.Connection.Blocked(reason="low on memory"))
+                self.send_method(0, commands.Connection.Blocked(reason=self.core.blocked_reason))
 
     def alarm_changed(self, active: bool) -> None:
-        """The memory alarm was raised or cleared."""
+        """A resource alarm was raised, or the last one cleared."""
         self.alarm_pending = active
-        if active:
+        if active or self.state == "closing":
             return
         if self.sent_blocked:
             self.sent_blocked = False

@@ -1,4 +1,4 @@
-"""The broker core: virtual hosts, connections, the memory alarm and the per-turn work list.
+"""The broker core: virtual hosts, connections, the resource alarms and the per-turn work list.
 
 It performs no I/O. The asyncio shell (or a test) calls :meth:`BrokerCore.run_turn` after feeding
 bytes, and :meth:`BrokerCore.tick` on a timer; time comes from an injected clock.
@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from gear.broker.alarms import MemoryAlarm
+from gear.broker.alarms import DiskAlarm, MemoryAlarm
 from gear.broker.config import BrokerConfig
 from gear.broker.queue import Queue
 from gear.broker.status import BrokerStatus, ConnectionStatus, QueueStatus
@@ -37,6 +37,7 @@ class BrokerCore:
         self.access = config.access_control()
         self.connections: set[Connection] = set()
         self.alarm = MemoryAlarm(config.memory_limit_bytes())
+        self.disk_alarm = DiskAlarm(config.disk_free_limit)
         self.reply_channels: dict[str, Channel] = {}
         self._drain: dict[Queue, None] = {}
         self._dirty: dict[Connection, None] = {}
@@ -109,25 +110,52 @@ class BrokerCore:
         for vhost in self.vhosts.values():
             vhost.tick(self.now)
 
-    # -- memory alarm -----------------------------------------------------------------------------
+    # -- resource alarms --------------------------------------------------------------------------
+    @property
+    def alarm_reasons(self) -> list[str]:
+        """The active resource alarms (``memory``, ``disk``), empty when publishers may publish."""
+        return self.alarm.reasons + (["disk"] if self.disk_alarm.active else [])
+
+    @property
+    def blocked_reason(self) -> str:
+        """The ``connection.blocked`` reason, as RabbitMQ words it: ``low on memory & disk``."""
+        return "low on " + " & ".join(self.alarm_reasons)
+
     def memory_changed(self, delta: int) -> None:
         """Account message bytes; raise or clear the alarm on crossing the watermark."""
+        before = bool(self.alarm_reasons)
         if self.alarm.change(delta):
-            self._alarm_flipped()
+            log.info(
+                "memory alarm %s (%s of %s bytes)",
+                "set" if self.alarm.active else "cleared",
+                self.alarm.used,
+                self.alarm.limit,
+            )
+            self._alarms_changed(before)
 
     def set_memory_alarm(self, active: bool | None) -> None:
-        """Force the alarm on or off; None returns to the real watermark."""
+        """Force the memory alarm on or off; None returns to the real watermark."""
+        before = bool(self.alarm_reasons)
         if self.alarm.force(active):
-            self._alarm_flipped()
+            log.info("memory alarm %s (forced %s)", "set" if self.alarm.active else "cleared", active)
+            self._alarms_changed(before)
 
-    def _alarm_flipped(self) -> None:
-        active = self.alarm.active
-        log.info(
-            "memory alarm %s (%s of %s bytes)",
-            "set" if active else "cleared",
-            self.alarm.used,
-            self.alarm.limit,
-        )
+    def disk_free_changed(self, free: int) -> None:
+        """Record the free space of the broker's disk; raise or clear the disk alarm at the limit."""
+        before = bool(self.alarm_reasons)
+        if self.disk_alarm.update(free):
+            log.warning(
+                "disk alarm %s (%s bytes free, limit %s)",
+                "set" if self.disk_alarm.active else "cleared",
+                free,
+                self.disk_alarm.limit,
+            )
+            self._alarms_changed(before)
+
+    def _alarms_changed(self, before: bool) -> None:
+        active = bool(self.alarm_reasons)
+        if active == before:
+            return  # one alarm replaced or joined another: publishers stay blocked as they are
         for connection in list(self.connections):
             connection.alarm_changed(active)
 
@@ -161,9 +189,11 @@ class BrokerCore:
         return BrokerStatus(
             connections=sorted(conns, key=_conn_key),
             queues=sorted(queues, key=lambda q: (q.vhost, q.name)),
-            alarms=self.alarm.reasons,
+            alarms=self.alarm_reasons,
             memory_used=self.alarm.used,
             memory_limit=self.alarm.limit,
+            disk_free=self.disk_alarm.free,
+            disk_free_limit=self.disk_alarm.limit,
             failed_logins=self.access.failed_logins,
         )
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime
 from collections import deque
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gear.broker.credit import CreditMeter
@@ -368,13 +367,6 @@ class Queue:
     def exclusive_consumer(self) -> bool:
         """True if a consumer holds exclusive access."""
         return any(c.exclusive for c in self.consumers)
-
-    def sweep(self, predicate: Callable[[Consumer], bool]) -> list[Consumer]:
-        """Remove and return the consumers matching ``predicate`` (no auto-delete check)."""
-        gone = [c for c in self.consumers if predicate(c)]
-        for consumer in gone:
-            self.consumers.remove(consumer)
-        return gone
 
 
 def _position(entry: Entry) -> tuple[int, int]:

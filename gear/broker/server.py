@@ -10,6 +10,8 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import os
+import shutil
 from collections.abc import AsyncIterator, Callable
 from typing import Any, cast
 from urllib.parse import quote
@@ -20,10 +22,19 @@ from gear.broker.core import BrokerCore
 from gear.broker.status import BrokerStatus
 from gear.broker.tls import certificate_user, server_context
 
-__all__ = ("Broker", "running", "serve")
+__all__ = ("DISK_CHECK_INTERVAL", "Broker", "DiskFree", "running", "serve")
 
 log = logging.getLogger("gear.broker")
 _TICK = 0.1
+#: Seconds between free-disk-space readings when a ``disk_free_limit`` is set.
+DISK_CHECK_INTERVAL = 1.0
+
+DiskFree = Callable[[str], int]
+"""Reads the free bytes of the file system holding a path (``shutil.disk_usage(path).free``)."""
+
+
+def _disk_free(path: str) -> int:
+    return shutil.disk_usage(path).free
 
 
 class _Protocol(asyncio.Protocol):
@@ -34,7 +45,6 @@ class _Protocol(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.conn: Connection | None = None
         self.reading = True
-        self.refused = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # a stream transport; uvloop's do not subclass asyncio.Transport, so no isinstance check here
@@ -45,7 +55,6 @@ class _Protocol(asyncio.Protocol):
         limit = self.broker.config.max_connections
         if limit is not None and len(self.broker.protocols) >= limit:
             # RabbitMQ at its socket limit: the TCP connection is accepted, AMQP never starts.
-            self.refused = True
             transport.pause_reading()
             loop = asyncio.get_running_loop()
             loop.call_later(self.broker.config.handshake_timeout, transport.close)
@@ -101,14 +110,19 @@ class Broker:
     """The reference broker, in-process. ``async with Broker(port=0) as broker: broker.url``.
 
     Accepts either ``config=BrokerConfig(...)`` or the config fields as keywords. Messages are kept in
-    memory only, also for durable queues and persistent messages.
+    memory only, also for durable queues and persistent messages. ``disk_free`` replaces the reading of
+    free disk space behind ``disk_free_limit`` (tests drive the disk alarm with it).
     """
 
-    def __init__(self, config: BrokerConfig | None = None, **fields: Any) -> None:
+    def __init__(
+        self, config: BrokerConfig | None = None, *, disk_free: DiskFree | None = None, **fields: Any
+    ) -> None:
         if config is not None and fields:
             raise TypeError("pass either config= or keyword fields, not both")
         self.config = config if config is not None else BrokerConfig.from_fields(**fields)
         self.core = BrokerCore(self.config)
+        self._disk_free = disk_free or _disk_free
+        self._next_disk_check = 0.0
         self.protocols: dict[Connection, _Protocol] = {}
         self._server: asyncio.Server | None = None
         self._ticker: asyncio.Task[None] | None = None
@@ -150,6 +164,7 @@ class Broker:
             ssl=tls,
             ssl_handshake_timeout=self.config.handshake_timeout if tls else None,
         )
+        self.check_disk()
         self._ticker = loop.create_task(self._tick_forever())
         log.info("gear broker listening on %s:%s%s", self.config.host, self.port, " (TLS)" if tls else "")
 
@@ -205,9 +220,29 @@ class Broker:
             await asyncio.sleep(_TICK)
             try:
                 self.core.tick()
+                if self.core.now >= self._next_disk_check:
+                    self.check_disk()
             except Exception:  # a bug in a timer must not stop the broker
                 log.exception("broker timer failed")
             self.flush()
+
+    def check_disk(self) -> None:
+        """Read the free disk space now and raise or clear the disk alarm (no-op without a limit).
+
+        The space measured is the file system of the working directory (the data directory once
+        messages are stored on disk). A failed reading is logged and leaves the alarm as it was.
+        """
+        if self.config.disk_free_limit is None:
+            return
+        self._next_disk_check = self.core.clock() + DISK_CHECK_INTERVAL
+        path = getattr(self.config, "data_dir", None) or os.getcwd()
+        try:
+            free = self._disk_free(str(path))
+        except OSError as exc:
+            log.warning("cannot read the free disk space of %s: %s", path, exc)
+            return
+        self.core.disk_free_changed(free)
+        self.flush()
 
     # -- operations -------------------------------------------------------------------------------
     async def close_all_connections(self, reason: str = "closed via management") -> None:
@@ -227,7 +262,7 @@ class Broker:
         self.flush()
 
     def status(self) -> BrokerStatus:
-        """A snapshot: connections (and their flow/blocked state), queues, alarms, memory."""
+        """A snapshot: connections (and their flow/blocked state), queues, alarms, memory, disk."""
         return self.core.status()
 
 

@@ -44,6 +44,10 @@ class BrokerStatus:
     alarms: list[str] = field(default_factory=list)
     memory_used: int = 0
     memory_limit: int = 0
+    disk_free: int | None = None
+    """Free bytes on the broker's disk at the last check (None: not measured, no disk_free_limit)."""
+    disk_free_limit: int | None = None
+    """Below this many free bytes the disk alarm blocks publishers (None: no disk alarm)."""
     failed_logins: int = 0
     """Logins refused since the broker started (wrong password, unknown user, bad mechanism...)."""
 
@@ -56,6 +60,11 @@ def format_status(status: BrokerStatus) -> str:
     lines = [
         f"memory: {status.memory_used:,} of {status.memory_limit:,} bytes"
         f"{'  ALARM: ' + ', '.join(status.alarms) if status.alarms else ''}",
+        *(
+            [f"disk: {status.disk_free:,} bytes free, limit {status.disk_free_limit:,}"]
+            if status.disk_free is not None and status.disk_free_limit is not None
+            else []
+        ),
         f"failed logins: {status.failed_logins}",
         "",
         f"{'connection':<40} {'state':<9} {'channels':>8}",

@@ -208,14 +208,19 @@ class Workload:
             if self._gather_every and n % self._gather_every == 0:
                 wide = self._broadcast and (n // self._gather_every) % 2
                 form, address = ("broadcast", "*.*") if wide else ("multicast", f"{self._type}.*")
-                await self._op(form, self._client.rpc.gather(
-                    address, "wl.ping", n, timeout=self._timeout, expected=len(self._hosts)
-                ), self._timeout)
+                await self._op(
+                    form,
+                    self._client.rpc.gather(
+                        address, "wl.ping", n, timeout=self._timeout, expected=len(self._hosts)
+                    ),
+                    self._timeout,
+                )
                 continue
             host = self._hosts[(n // 2) % len(self._hosts)]
             form, target = ("stateless", self._type) if n % 2 else (f"p2p:{host}", f"{self._type}.{host}")
-            await self._op(form, self._client.rpc.call(target, "wl.echo", n, timeout=self._timeout),
-                           self._timeout)
+            await self._op(
+                form, self._client.rpc.call(target, "wl.echo", n, timeout=self._timeout), self._timeout
+            )
 
     async def _op(self, form: str, op: Any, budget: float) -> None:
         loop = asyncio.get_running_loop()

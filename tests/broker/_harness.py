@@ -10,15 +10,9 @@ from pamqp import commands, frame, header, heartbeat
 from gear.broker.config import BrokerConfig
 from gear.broker.connection import Connection
 from gear.broker.core import BrokerCore
+from tests.raw_amqp import CLIENT_CAPABILITIES, PROTOCOL_HEADER
 
-PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
-CAPABILITIES = {
-    "authentication_failure_close": True,
-    "basic.nack": True,
-    "connection.blocked": True,
-    "consumer_cancel_notify": True,
-    "publisher_confirms": True,
-}
+CAPABILITIES = CLIENT_CAPABILITIES
 
 
 class FakeClock:
@@ -111,7 +105,9 @@ class Client:
         """Publish one message and return the server's output."""
         return self.feed(self.publish_bytes(channel, exchange, routing_key, body, **kwargs))
 
-    def handshake(self, *, heartbeat_s: int = 0, frame_max: int = 131072) -> list[tuple[int, Any]]:
+    def handshake(
+        self, *, heartbeat_s: int = 0, frame_max: int = 131072, channel_max: int = 2047
+    ) -> list[tuple[int, Any]]:
         """Header, start-ok, tune-ok, open; returns everything the server sent."""
         out = self.feed(PROTOCOL_HEADER)
         out += self.send(
@@ -123,7 +119,8 @@ class Client:
             ),
         )
         out += self.send(
-            0, commands.Connection.TuneOk(channel_max=2047, frame_max=frame_max, heartbeat=heartbeat_s)
+            0,
+            commands.Connection.TuneOk(channel_max=channel_max, frame_max=frame_max, heartbeat=heartbeat_s),
         )
         out += self.send(0, commands.Connection.Open(virtual_host="/"))
         return out
@@ -144,7 +141,7 @@ class Client:
 def unvalidated(method_cls: type, **fields: Any) -> Any:
     """A pamqp method with pamqp's client-side name validation switched off (pika does not validate)."""
     loose = type(method_cls.__name__, (method_cls,), {"validate": lambda self: None})
-    method = loose.__new__(loose)
+    method: Any = object.__new__(loose)
     defaults = method_cls()
     for slot in method_cls.__slots__:  # type: ignore[attr-defined]
         setattr(method, slot, fields.get(slot, getattr(defaults, slot)))

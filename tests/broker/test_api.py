@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 
 import aio_pika
 import pytest
 
 from gear.broker import Broker, BrokerConfig, running, serve
-from tests.broker._harness import PROTOCOL_HEADER
-from tests.broker._wire import Wire
+from tests.raw_amqp import PROTOCOL_HEADER, RawAmqp
 
 
 async def test_url_port_and_status_snapshot() -> None:
@@ -88,11 +88,11 @@ async def test_close_all_connections_sends_320_and_robust_clients_come_back() ->
 
 async def test_close_all_connections_reply_is_connection_forced() -> None:
     async with Broker(port=0) as broker:
-        wire = await Wire.opened(broker.port)
+        raw = await RawAmqp.open(broker.url, channel=1)
         await broker.close_all_connections("maintenance")
         from pamqp import commands
 
-        close = await wire.expect(commands.Connection.Close)
+        close = await raw.expect(commands.Connection.Close)
         assert (close.reply_code, close.reply_text) == (320, "CONNECTION_FORCED - maintenance")
 
 
@@ -121,14 +121,51 @@ async def test_memory_alarm_blocks_publisher_and_lets_consumer_drain() -> None:
             assert (await queue.get(timeout=5)).body == b"held"
 
 
+async def test_disk_alarm_from_the_free_space_reading_blocks_and_releases_publishers() -> None:
+    free = {"bytes": 10**9}
+    paths: list[str] = []
+
+    def disk_free(path: str) -> int:
+        paths.append(path)
+        return free["bytes"]
+
+    async with Broker(port=0, disk_free_limit=50_000_000, disk_free=disk_free) as broker:
+        publisher = await aio_pika.connect(broker.url)
+        async with publisher:
+            channel = await publisher.channel()
+            queue = await channel.declare_queue("disk-q")
+            free["bytes"] = 1_000_000
+            broker.check_disk()
+            assert broker.status().alarms == ["disk"]
+            assert "disk: 1,000,000 bytes free, limit 50,000,000" in str(broker.status())
+            # the first publish is read, then the connection is no longer read (RabbitMQ blocks after it)
+            first = asyncio.ensure_future(channel.default_exchange.publish(aio_pika.Message(b"1"), "disk-q"))
+            for _ in range(100):
+                if any(c.state == "blocked" for c in broker.status().connections):
+                    break
+                await asyncio.sleep(0.02)
+            assert [c.state for c in broker.status().connections] == ["blocked"]
+            await asyncio.wait_for(first, 5)
+            held = asyncio.ensure_future(channel.default_exchange.publish(aio_pika.Message(b"2"), "disk-q"))
+            done, _ = await asyncio.wait([held], timeout=0.3)
+            assert not done, "a publish under the disk alarm waits"
+            free["bytes"] = 10**9  # the periodic check sees the space come back
+            await asyncio.wait_for(held, 5)
+            assert broker.status().alarms == []
+            assert (await queue.get(timeout=5)).body == b"1"
+            assert (await queue.get(timeout=5)).body == b"2"
+    assert paths
+    assert all(p == os.getcwd() for p in paths), "in memory, the working directory is measured"
+
+
 async def test_connection_limit_accepts_tcp_but_never_starts_amqp() -> None:
     async with Broker(port=0, max_connections=1) as broker:
         first = await aio_pika.connect(broker.url)
-        wire = await Wire.connect(broker.port)
-        wire.write(PROTOCOL_HEADER)
+        raw = await RawAmqp.connect(broker.url)
+        raw.send_bytes(PROTOCOL_HEADER)
         with pytest.raises(TimeoutError):
-            await asyncio.wait_for(wire.reader.read(100), 0.5)
-        await wire.close()
+            await asyncio.wait_for(raw.reader.read(100), 0.5)
+        await raw.close()
         await first.close()
         await asyncio.sleep(0.05)
         second = await aio_pika.connect(broker.url)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pamqp import commands, frame, header
 from pamqp.body import ContentBody
 
+from gear.broker.connection import CLOSE_TIMEOUT
 from tests.broker._harness import PROTOCOL_HEADER, Client, make_core, names, unvalidated
 
 
-def _declare(client: Client, name: str, channel: int = 1, **kwargs: object) -> None:
+def _declare(client: Client, name: str, channel: int = 1, **kwargs: Any) -> None:
     out = client.send(channel, commands.Queue.Declare(queue=name, **kwargs))
     assert isinstance(out[-1][1], commands.Queue.DeclareOk), out
 
@@ -378,7 +381,7 @@ def test_queue_argument_errors_use_rabbitmq_wording() -> None:
     client.handshake()
     client.open_channel(1)
     what = "queue 'q' in vhost '/'"
-    cases = [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"x-message-ttl": -1}, f"invalid arg 'x-message-ttl' for {what}: {{value_negative,-1}}"),
         ({"x-expires": 0}, f"invalid arg 'x-expires' for {what}: {{value_zero,0}}"),
         (
@@ -437,3 +440,52 @@ def test_server_methods_from_a_client_are_503() -> None:
     close = out[-1][1]
     assert isinstance(close, commands.Connection.Close)
     assert (close.reply_code, close.class_id, close.method_id) == (503, 60, 72)
+
+
+def _close(code: int = 200) -> commands.Connection.Close:
+    return commands.Connection.Close(reply_code=code, reply_text="bye", class_id=0, method_id=0)
+
+
+def test_client_close_is_answered_and_the_socket_left_to_the_client() -> None:
+    core, clock = make_core()
+    client = Client(core)
+    client.handshake()
+    client.open_channel(1)
+    client.send(1, commands.Queue.Declare(queue="mine", exclusive=True))
+    late = client.publish_bytes(1, "", "mine", b"late") + frame.marshal(commands.Channel.Open(), 2)
+    out = client.feed(frame.marshal(_close(), 0) + late)
+    assert names(out) == ["Connection.CloseOk"], "frames pipelined after close are discarded"
+    assert not client.conn.finished, "the client closes the socket"
+    assert "mine" not in core.vhosts["/"].queues, "exclusive queues go at close, as RabbitMQ"
+    assert core.status().connections == []
+    assert names(client.send(0, _close())) == ["Connection.CloseOk"], "a repeated close is answered again"
+    clock.now += CLOSE_TIMEOUT + 0.1
+    core.tick()
+    assert client.conn.finished, "the wait for the client is bounded"
+
+
+def test_crossed_closes_wait_for_the_clients_close_ok() -> None:
+    core, _ = make_core()
+    client = Client(core)
+    client.handshake()
+    out = client.send(1, commands.Basic.Qos())  # channel 1 never opened: 504, a connection error
+    assert names(out) == ["Connection.Close"]
+    assert names(client.send(0, _close())) == ["Connection.CloseOk"]
+    assert not client.conn.finished
+    client.send(0, commands.Connection.CloseOk())
+    assert client.conn.finished
+
+
+def test_channel_numbers_up_to_65535_open_while_the_count_is_below_channel_max() -> None:
+    core, _ = make_core(channel_max=2)
+    client = Client(core)
+    client.handshake(channel_max=2)
+    client.open_channel(65535)
+    client.open_channel(7)
+    out = client.send(9, commands.Channel.Open())
+    close = out[-1][1]
+    assert isinstance(close, commands.Connection.Close)
+    assert (close.reply_code, close.class_id, close.method_id) == (530, 20, 10)
+    assert close.reply_text == (
+        "NOT_ALLOWED - number of channels opened (2) has reached the negotiated channel_max (2)"
+    )

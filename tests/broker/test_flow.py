@@ -181,3 +181,46 @@ def test_a_large_backlog_goes_out_in_bounded_batches() -> None:
     assert len(batches) > 1
     assert max(batches) < OUTPUT_BATCH_LIMIT + 20_000
     assert sum(batches) > 300 * len(body)
+
+
+def test_disk_alarm_blocks_publishers_below_the_free_limit_and_clears_above() -> None:
+    core, _ = make_core(disk_free_limit=50_000_000)
+    publisher = Client(core)
+    _setup(publisher)
+    core.disk_free_changed(60_000_000)
+    assert core.status().alarms == []
+    core.disk_free_changed(49_999_999)
+    assert core.status().alarms == ["disk"]
+    out = publisher.feed(b"".join(publisher.publish_bytes(1, "", "q", b"m") for _ in range(2)))
+    assert names(out) == ["Connection.Blocked"]
+    assert out[0][1].reason == "low on disk"
+    assert not publisher.conn.reading
+    core.set_memory_alarm(True)  # a second alarm joins: still blocked, nothing more sent
+    assert core.status().alarms == ["memory", "disk"]
+    core.disk_free_changed(50_000_000)
+    assert publisher.turn() == []
+    core.set_memory_alarm(None)
+    assert names(publisher.turn()) == ["Connection.Unblocked"]
+    assert publisher.conn.reading
+    assert len(core.vhosts["/"].queues["q"].ready) == 2
+
+
+def test_both_alarms_name_both_resources_in_connection_blocked() -> None:
+    core, _ = make_core(disk_free_limit=1000)
+    publisher = Client(core)
+    _setup(publisher)
+    core.disk_free_changed(0)
+    core.set_memory_alarm(True)
+    out = publisher.publish(1, "", "q")
+    assert [m.reason for _, m in out] == ["low on memory & disk"]
+    status = core.status()
+    assert (status.disk_free, status.disk_free_limit) == (0, 1000)
+    assert "disk: 0 bytes free, limit 1,000" in str(status)
+    assert "ALARM: memory, disk" in str(status)
+
+
+def test_without_a_disk_free_limit_there_is_no_disk_alarm() -> None:
+    core, _ = make_core()
+    core.disk_free_changed(0)
+    assert core.status().alarms == []
+    assert "disk:" not in str(core.status())

@@ -232,7 +232,7 @@ def test_random_method_sequences_keep_the_core_consistent(steps: list[tuple[int,
         if client.conn.finished:
             break
         if isinstance(step, tuple) and step[0] == "tick":
-            clock.now += float(step[1])  # type: ignore[arg-type]
+            clock.now += float(step[1])
             core.tick()
             continue
         if isinstance(step, tuple):

@@ -11,8 +11,7 @@ import pytest
 from pamqp import commands, frame, header
 
 from gear.broker import Broker
-from tests.broker._harness import PROTOCOL_HEADER
-from tests.broker._wire import Wire
+from tests.raw_amqp import PROTOCOL_HEADER, WAIT, RawAmqp
 
 
 @pytest.fixture
@@ -31,9 +30,8 @@ async def _still_works(broker: Broker) -> None:
         assert message.body == b"ok"
 
 
-async def _expect_close(wire: Wire, code: int) -> None:
-    close = await wire.expect(commands.Connection.Close)
-    assert close.reply_code == code, close.reply_text
+async def _expect_close(raw: RawAmqp, code: int) -> None:
+    close = await raw.expect_connection_close(code, "a framing error closes the connection")
     assert close.reply_text.split(" - ")[0] in (
         "FRAME_ERROR",
         "UNEXPECTED_FRAME",
@@ -42,8 +40,6 @@ async def _expect_close(wire: Wire, code: int) -> None:
         "NOT_IMPLEMENTED",
         "SYNTAX_ERROR",
     )
-    wire.send(0, commands.Connection.CloseOk())
-    assert await wire.closed()
 
 
 def _method(channel: int, payload: bytes, frame_type: int = 1, end: bytes = b"\xce") -> bytes:
@@ -67,58 +63,60 @@ def _method(channel: int, payload: bytes, frame_type: int = 1, end: bytes = b"\x
 async def test_framing_errors_close_the_connection_with_the_code(
     server: Broker, rule: str, data: bytes, code: int
 ) -> None:
-    wire = await Wire.opened(server.port)
-    wire.write(data)
-    await _expect_close(wire, code)
+    raw = await RawAmqp.open(server.url, channel=1)
+    raw.send_bytes(data)
+    await _expect_close(raw, code)
     await _still_works(server)
 
 
 async def test_method_between_publish_and_header_is_505(server: Broker) -> None:
-    wire = await Wire.opened(server.port)
-    wire.send(1, commands.Basic.Publish(exchange="", routing_key="q"))
-    wire.send(1, commands.Basic.Qos(prefetch_count=1))
-    await _expect_close(wire, 505)
+    raw = await RawAmqp.open(server.url, channel=1)
+    raw.send(1, commands.Basic.Publish(exchange="", routing_key="q"))
+    raw.send(1, commands.Basic.Qos(prefetch_count=1))
+    await _expect_close(raw, 505)
 
 
 async def test_bad_protocol_header_gets_amqp_0_9_1_header_then_close(server: Broker) -> None:
-    wire = await Wire.connect(server.port)
-    wire.write(b"AMQP\x00\x00\x0a\x00")
-    data = await asyncio.wait_for(wire.reader.read(100), 5)
-    assert data == PROTOCOL_HEADER
-    assert await wire.closed()
-    wire = await Wire.connect(server.port)
-    wire.write(b"GET / HTTP/1.1\r\n\r\n")
-    assert await asyncio.wait_for(wire.reader.read(100), 5) == PROTOCOL_HEADER
-    assert await wire.closed()
+    for greeting in (b"AMQP\x00\x00\x0a\x00", b"GET / HTTP/1.1\r\n\r\n"):
+        raw = await RawAmqp.connect(server.url)
+        raw.send_bytes(greeting)
+        assert await raw.wait_eof("a bad header gets our header, then the socket closes") == PROTOCOL_HEADER
 
 
 async def test_truncated_frame_then_disconnect_leaves_broker_healthy(server: Broker) -> None:
-    wire = await Wire.opened(server.port)
+    raw = await RawAmqp.open(server.url, channel=1)
     publish = frame.marshal(commands.Basic.Publish(exchange="", routing_key="q"), 1)
     content = frame.marshal(header.ContentHeader(0, 1000), 1)
-    wire.write(publish + content + b"\x03\x00\x01\x00\x00\x03\xe8" + b"x" * 10)
-    await wire.close()
+    raw.send_bytes(publish + content + b"\x03\x00\x01\x00\x00\x03\xe8" + b"x" * 10)
+    await raw.close()
     await _still_works(server)
     assert not [c for c in server.status().connections if c.state != "running"]
 
 
 async def test_body_larger_than_announced_size_is_501(server: Broker) -> None:
-    wire = await Wire.opened(server.port)
-    wire.send(1, commands.Basic.Publish(exchange="", routing_key="q"))
-    wire.write(frame.marshal(header.ContentHeader(0, 2), 1) + _method(1, b"abcd", frame_type=3))
-    await _expect_close(wire, 501)
+    raw = await RawAmqp.open(server.url, channel=1)
+    raw.send(1, commands.Basic.Publish(exchange="", routing_key="q"))
+    raw.send_bytes(frame.marshal(header.ContentHeader(0, 2), 1) + _method(1, b"abcd", frame_type=3))
+    await _expect_close(raw, 501)
 
 
-async def test_client_close_gets_close_ok_and_the_socket_closes(server: Broker) -> None:
-    wire = await Wire.opened(server.port)
-    wire.send(0, commands.Connection.Close(reply_code=200, reply_text="bye", class_id=0, method_id=0))
-    await wire.expect(commands.Connection.CloseOk)
-    assert await wire.closed()
+async def test_client_close_gets_close_ok_and_the_client_closes_the_socket(server: Broker) -> None:
+    raw = await RawAmqp.open(server.url, channel=1)
+    raw.send(0, commands.Connection.Close(reply_code=200, reply_text="bye", class_id=0, method_id=0))
+    await raw.expect(commands.Connection.CloseOk)
+    assert server.status().connections == [], "a closing connection is gone from the status view"
+    assert len(server.protocols) == 1, "the server waits for the client to close the socket"
+    await raw.close()
+    for _ in range(int(WAIT / 0.01)):
+        if not server.protocols:
+            break
+        await asyncio.sleep(0.01)
+    assert not server.protocols, "the client's socket close ends the connection"
 
 
 async def test_silent_client_is_dropped_after_two_heartbeat_intervals(server: Broker) -> None:
-    wire = await Wire.opened(server.port, heartbeat_s=1)
+    raw = await RawAmqp.open(server.url, heartbeat_s=1, channel=1)
     # the server sends heartbeats while we stay silent, then gives up on us
-    channel, obj = await wire.read_frame()
+    channel, obj = await raw.read_frame()
     assert (channel, type(obj).__name__) == (0, "Heartbeat")
-    assert await wire.closed()
+    await raw.wait_eof("a silent client is dropped")

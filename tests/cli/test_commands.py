@@ -296,3 +296,40 @@ def test_ctrl_c_while_waiting_exits_130(running: Running, slow: Any) -> None:
         code, _out, err = _stop(proc, signal.SIGINT)
     assert code == ExitCode.INTERRUPTED, err
     assert err.rstrip().endswith("gear: interrupted")
+
+
+def test_broker_takes_message_size_and_disk_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gear.broker
+    from gear.broker import BrokerConfig
+
+    seen: list[BrokerConfig] = []
+
+    async def serve(config: BrokerConfig, on_ready: Any = None) -> None:
+        seen.append(config)
+
+    monkeypatch.setattr(gear.broker, "serve", serve)
+    result = run_cli("broker", "--port", "0", "--max-message-size", "128MiB", "--disk-free-limit", "50MB")
+    assert result.exit_code == 0, result.output
+    assert (seen[0].max_message_size, seen[0].disk_free_limit) == (128 * 1024**2, 50_000_000)
+    run_cli("broker", "--port", "0")
+    assert (seen[1].max_message_size, seen[1].disk_free_limit) == (16 * 1024**2, None)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--max-message-size", "lots"], "expected a size"),
+        (["--max-message-size", "1GiB"], "max_message_size must be in 1..536870912"),
+        (["--disk-free-limit", "0"], "expected a size"),
+    ],
+)
+def test_broker_rejects_bad_sizes(args: list[str], message: str) -> None:
+    result = run_cli("broker", "--port", "0", *args)
+    assert result.exit_code == ExitCode.USAGE, result.output
+    assert message in " ".join(result.output.split())
+
+
+def test_broker_help_states_rabbitmq_size_defaults() -> None:
+    text = " ".join(run_cli("broker", "--help").stdout.split())
+    assert "16MiB in 4.x and was 128MiB in 3.x" in text
+    assert "--disk-free-limit" in text

@@ -66,7 +66,7 @@ class ClusterHandle:
     def urls_from(self, n: int) -> list[str]:
         """All three URLs, starting at node ``n``: an instance given this list connects to node ``n``
         and fails over to the next ones (places instances one per node)."""
-        return [*self.urls[n - 1:], *self.urls[:n - 1]]
+        return [*self.urls[n - 1 :], *self.urls[: n - 1]]
 
     def number_of(self, node: str) -> int:
         """Node number (1..3) of an Erlang node name."""

@@ -12,6 +12,7 @@ Recovery times and redeliveries are printed; ``benchmarks/cluster.py`` measures 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -43,8 +44,14 @@ class HA:
 
     def _settings(self) -> dict[str, Any]:
         return {
-            "exchange": self.exchange, "quorum": True, "spread_urls": False, "failback_interval": 1.0,
-            "reconnect_initial": 0.05, "timeout": 5.0, "connect_wait": 30.0, "drain_timeout": 2.0,
+            "exchange": self.exchange,
+            "quorum": True,
+            "spread_urls": False,
+            "failback_interval": 1.0,
+            "reconnect_initial": 0.05,
+            "timeout": 5.0,
+            "connect_wait": 30.0,
+            "drain_timeout": 2.0,
             "instance_queue_ttl": 120.0,
         }
 
@@ -53,8 +60,9 @@ class HA:
             svc = gear.Service(self.type_, host, url=self.cluster.urls_from(n), **self._settings())
             serve_workload(svc, self.ledger)
             self.servers.append(svc)
-        self.client = gear.Service(unique("WEB"), "w1", url=self.cluster.urls_from(2), serve=False,
-                                   **self._settings())
+        self.client = gear.Service(
+            unique("WEB"), "w1", url=self.cluster.urls_from(2), serve=False, **self._settings()
+        )
         await asyncio.gather(*(s.start() for s in [*self.servers, self.client]))
 
     def on_node(self, n: int) -> bool:
@@ -63,12 +71,21 @@ class HA:
 
     def workload(self) -> Workload:
         assert self.client is not None
-        return Workload(self.client, self.type_, self.ledger, hosts=HOSTS, concurrency=6,
-                        call_timeout=3.0, gather_every=10, broadcast=True)
+        return Workload(
+            self.client,
+            self.type_,
+            self.ledger,
+            hosts=HOSTS,
+            concurrency=6,
+            call_timeout=3.0,
+            gather_every=10,
+            broadcast=True,
+        )
 
     async def stop(self) -> None:
-        await asyncio.gather(*(s.stop() for s in [*self.servers, *filter(None, [self.client])]),
-                             return_exceptions=True)
+        await asyncio.gather(
+            *(s.stop() for s in [*self.servers, *filter(None, [self.client])]), return_exceptions=True
+        )
 
 
 @pytest.fixture
@@ -101,6 +118,10 @@ FORMS = (*(f"p2p:{h}" for h in HOSTS), "stateless", "multicast", "broadcast")
 
 
 @pytest.mark.parametrize(("loss", "node"), [("stop_app", 1), ("kill", 1), ("stop_app", 2), ("kill", 3)])
+def _recovered(ha: HA, lost_at: float, form: str) -> bool:
+    return ha.ledger.recovery(lost_at, form) is not None
+
+
 async def test_losing_a_node_under_load(ha: HA, loss: str, node: int) -> None:
     """Node 1 or 3 holds a server (and quorum leaders declared there); node 2 also holds the caller."""
     await ha.start()
@@ -111,8 +132,11 @@ async def test_losing_a_node_under_load(ha: HA, loss: str, node: int) -> None:
         lost_at = loop.time()
         await (ha.cluster.stop_app(node) if loss == "stop_app" else ha.cluster.kill(node))
         for form in FORMS:
-            await eventually(lambda f=form: ha.ledger.recovery(lost_at, f) is not None, limit=30,
-                             what=f"{form} served again")
+            await eventually(
+                functools.partial(_recovered, ha, lost_at, form),
+                limit=30,
+                what=f"{form} served again",
+            )
         recovery = {form: round(ha.ledger.recovery(lost_at, form) or 0.0, 2) for form in FORMS}
         assert max(recovery.values()) <= RECOVERY_LIMIT, recovery
         await asyncio.sleep(1.0)

@@ -18,7 +18,7 @@ from tests.conftest import unique
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
 PERSISTENT = spec.Basic.Properties(delivery_mode=2)
-QUORUM = {"x-queue-type": "quorum"}
+QUORUM: dict[str, Any] = {"x-queue-type": "quorum"}
 
 
 async def _channel(url: str) -> aiormq.abc.AbstractChannel:
@@ -108,8 +108,9 @@ async def test_a_quorum_queue_serves_while_its_leader_node_is_down_and_the_node_
     leader = cluster.number_of(info["leader"])
     survivor = cluster.urls[leader % 3]  # the next node
     sender = await _channel(survivor)
-    assert isinstance(await sender.basic_publish(b"before", routing_key=quorum_queue, properties=PERSISTENT),
-                      spec.Basic.Ack)
+    assert isinstance(
+        await sender.basic_publish(b"before", routing_key=quorum_queue, properties=PERSISTENT), spec.Basic.Ack
+    )
     await sender.connection.close()
 
     await (cluster.stop_app(leader) if loss == "stop_app" else cluster.kill(leader))
@@ -144,7 +145,7 @@ def _where_server(type_: str, host: str, **kw: Any) -> gear.Service:
 
 async def test_gear_instances_on_different_nodes_reach_each_other(cluster: ClusterHandle) -> None:
     type_, exchange = unique("CSMOKE"), unique("gear-cluster-smoke-")
-    common = {"exchange": exchange, "quorum": True, "timeout": 10.0, "connect_wait": 20.0}
+    common: dict[str, Any] = {"exchange": exchange, "quorum": True, "timeout": 10.0, "connect_wait": 20.0}
     servers = [_where_server(type_, f"h{n}", url=cluster.urls_from(n), **common) for n in (1, 2, 3)]
     caller = gear.Service(unique("CCALL"), "c1", url=cluster.urls_from(2), serve=False, **common)
     try:

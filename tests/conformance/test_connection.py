@@ -11,8 +11,8 @@ import pytest
 from pamqp import commands, heartbeat
 
 from tests.backends import BrokerHandle
-from tests.conformance._raw import RawAmqp, ServerClosedError
-from tests.conformance._support import WAIT
+from tests.conformance._support import QUIET, WAIT
+from tests.raw_amqp import RawAmqp, ServerClosedError
 
 
 def _with_credentials(url: str, user: str, password: str) -> str:
@@ -48,6 +48,60 @@ async def test_opening_more_channels_than_channel_max_is_530(broker: BrokerHandl
         await raw.open_channel(1)
         raw.send(2, commands.Channel.Open())
         await raw.expect_connection_close(530, "channel beyond the negotiated channel_max")
+    finally:
+        await raw.close()
+
+
+async def test_channel_max_counts_open_channels_not_channel_numbers(broker: BrokerHandle) -> None:
+    """channel_max limits how many channels are open, not their numbers: with channel_max 2, channels
+    65535 and 1 open, a third is 530 with RabbitMQ's count text; after a close, 70 opens."""
+    raw = await RawAmqp.open(broker.url, channel_max=2)
+    try:
+        await raw.open_channel(65535)
+        await raw.open_channel(1)
+        raw.send(1, commands.Channel.Close(reply_code=200, reply_text="bye", class_id=0, method_id=0))
+        await raw.expect(commands.Channel.CloseOk)
+        await raw.open_channel(70)
+        raw.send(300, commands.Channel.Open())
+        close = await raw.expect_connection_close(530, "a third channel with channel_max 2")
+        assert close.reply_text == (
+            "NOT_ALLOWED - number of channels opened (2) has reached the negotiated channel_max (2)"
+        ), close.reply_text
+    finally:
+        await raw.close()
+
+
+async def test_close_after_pipelined_publishes_gets_close_ok_and_the_client_closes(
+    broker: BrokerHandle,
+) -> None:
+    """Publishes and connection.close in one write: the client reads its close-ok (not a reset), and
+    the server leaves closing the socket to the client (RabbitMQ's close handshake)."""
+    raw = await RawAmqp.open(broker.url)
+    try:
+        await raw.open_channel(1)
+        for n in range(200):
+            raw.publish(1, "", "gear-no-such-queue", b"x" * (n % 7) * 1000)
+        raw.send(0, commands.Connection.Close(reply_code=200, reply_text="bye", class_id=0, method_id=0))
+        await raw.expect(commands.Connection.CloseOk)
+        with pytest.raises(TimeoutError):  # the socket stays open: the server waits for the client
+            await raw.read_frame(QUIET)
+    finally:
+        await raw.close()
+
+
+async def test_frames_after_close_are_discarded_until_close_ok(broker: BrokerHandle) -> None:
+    """After the server's connection.close, frames other than close/close-ok are ignored; close-ok ends
+    the connection."""
+    raw = await RawAmqp.open(broker.url)
+    try:
+        await raw.open_channel(1)
+        raw.send(1, commands.Channel.Open())  # already open: 504 CHANNEL_ERROR, a connection error
+        _, close = await raw.read_frame(WAIT)
+        assert isinstance(close, commands.Connection.Close), close
+        raw.publish(1, "", "gear-no-such-queue", b"late")
+        raw.send(2, commands.Channel.Open())
+        raw.send(0, commands.Connection.CloseOk())
+        assert await raw.wait_eof("close-ok ends the close handshake") == b""
     finally:
         await raw.close()
 

@@ -10,8 +10,8 @@ from typing import Any
 from pamqp import commands
 
 from tests.backends import BrokerHandle
-from tests.conformance._raw import RawAmqp
 from tests.conformance._support import WAIT, Amqp, Inbox, msg
+from tests.raw_amqp import RawAmqp
 
 #: How long a publish is watched to show it is held back by the alarm (a semantic bound, not a timing claim).
 STALL = 1.5

@@ -10,8 +10,8 @@ from pamqp import body as content_body
 from pamqp import commands, frame, header
 
 from tests.backends import BrokerHandle
-from tests.conformance._raw import PROTOCOL_HEADER, RawAmqp
 from tests.conformance._support import REPLY_NAMES
+from tests.raw_amqp import PROTOCOL_HEADER, RawAmqp
 
 NINE_CAPABILITIES = (
     "publisher_confirms",

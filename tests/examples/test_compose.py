@@ -147,7 +147,11 @@ def test_docker_compose_accepts_the_file() -> None:
         pytest.skip("no docker-compose: scripts/docker_engine.py start installs Debian's")
     done = subprocess.run(
         [compose, "-f", str(ROOT / "docker-compose.yml"), "config", "--services"],
-        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     assert {"rabbitmq", "repo1", "repo2", "repo3", "ctrl1", "ctrl2", "web"} <= set(done.stdout.split())

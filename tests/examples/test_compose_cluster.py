@@ -22,7 +22,7 @@ CONF_IN_NODE = "/etc/rabbitmq/conf.d/20-cluster.conf"
 @pytest.fixture(scope="module")
 def services() -> dict[str, dict[str, Any]]:
     data = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
-    return data["services"]  # type: ignore[no-any-return]
+    return data["services"]
 
 
 def _in_profile(services: dict[str, dict[str, Any]], profile: str | None) -> dict[str, dict[str, Any]]:
@@ -90,9 +90,7 @@ def test_every_instance_has_a_cluster_twin_with_all_urls_and_quorum(
 
 
 def test_no_two_services_publish_the_same_host_port(services: dict[str, dict[str, Any]]) -> None:
-    published = [
-        re.split(r":", port)[-2] for spec in services.values() for port in spec.get("ports", [])
-    ]
+    published = [re.split(r":", port)[-2] for spec in services.values() for port in spec.get("ports", [])]
     assert len(published) == len(set(published)), sorted(published)
 
 
@@ -102,7 +100,11 @@ def test_docker_compose_accepts_the_cluster_profile() -> None:
         pytest.skip("no docker-compose (Debian: apt-get install docker-compose)")
     done = subprocess.run(
         [compose, "-f", str(ROOT / "docker-compose.yml"), "--profile", "cluster", "config", "--services"],
-        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     assert {*NODES, "ha-web", "ha-repo1", "ha-ctrl1"} <= set(done.stdout.split())

@@ -227,8 +227,19 @@ def test_the_cli_service_lists_the_instances_and_gets_typed_errors(composed: Com
     )
     assert missing.returncode == 7, missing.stdout + missing.stderr  # METHOD_NOT_FOUND
     unroutable = composed.compose(
-        "run", "--rm", "cli", "gear", "call", "REPO.nohost", "get", "-d", payload, "-t", "1",
-        timeout=180, check=False,
+        "run",
+        "--rm",
+        "cli",
+        "gear",
+        "call",
+        "REPO.nohost",
+        "get",
+        "-d",
+        payload,
+        "-t",
+        "1",
+        timeout=180,
+        check=False,
     )
     assert unroutable.returncode == 5, unroutable.stdout + unroutable.stderr  # UNROUTABLE
 

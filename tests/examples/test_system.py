@@ -13,8 +13,15 @@ async def test_scenario_holds_on_every_routing_form(broker: BrokerHandle, system
         outcome = await run_scenario(system, lines.append)
     failed = [name for name, passed in outcome.checks.items() if not passed]
     assert not failed, "\n".join(lines)
-    for section in ("point-to-point", "stateless", "multicast", "broadcast", "errors", "plain handler",
-                    "deadlines"):
+    for section in (
+        "point-to-point",
+        "stateless",
+        "multicast",
+        "broadcast",
+        "errors",
+        "plain handler",
+        "deadlines",
+    ):
         assert any(section in line for line in lines), section
 
 

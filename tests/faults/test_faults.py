@@ -147,8 +147,10 @@ async def test_bad_input_is_one_callers_problem(rig: Rig) -> None:
     limit = 1024 * 1024
     if not rig.broker.is_reference:
         if not rig.broker.may_disrupt:
-            pytest.skip("lowering a shared RabbitMQ's max_message_size affects its other users; "
-                        "set GEAR_TEST_DISRUPTIVE=1")
+            pytest.skip(
+                "lowering a shared RabbitMQ's max_message_size affects its other users; "
+                "set GEAR_TEST_DISRUPTIVE=1"
+            )
         await asyncio.to_thread(
             rig.broker._rabbitmqctl, ["eval", f"application:set_env(rabbit, max_message_size, {limit})."]
         )
@@ -208,7 +210,7 @@ async def _bad_input(rig: Rig, broker_limit: int) -> None:
 async def test_reconnect_supervisor_survives_an_injected_exception(
     rig: Rig, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    real = gear.reconnect.open_link
+    real = gear.reconnect.open_link  # type: ignore[attr-defined]  # patched where reconnect looks it up
     armed = {"left": 0}
 
     async def sometimes_broken(*args: Any, **kw: Any) -> Any:
@@ -266,7 +268,6 @@ async def test_queues_deleted_behind_the_services_backs(rig: Rig) -> None:
     rig.report("TYPE and TYPE.HOST queues deleted", recovery_s=round(recovery, 2))
 
 
-
 async def test_a_nack_is_retried_on_a_fresh_channel_then_not_confirmed(rig: Rig) -> None:
     """Nacks are transient during a cluster node loss (and a channel opened during a quorum leader
     election stays nacked): a nacked message is tried twice more, each time on a fresh publish channel;
@@ -293,8 +294,11 @@ async def test_a_nack_is_retried_on_a_fresh_channel_then_not_confirmed(rig: Rig)
             await asyncio.sleep(0.3)
         nacks = tracer.named(EventName.NACK)
         assert len(nacks) == 3
-        retries = [e for e in tracer.named(EventName.REPUBLISH) if e.attributes.model_dump(by_alias=True)
-                   .get(Attr.REPUBLISH_REASON) == "nack"]
+        retries = [
+            e
+            for e in tracer.named(EventName.REPUBLISH)
+            if e.attributes.model_dump(by_alias=True).get(Attr.REPUBLISH_REASON) == "nack"
+        ]
         assert len(retries) == 2
         assert sender.stats["reconnects"] == 0
         assert await sender.rpc.call(f"{rig.type_}.h1", "wl.echo", 7) == 7

@@ -67,7 +67,7 @@ async def _full_queue(url: str, exchange: str, routing_key: str, queue: str) -> 
     connection = await aiormq.connect(url)
     try:
         channel = await connection.channel()
-        args = {"x-max-length": 0, "x-overflow": "reject-publish"}
+        args: dict[str, Any] = {"x-max-length": 0, "x-overflow": "reject-publish"}
         await channel.queue_declare(queue, arguments=args, auto_delete=False)
         await channel.queue_bind(queue, exchange, routing_key=routing_key)
     finally:
@@ -163,7 +163,11 @@ async def _run_scenario(broker: BrokerHandle, traces: Path, record: Record) -> d
             await record.call(web, repo, "type_host", address, "put", 7)
             # replies still in flight are counted before the instances stop
             await eventually(lambda: web.stats["calls_in_flight"] == 0, what="no call in flight")
-            stats = {"web": dict(web.stats), "repo": dict(server.stats), "names": {"web": web.identity}}
+            stats: dict[str, dict[str, Any]] = {
+                "web": dict(web.stats),
+                "repo": dict(server.stats),
+                "names": {"web": web.identity},
+            }
         finally:
             await fleet.stop()
             for tracer in tracers.values():
@@ -215,8 +219,8 @@ async def test_every_table_matches_what_the_test_saw(
     assert rates[(callee_full, "type")]["nacks"] >= 1  # the publisher may retry a nack before giving up
     assert sum(r["calls"] for r in rates.values()) == sum(record.outcomes.values())
 
-    timeline = Counter()
-    errors = Counter()
+    timeline: Counter[str] = Counter()
+    errors: Counter[str] = Counter()
     for r in tables["timeline"]:
         timeline[r["callee"]] += r["calls"]
         errors[r["callee"]] += r["errors"]

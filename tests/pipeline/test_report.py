@@ -80,6 +80,7 @@ def test_arrowheads_keep_their_size_and_end_on_the_target() -> None:
         end = edge.get("d", "").split("L")[-1]
         x, y = (float(v) for v in end.split(","))
         box = boxes[edge.get("data-to")]
+        assert box is not None, f"an edge ends at a node: {edge.get('data-to')}"
         bx, by = float(box.get("x", 0)), float(box.get("y", 0))
         bw, bh = float(box.get("width", 0)), float(box.get("height", 0))
         on_side = bx - 0.1 <= x <= bx + bw + 0.1 and by - 0.1 <= y <= by + bh + 0.1

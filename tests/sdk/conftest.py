@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
+import aiormq
 import pytest
 
 import gear
@@ -43,23 +45,23 @@ class Fleet:
         await asyncio.gather(*(s.stop() for s in self.services), return_exceptions=True)
         if not self.broker.is_reference:  # leave nothing behind on a shared RabbitMQ
             names = {q.name for s in self.services for q in s.topology.queues}
-            await _delete_queues(self.broker.url, names, self.exchange)
+            with contextlib.suppress(Exception):  # best effort: the test's verdict is already in
+                await delete_queues(self.broker.url, sorted(names), exchange=self.exchange)
 
 
-async def _delete_queues(url: str, names: set[str], exchange: str) -> None:
-    import aiormq
+async def delete_queues(url: str, names: Iterable[str], *, exchange: str | None = None) -> None:
+    """Delete the queues ``names`` in order (then ``exchange``, if given) on the broker at ``url``.
 
-    try:
-        conn = await aiormq.connect(url)
-    except Exception:
-        return
+    Raises:
+        Exception: whatever the connection or a deletion raised (aiormq's errors).
+    """
+    conn = await aiormq.connect(url)
     try:
         ch = await conn.channel()
-        for name in sorted(names):
+        for name in names:
             await ch.queue_delete(queue=name)
-        await ch.exchange_delete(exchange=exchange)
-    except Exception:
-        pass
+        if exchange is not None:
+            await ch.exchange_delete(exchange=exchange)
     finally:
         await conn.close()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from typing import Any
 
 import pytest
@@ -53,7 +54,7 @@ async def test_forced_close_during_a_stream_of_calls(fleet: Fleet, via: str) -> 
 
         stream = asyncio.gather(*(one(i) for i in range(300)))
         for mark in (60, 180):
-            await eventually(lambda m=mark: len(results) >= m, limit=20)
+            await eventually(functools.partial(_at_least, results, mark), limit=20)
             await _cut(fleet.broker, proxy, via)
         await asyncio.wait_for(stream, 40)
         assert sorted(results) == list(range(300))  # nothing lost, nothing hung
@@ -66,8 +67,14 @@ async def test_publishes_wait_for_a_reconnect(fleet: Fleet) -> None:
     repo = unique("REPO")
     _echo_server(fleet, repo, "h1")
     async with TCPProxy.for_url(fleet.broker.url) as proxy:
-        web = fleet.service(unique("WEB"), "w1", url=proxy.url(fleet.broker.url), serve=False,
-                            reconnect_initial=0.05, reconnect_max=0.2)
+        web = fleet.service(
+            unique("WEB"),
+            "w1",
+            url=proxy.url(fleet.broker.url),
+            serve=False,
+            reconnect_initial=0.05,
+            reconnect_max=0.2,
+        )
         await fleet.start()
         assert await web.rpc.call(f"{repo}.h1", "echo", 1) == 1
         proxy.mode = ProxyMode.REFUSE
@@ -96,8 +103,9 @@ async def test_handshake_timeout_with_a_silent_server(broker: BrokerHandle) -> N
         assert not svc.connected
 
         # with a list of URLs, the silent one is skipped and the next broker is used
-        web = gear.Service(unique("WEB"), "w2", url=[silent.url(), broker.url], handshake_timeout=0.3,
-                           serve=False)
+        web = gear.Service(
+            unique("WEB"), "w2", url=[silent.url(), broker.url], handshake_timeout=0.3, serve=False
+        )
         async with web:
             assert web.connected
 
@@ -180,9 +188,14 @@ async def test_idempotency_window_drops_duplicates(fleet: Fleet) -> None:
     loop = asyncio.get_running_loop()
     for method in ("reload", "plain"):
         for _ in range(3):  # the same request id three times, as a redelivery or a retry would
-            msg = Outgoing(routing_key=f"{repo}.h1", address=f"{repo}.h1", body=b"7",
-                           request_id=f"{method[:4]}000000000001", kind=Kind.CAST.value,
-                           headers={METHOD: method})
+            msg = Outgoing(
+                routing_key=f"{repo}.h1",
+                address=f"{repo}.h1",
+                body=b"7",
+                request_id=f"{method[:4]}000000000001",
+                kind=Kind.CAST.value,
+                headers={METHOD: method},
+            )
             await web._publisher.publish(msg, loop.time() + 5)
     await eventually(lambda: runs["plain"] == 3)
     await eventually(lambda: server.stats["duplicates"] == 2)
@@ -225,8 +238,15 @@ async def test_failback_to_the_first_choice_broker() -> None:
     await first.start()
     await second.start()
     repo = unique("REPO")
-    svc = gear.Service(repo, "h1", url=[first.url, second.url], failback_interval=0.2,
-                       reconnect_initial=0.05, connect_wait=5, drain_timeout=1)
+    svc = gear.Service(
+        repo,
+        "h1",
+        url=[first.url, second.url],
+        failback_interval=0.2,
+        reconnect_initial=0.05,
+        connect_wait=5,
+        drain_timeout=1,
+    )
     svc.handler("echo")(_echo)
     try:
         await svc.start()
@@ -252,3 +272,7 @@ async def test_failback_to_the_first_choice_broker() -> None:
 
 async def _echo(n: int) -> int:
     return n
+
+
+def _at_least(results: list[int], count: int) -> bool:
+    return len(results) >= count

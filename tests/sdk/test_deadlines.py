@@ -82,9 +82,13 @@ async def test_expired_requests_are_dropped_by_the_server(fleet: Fleet) -> None:
         ch = await conn.channel()
         for tag, deadline in (("stale", time.time() - 5), ("fresh", time.time() + 30)):
             await ch.basic_publish(
-                b'"%s"' % tag.encode(), exchange=fleet.exchange, routing_key=f"{repo}.h1",
+                b'"%s"' % tag.encode(),
+                exchange=fleet.exchange,
+                routing_key=f"{repo}.h1",
                 properties=aiormq.spec.Basic.Properties(
-                    message_type="gear.call", correlation_id=tag + "0" * 11, app_id="TEST.t1",
+                    message_type="gear.call",
+                    correlation_id=tag + "0" * 11,
+                    app_id="TEST.t1",
                     headers={METHOD: "work", DEADLINE: int(deadline * 1000)},
                 ),
             )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import json
 import time
@@ -19,6 +20,10 @@ from tests.conftest import unique
 from tests.sdk.conftest import Fleet, eventually
 
 
+def _has_replies(peer: RawPeer, count: int) -> bool:
+    return len(peer.replies) == count
+
+
 class RawPeer:
     """A hand-rolled caller: publishes Gear requests with a chosen request id, reads the replies."""
 
@@ -29,17 +34,29 @@ class RawPeer:
         self.replies: list[tuple[str, Any]] = []
 
     async def request(
-        self, address: str, method: str, payload: Any, request_id: str, *, kind: str = "gear.call",
+        self,
+        address: str,
+        method: str,
+        payload: Any,
+        request_id: str,
+        *,
+        kind: str = "gear.call",
         timeout: float = 10.0,  # noqa: ASYNC109 - the request's deadline
     ) -> None:
         headers: dict[str, Any] = {METHOD: method}
         if kind != "gear.cast":
             headers[DEADLINE] = int((time.time() + timeout) * 1000)
         await self.channel.basic_publish(
-            json.dumps(payload).encode(), exchange=self.exchange, routing_key=address,
+            json.dumps(payload).encode(),
+            exchange=self.exchange,
+            routing_key=address,
             properties=aiormq.spec.Basic.Properties(
-                message_type=kind, correlation_id=request_id, message_id=f"{request_id}.1",
-                app_id="RAW.r1", reply_to=None if kind == "gear.cast" else self.reply_key, headers=headers,
+                message_type=kind,
+                correlation_id=request_id,
+                message_id=f"{request_id}.1",
+                app_id="RAW.r1",
+                reply_to=None if kind == "gear.cast" else self.reply_key,
+                headers=headers,
             ),
         )
 
@@ -54,6 +71,7 @@ async def raw_peer(fleet: Fleet) -> AsyncIterator[RawPeer]:
         ch = await conn.channel()
         key = unique("RAW.")
         queue = (await ch.queue_declare(exclusive=True)).queue
+        assert queue is not None
         await ch.queue_bind(queue, fleet.exchange, routing_key=key)
         peer = RawPeer(ch, fleet.exchange, key)
 
@@ -160,7 +178,7 @@ async def test_the_window_is_bounded(fleet: Fleet) -> None:
     async with raw_peer(fleet) as peer:
         for n, rid in enumerate(("e000000000000001", "e000000000000002", "e000000000000003")):
             await peer.request(f"{repo}.h1", "work", n, rid)
-            await eventually(lambda n=n: len(peer.replies) == n + 1)
+            await eventually(functools.partial(_has_replies, peer, n + 1))
         assert svc.stats["duplicate_window_evicted"] == 1  # the third pushed the first out early
         await peer.request(f"{repo}.h1", "work", 0, "e000000000000001")  # forgotten: runs again
         await peer.request(f"{repo}.h1", "work", 2, "e000000000000003")  # remembered: does not

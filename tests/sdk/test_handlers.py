@@ -134,8 +134,12 @@ async def test_plain_handlers_make_nested_calls_through_the_sync_facade(fleet: F
         confirmed = c.rpc.sync.cast(f"{repo}.h2", "note", key)
         replies = c.rpc.sync.gather(f"{repo}.*", "status", expected=2)
         inner = c.rpc.sync.call(f"{ctrl}.c1", "inner", key)  # this instance's own loop answers it
-        return {"value": item.value, "cast": confirmed, "census": sorted(r.result for r in replies),
-                "inner": inner}
+        return {
+            "value": item.value,
+            "cast": confirmed,
+            "census": sorted(r.result for r in replies),
+            "inner": inner,
+        }
 
     @c.handler("inner")
     async def inner(key: str) -> str:

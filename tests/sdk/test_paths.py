@@ -74,8 +74,9 @@ async def test_each_attempt_has_its_own_message_id_on_the_wire(fleet: Fleet) -> 
             return n * 10
 
     async with TCPProxy.for_url(fleet.broker.url) as proxy, raw_channel(fleet.broker.url) as ch:
-        web = fleet.service(unique("WEB"), "w1", url=proxy.url(fleet.broker.url), serve=False,
-                            reconnect_initial=0.05)
+        web = fleet.service(
+            unique("WEB"), "w1", url=proxy.url(fleet.broker.url), serve=False, reconnect_initial=0.05
+        )
         await fleet.start()
         tap = (await ch.queue_declare(exclusive=True)).queue
         await ch.queue_bind(tap, fleet.exchange, routing_key="#")  # an operator's tap on everything
@@ -111,16 +112,18 @@ async def test_failover_to_the_next_url_while_reconnecting(fleet: Fleet) -> None
         second = second_proxy.url(fleet.broker.url)
         urls = [first, second]
         repo = unique("REPO")
-        servers = [fleet.service(repo, h, url=urls, reconnect_initial=0.05, reconnect_max=0.2)
-                   for h in ("h1", "h2")]
+        servers = [
+            fleet.service(repo, h, url=urls, reconnect_initial=0.05, reconnect_max=0.2) for h in ("h1", "h2")
+        ]
         for svc in servers:
 
             @svc.handler("where")
             async def where(_: Any = None, _h: str = svc.host) -> str:
                 return _h
 
-        web = fleet.service(unique("WEB"), "w1", url=urls, serve=False, reconnect_initial=0.05,
-                            reconnect_max=0.2)
+        web = fleet.service(
+            unique("WEB"), "w1", url=urls, serve=False, reconnect_initial=0.05, reconnect_max=0.2
+        )
         everyone = (*servers, web)
         await fleet.start()
         assert {s.health()["broker"] for s in everyone} == {mask_url(first)}

@@ -5,12 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import aiormq
 import pytest
 
 import gear
 from tests.conftest import unique
-from tests.sdk.conftest import Fleet, eventually
+from tests.sdk.conftest import Fleet, delete_queues, eventually
 
 
 async def test_unroutable_call_fails_within_its_deadline(fleet: Fleet) -> None:
@@ -60,16 +59,6 @@ async def test_unroutable_cast_goes_to_on_undeliverable(fleet: Fleet) -> None:
         await web.rpc.cast(target, "reload", {"version": 8}, retry_budget=1.0)
 
 
-async def _delete_queues(url: str, *names: str) -> None:
-    conn = await aiormq.connect(url)
-    try:
-        ch = await conn.channel()
-        for name in names:
-            await ch.queue_delete(queue=name)
-    finally:
-        await conn.close()
-
-
 async def test_deleted_queue_incident(fleet: Fleet) -> None:
     """Queue metadata vanishes behind the instances' backs (seed 000's incident): nothing confirmed
     may be lost, and calls succeed once the instance re-declares its topology."""
@@ -90,16 +79,14 @@ async def test_deleted_queue_incident(fleet: Fleet) -> None:
     await fleet.start()
     assert await web.rpc.call(f"{repo}.h1", "whoami") == f"{repo}.h1"
 
-    await _delete_queues(fleet.broker.url, f"{repo}.h1", repo)
+    await delete_queues(fleet.broker.url, [f"{repo}.h1", repo])
     confirmed: list[int] = []
     for n in range(40):
         target = f"{repo}.h1" if n % 2 else repo
         if await web.rpc.cast(target, "store", n):
             confirmed.append(n)
     assert await web.rpc.call(f"{repo}.h1", "whoami", timeout=5) == f"{repo}.h1"
-    assert {await web.rpc.call(repo, "whoami", timeout=5) for _ in range(4)} == {
-        f"{repo}.h1", f"{repo}.h2"
-    }
+    assert {await web.rpc.call(repo, "whoami", timeout=5) for _ in range(4)} == {f"{repo}.h1", f"{repo}.h2"}
     assert confirmed == list(range(40))
     await eventually(lambda: sorted(got) == confirmed, what="every confirmed cast delivered")
     await eventually(lambda: all(s.connected for s in servers))

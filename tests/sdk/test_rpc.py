@@ -161,7 +161,9 @@ async def test_gather_collects_until_expected_or_timeout(fleet: Fleet) -> None:
     assert by_sender[f"{ctrl}.h1"].result == "h1"
     assert by_sender[f"{ctrl}.h1"].ok
     assert by_sender[f"{ctrl}.h3"].error is not None
-    assert by_sender[f"{ctrl}.h3"].error.type == "RuntimeError"
+    error = by_sender[f"{ctrl}.h3"].error
+    assert error is not None
+    assert error.type == "RuntimeError"
 
     partial = await web.rpc.gather(f"{ctrl}.*", "status", timeout=1.5, expected=10)
     assert len(partial) == 3

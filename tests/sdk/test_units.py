@@ -32,7 +32,10 @@ def test_topology_for_a_serving_instance() -> None:
     assert not topo.host_queue.exclusive
     assert topo.host_queue.arguments == {"x-expires": 30_000}
     assert [(b.queue, b.routing_key) for b in topo.bindings] == [
-        ("REPO", "REPO"), ("REPO.h2", "REPO.h2"), ("REPO.h2", "REPO.@all"), ("REPO.h2", "@all.@all"),
+        ("REPO", "REPO"),
+        ("REPO.h2", "REPO.h2"),
+        ("REPO.h2", "REPO.@all"),
+        ("REPO.h2", "@all.@all"),
     ]
     data = topo.as_dict()
     assert data["queues"][1]["arguments"] == {"x-expires": 30_000}
@@ -54,8 +57,13 @@ def test_topology_options() -> None:
 
 
 def test_parse_meta() -> None:
-    meta = parse_meta("gear.call", "abc", "WEB.h1", "WEB.h1",
-                      {METHOD: b"status", DEADLINE: 123, ATTEMPT: 2, "x-gear-status": "error"})
+    meta = parse_meta(
+        "gear.call",
+        "abc",
+        "WEB.h1",
+        "WEB.h1",
+        {METHOD: b"status", DEADLINE: 123, ATTEMPT: 2, "x-gear-status": "error"},
+    )
     assert meta.kind is Kind.CALL
     assert meta.method == "status"
     assert meta.deadline_ms == 123
@@ -166,8 +174,14 @@ class _NoPublisher:
 
 
 async def test_deadline_inheritance_inside_a_handler() -> None:
-    rpc = RPC(identity="CTRL.h1", own_type="CTRL", publisher=_NoPublisher(),  # type: ignore[arg-type]
-              default_timeout=30, cast_retry_budget=5, on_reply_unmatched=lambda m, b: False)
+    rpc = RPC(
+        identity="CTRL.h1",
+        own_type="CTRL",
+        publisher=_NoPublisher(),  # type: ignore[arg-type]
+        default_timeout=30,
+        cast_retry_budget=5,
+        on_reply_unmatched=lambda m, b: False,
+    )
     _addr, msg, remaining, _until = rpc._prepare("REPO.h2", "status", {}, None, Kind.CALL)
     assert remaining == pytest.approx(30, abs=0.1)
     assert msg.parent_id is None
@@ -208,12 +222,23 @@ def test_fast_publish_encoding_decodes_with_pamqp() -> None:
 
     headers = {"x-gear-method": "status", "x-gear-deadline": 1_790_000_000_123, "x-flag": True}
     data = encode_publish(
-        5, "gear", "REPO.h2", b'{"a": 1}', frame_body_max=4096, mandatory=True,
-        content_type="application/json", delivery_mode=2, correlation_id="c" * 16, reply_to="WEB.w1",
+        5,
+        "gear",
+        "REPO.h2",
+        b'{"a": 1}',
+        frame_body_max=4096,
+        mandatory=True,
+        content_type="application/json",
+        delivery_mode=2,
+        correlation_id="c" * 16,
+        reply_to="WEB.w1",
         expiration="1500",
-        message_id="c" * 16 + ".1", message_type="gear.call", app_id="WEB.w1", headers=headers,
+        message_id="c" * 16 + ".1",
+        message_type="gear.call",
+        app_id="WEB.w1",
+        headers=headers,
     )
-    frames = []
+    frames: list[Any] = []
     while data:
         used, channel, frame = pamqp.frame.unmarshal(data)
         assert channel == 5
@@ -224,7 +249,10 @@ def test_fast_publish_encoding_decodes_with_pamqp() -> None:
     assert header.body_size == len(b'{"a": 1}')
     p = header.properties
     assert (p.content_type, p.delivery_mode, p.correlation_id, p.reply_to) == (
-        "application/json", 2, "c" * 16, "WEB.w1"
+        "application/json",
+        2,
+        "c" * 16,
+        "WEB.w1",
     )
     assert (p.expiration, p.message_id) == ("1500", "c" * 16 + ".1")
     assert (p.message_type, p.app_id) == ("gear.call", "WEB.w1")
@@ -232,29 +260,66 @@ def test_fast_publish_encoding_decodes_with_pamqp() -> None:
     assert body.value == b'{"a": 1}'
 
     empty = encode_publish(
-        1, "", "q", b"", frame_body_max=4096, mandatory=False, content_type=None, delivery_mode=1,
-        correlation_id=None, reply_to=None, expiration=None, message_id="m", message_type=None,
-        app_id=None, headers=None,
+        1,
+        "",
+        "q",
+        b"",
+        frame_body_max=4096,
+        mandatory=False,
+        content_type=None,
+        delivery_mode=1,
+        correlation_id=None,
+        reply_to=None,
+        expiration=None,
+        message_id="m",
+        message_type=None,
+        app_id=None,
+        headers=None,
     )
     used, _, _method = pamqp.frame.unmarshal(empty)
     _, _, head = pamqp.frame.unmarshal(empty[used:])
+    assert isinstance(head, pamqp.header.ContentHeader)
     assert head.body_size == 0
     assert head.properties.message_id == "m"
     with pytest.raises(TypeError):
         encode_publish(
-            1, "", "q", b"", frame_body_max=4096, mandatory=False, content_type=None, delivery_mode=1,
-            correlation_id=None, reply_to=None, expiration=None, message_id="m", message_type=None,
-            app_id=None, headers={"x": 1.5},
+            1,
+            "",
+            "q",
+            b"",
+            frame_body_max=4096,
+            mandatory=False,
+            content_type=None,
+            delivery_mode=1,
+            correlation_id=None,
+            reply_to=None,
+            expiration=None,
+            message_id="m",
+            message_type=None,
+            app_id=None,
+            headers={"x": 1.5},
         )
 
     # a body larger than the frame size is split into body frames that add up to it
     big = bytes(range(256)) * 40
     data = encode_publish(
-        2, "gear", "q", big, frame_body_max=1000, mandatory=True, content_type=None, delivery_mode=1,
-        correlation_id=None, reply_to=None, expiration=None, message_id="m", message_type=None,
-        app_id=None, headers=None,
+        2,
+        "gear",
+        "q",
+        big,
+        frame_body_max=1000,
+        mandatory=True,
+        content_type=None,
+        delivery_mode=1,
+        correlation_id=None,
+        reply_to=None,
+        expiration=None,
+        message_id="m",
+        message_type=None,
+        app_id=None,
+        headers=None,
     )
-    chunks = []
+    chunks: list[Any] = []
     while data:
         used, _, frame = pamqp.frame.unmarshal(data)
         chunks.append(frame)

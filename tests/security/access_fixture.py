@@ -108,9 +108,9 @@ def rabbitmq_users(ctl: Callable[[Sequence[str]], str], names: Names) -> Iterato
         yield
     finally:
         failures: list[BaseException] = []
-        for undo in reversed(made):  # every undo is tried, even after one fails
+        for made_undo in reversed(made):  # every undo is tried, even after one fails
             try:
-                ctl(list(undo))
+                ctl(list(made_undo))
             except Exception as exc:
                 failures.append(exc)
         if failures:

@@ -17,7 +17,7 @@ import pytest
 from pamqp import commands, encode
 
 from tests.backends import RabbitMQ
-from tests.conformance._raw import PROTOCOL_HEADER, RawAmqp, ServerClosedError, _client_properties
+from tests.raw_amqp import PROTOCOL_HEADER, RawAmqp, ServerClosedError, client_properties
 from tests.security.access_fixture import Names, Secured, rabbitmq_users, secured_broker
 
 WAIT = 5.0
@@ -67,7 +67,10 @@ async def _publish_then_sync(channel: aiormq.abc.AbstractChannel, exchange: str)
 
 
 async def _consume(channel: aiormq.abc.AbstractChannel, queue: str) -> Any:
-    return await channel.basic_consume(queue, lambda message: None)
+    async def ignore(message: aiormq.abc.DeliveredMessage) -> None:
+        pass
+
+    return await channel.basic_consume(queue, ignore)
 
 
 REFUSALS: list[tuple[str, Op, str, str]] = [
@@ -187,7 +190,7 @@ async def _start_ok(secured: Secured, mechanism: str, response: str, *, capabili
     # Both are offered; RabbitMQ's order follows its registry, which changes with the plugins enabled
     # (3.10 with management and Prometheus lists AMQPLAIN first).
     assert {"PLAIN", "AMQPLAIN"} <= set(start.mechanisms.split())
-    properties = _client_properties() if capabilities else {"product": "no-capabilities"}
+    properties: dict[str, Any] = client_properties() if capabilities else {"product": "no-capabilities"}
     raw.send(
         0,
         commands.Connection.StartOk(

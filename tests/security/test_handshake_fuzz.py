@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -65,7 +66,9 @@ def attempts(draw: st.DrawFn) -> Attempt:
             claimed = (user, password)
     elif kind == "AMQPLAIN":
         mechanism = b"AMQPLAIN"
-        table = draw(st.dictionaries(st.sampled_from(["LOGIN", "PASSWORD", "X"]), _field_values, max_size=3))
+        table: dict[str, Any] = draw(
+            st.dictionaries(st.sampled_from(["LOGIN", "PASSWORD", "X"]), _field_values, max_size=3)
+        )
         if draw(st.booleans()):
             table.update(LOGIN=user, PASSWORD=password)
         try:

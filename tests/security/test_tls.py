@@ -61,7 +61,8 @@ async def test_sdk_calls_through_amqps_with_the_ca_it_is_given(pki: Pki) -> None
 
 async def test_sdk_verifies_by_default_and_refuses_an_unknown_ca(pki: Pki) -> None:
     async with _tls_broker(pki) as broker:
-        for settings in ({}, {"tls_ca": str(pki.other_ca)}):  # system CAs, then the wrong CA
+        choices: list[dict[str, Any]] = [{}, {"tls_ca": str(pki.other_ca)}]  # system CAs, then the wrong CA
+        for settings in choices:
             svc = gear.Service(unique("WEB"), "w1", url=broker.url, serve=False, connect_wait=0.3, **settings)
             with pytest.raises(gear.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
                 await svc.start()

@@ -21,7 +21,7 @@ REFUSED = (
     "ACCESS_REFUSED - Login was refused using authentication mechanism {}. "
     "For details see the broker logfile."
 )
-CAPS = {"authentication_failure_close": True}
+CAPS: dict[str, Any] = {"authentication_failure_close": True}
 
 
 # -- hashes --------------------------------------------------------------------------------------

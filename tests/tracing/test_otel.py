@@ -192,7 +192,7 @@ def test_a_republish_links_to_the_attempt_it_repeats(
     assert (first.kind, second.kind, call.kind) == (SpanKind.PRODUCER, SpanKind.PRODUCER, SpanKind.CLIENT)
     assert _parent_of(first, call)
     assert _parent_of(second, call)
-    assert [link.context.span_id for link in second.links] == [first.context.span_id]  # type: ignore[union-attr]
+    assert [link.context.span_id for link in second.links] == [first.context.span_id]
     assert first.attributes is not None
     assert first.attributes["gear.amqp.outcome"] == "return"
     assert call.status.status_code is StatusCode.UNSET  # a return that was retried is no error

@@ -1,4 +1,5 @@
-"""A minimal AMQP 0-9-1 client over a raw socket, for framing and flow-control tests clients hide."""
+"""The tests' one raw-socket AMQP 0-9-1 client: framing, handshake, flow and close-handshake tests that
+real clients hide, against either broker (the sans-I/O core tests use ``tests/broker/_harness.py``)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,18 @@ from pamqp import body as content_body
 from pamqp import commands, frame, header, heartbeat
 from pamqp.base import Frame
 
-from tests.conformance._support import WAIT
+__all__ = (
+    "CLIENT_CAPABILITIES",
+    "PROTOCOL_HEADER",
+    "WAIT",
+    "RawAmqp",
+    "ServerClosedError",
+    "client_properties",
+)
 
+#: Upper bound for anything the server must do; only a failing test waits this long.
+WAIT = 5.0
 PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
-FRAME_END = b"\xce"
 CLIENT_CAPABILITIES: dict[str, Any] = {
     "authentication_failure_close": True,
     "basic.nack": True,
@@ -57,8 +66,11 @@ class RawAmqp:
         channel_max: int | None = None,
         frame_max: int | None = None,
         wait_open_ok: bool = True,
+        channel: int | None = None,
     ) -> RawAmqp:
-        """Connect and run the handshake; tune-ok echoes the server's limits unless overridden."""
+        """Connect and run the handshake; tune-ok echoes the server's limits unless overridden.
+
+        With ``channel``, that channel is opened too (after ``open-ok``)."""
         raw = await cls.connect(url)
         parts = urllib.parse.urlsplit(url)
         raw.send_bytes(PROTOCOL_HEADER)
@@ -68,7 +80,7 @@ class RawAmqp:
         raw.send(
             0,
             commands.Connection.StartOk(
-                client_properties=_client_properties(),
+                client_properties=client_properties(),
                 mechanism="PLAIN",
                 response=f"\0{user}\0{password}",
                 locale="en_US",
@@ -85,8 +97,10 @@ class RawAmqp:
         )
         vhost = urllib.parse.unquote(parts.path[1:]) if len(parts.path) > 1 else "/"
         raw.send(0, commands.Connection.Open(virtual_host=vhost))
-        if wait_open_ok:
+        if wait_open_ok or channel is not None:
             await raw.expect(commands.Connection.OpenOk)
+        if channel is not None:
+            await raw.open_channel(channel)
         return raw
 
     def send_bytes(self, data: bytes) -> None:
@@ -177,5 +191,6 @@ class RawAmqp:
             await self.writer.wait_closed()
 
 
-def _client_properties() -> dict[str, Any]:
+def client_properties() -> dict[str, Any]:
+    """What the raw client says about itself in ``connection.start-ok``."""
     return {"product": "gear-conformance", "capabilities": CLIENT_CAPABILITIES}
