@@ -230,9 +230,12 @@ def main(argv: list[str] | None = None) -> int:
             continue
         command, block = run_one(bench, args.quick)
         failed |= block.startswith("FAILED")
-        blocks[bench.name] = f"`{command}`:\n\n{block}"
+        when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        blocks[bench.name] = f"`{command}` ({when}):\n\n{block}"
         print(f"## {bench.name}\n\n{blocks[bench.name]}\n", flush=True)
     if args.write_readme:
+        if only:  # a partial run leaves the machine line of the last full run in place
+            del blocks["machine"]
         text, missing = replace_blocks(README.read_text(), blocks)
         README.write_text(text)
         if missing:
