@@ -3,7 +3,7 @@
     python benchmarks/all.py --quick                    # a few minutes of load; prints the tables
     python benchmarks/all.py                            # the full settings (much longer)
     python benchmarks/all.py --quick --write-readme     # also replace the generated blocks in README.md
-    python benchmarks/all.py --only rpc,broker          # a subset
+    python benchmarks/all.py --only rpc,broker          # a subset (--skip pipeline: all but that)
 
 Each benchmark runs as its own process (``python benchmarks/NAME.py ...``, so none shares an event
 loop or a warmed-up interpreter with another) and prints its table in the README's markdown format.
@@ -213,16 +213,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only", default="", help="comma-separated subset: " + ",".join(b.name for b in BENCHMARKS)
     )
+    parser.add_argument("--skip", default="", help="comma-separated benchmarks to leave out")
     parser.add_argument("--write-readme", action="store_true", help="replace the README's generated blocks")
     parser.add_argument("--url", default=RABBITMQ, help="RabbitMQ (the benchmarks' default URL)")
     args = parser.parse_args(argv)
     only = {x.strip() for x in args.only.split(",") if x.strip()}
+    skip = {x.strip() for x in args.skip.split(",") if x.strip()}
     command = "python benchmarks/all.py" + (" --quick" if args.quick else "")
     blocks = {"machine": f"Measured {machine(args.url)}; `{command}`."}
     print(blocks["machine"] + "\n")
     failed = False
     for bench in BENCHMARKS:
-        if only and bench.name not in only:
+        if (only and bench.name not in only) or bench.name in skip:
             continue
         missing = _missing(bench.needs)
         if missing:
