@@ -220,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     only = {x.strip() for x in args.only.split(",") if x.strip()}
     skip = {x.strip() for x in args.skip.split(",") if x.strip()}
     command = "python benchmarks/all.py" + (" --quick" if args.quick else "")
+    command += f" --skip {args.skip}" if args.skip else ""
     blocks = {"machine": f"Measured {machine(args.url)}; `{command}`."}
     print(blocks["machine"] + "\n")
     failed = False
