@@ -3,7 +3,8 @@
     python benchmarks/dispatch.py [--requests 30000] [--rounds 7]
 
 Feeds ready-made call deliveries (100 B JSON, a 30 s deadline, 256 in flight) straight into the
-dispatcher of one service and serves them with an async echo handler; the reply's publish is a no-op.
+router and dispatcher of one service and serves them with an async echo handler; the reply's publish
+is a no-op.
 Each round measures the process CPU time per request with the defaults (duplicate window on, the
 handler cancelled at its deadline) and with both off (``dedupe=False, cancel_at_deadline=False``);
 rounds alternate so that machine noise hits both sides alike. Prints the median of each side and the
@@ -23,8 +24,11 @@ from typing import Any
 
 from gear.adapter import Delivery
 from gear.dispatch import Dispatcher
-from gear.envelope import DEADLINE, METHOD
+from gear.envelope import DEADLINE, METHOD, Meta
+from gear.inbound import ReplyHandlers, Router
 from gear.publisher import Outgoing
+from gear.tracing.api import NullTracer
+from gear.tracing.emitter import Emitter
 
 __all__ = ("main",)
 
@@ -36,6 +40,11 @@ class _Channel:
 class _Publisher:
     async def publish(self, msg: Outgoing, until: float, **_: Any) -> bool:
         return True
+
+
+class _NoCalls:
+    def take_reply(self, meta: Meta, body: bytes) -> bool:
+        return False
 
 
 async def _round(requests: int, bookkeeping: bool) -> float:
@@ -50,6 +59,12 @@ async def _round(requests: int, bookkeeping: bool) -> float:
         return payload
 
     dispatcher.register("echo", echo, dedupe=bookkeeping, cancel_at_deadline=bookkeeping)
+    router = Router(
+        calls=_NoCalls(),
+        replies=ReplyHandlers(lambda: ThreadPoolExecutor(1)),
+        server=dispatcher,
+        events=Emitter(NullTracer(), "BENCH.s1"),
+    )
     body = b'{"data": "' + b"x" * 80 + b'"}'
     deadline = int((time.time() + 30) * 1000)
     channel = _Channel()
@@ -72,7 +87,7 @@ async def _round(requests: int, bookkeeping: bool) -> float:
     ]
     started = time.process_time()
     for first in range(0, requests, 256):
-        served = [dispatcher.on_delivery(d) for d in deliveries[first : first + 256]]
+        served = [router.on_delivery(d) for d in deliveries[first : first + 256]]
         await asyncio.gather(*(work for work in served if work is not None))
     return (time.process_time() - started) / requests * 1e6
 

@@ -1,15 +1,17 @@
 """``gear demo``: the seed's WEB/REPO/CTRL system, every routing form, in one command.
 
-Without ``--url`` it starts the reference broker in this process on a free port; with ``--url`` it runs
-the same against a RabbitMQ, under TYPE names and an exchange of its own so that services already running
-there (``docker compose up``) neither see its messages nor take its requests.
+The system and its script are an example (``examples/``), not part of the CLI: the command loads the
+demo's entry point by its import path, :data:`DEMO_ENTRY`, and calls it. Without ``--url`` it starts the
+reference broker in this process on a free port; with ``--url`` it runs the same against a RabbitMQ,
+under TYPE names and an exchange of its own so that services already running there
+(``docker compose up``) neither see its messages nor take its requests.
 """
 
 from __future__ import annotations
 
+import importlib
 import shutil
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,29 +19,21 @@ import typer
 
 import gear
 from cli.options import JsonOpt, TraceOpt
-from cli.output import ExitCode, Renderer, fail, map_errors, masked_url
+from cli.output import ExitCode, Renderer, fail, map_errors
 from cli.traces import run_analysis
-from examples.scenario import Outcome, run_scenario
-from examples.system import Names, running_system
 
-__all__ = ("demo", "register")
+__all__ = ("DEMO_ENTRY", "demo", "register")
+
+DEMO_ENTRY = "examples.demo:run"
+"""``module:function`` of the demo: ``run(urls, *, repos, ctrls, trace, say)`` returning
+``{check: passed}``."""
 
 
-@asynccontextmanager
-async def _broker(urls: Sequence[str], say: Any) -> AsyncIterator[tuple[list[str], Names]]:
-    if urls:
-        names = Names.isolated("demo")
-        say(f"broker: {', '.join(masked_url(u) for u in urls)}")
-        types = f"{names.repo}/{names.ctrl}/{names.web}"
-        say(f"        (exchange {names.exchange!r} and TYPEs {types}, so services already running")
-        say("        there neither see the demo's messages nor take its requests)")
-        yield list(urls), names
-        return
-    from gear.broker import Broker
-
-    async with Broker(port=0) as server:
-        say(f"broker: Gear's reference broker, in this process, at {masked_url(server.url)}")
-        yield [server.url], Names()
+def _entry(path: str) -> Callable[..., Coroutine[Any, Any, dict[str, bool]]]:
+    """The function named by ``module:function``."""
+    module, _, name = path.partition(":")
+    func: Callable[..., Coroutine[Any, Any, dict[str, bool]]] = getattr(importlib.import_module(module), name)
+    return func
 
 
 def demo(
@@ -80,26 +74,11 @@ def demo(
         lines.append(text)
         out.line(text)
 
-    async def main() -> Outcome:
-        say("Gear demo: the seed's WEB/REPO/CTRL system")
-        async with (
-            _broker(url or [], say) as (urls, names),
-            running_system(
-                urls,
-                repo_hosts=[f"repo{i}" for i in range(1, repos + 1)],
-                ctrl_hosts=[f"ctrl{i}" for i in range(1, ctrls + 1)],
-                names=names,
-                trace=trace,
-            ) as system,
-        ):
-            say("instances: " + " ".join(str(s.address) for s in system.services))
-            say("")
-            return await run_scenario(system, say)
-
+    run = _entry(DEMO_ENTRY)
     with map_errors(out):
-        outcome = gear.run(main())
-    failed = [name for name, passed in outcome.checks.items() if not passed]
-    document: dict[str, Any] = {"ok": outcome.ok, "checks": outcome.checks, "report": lines}
+        checks = gear.run(run(url or [], repos=repos, ctrls=ctrls, trace=trace, say=say))
+    failed = [name for name, passed in checks.items() if not passed]
+    document: dict[str, Any] = {"ok": not failed, "checks": checks, "report": lines}
     if trace:
         document["traces"] = trace
     if report is not None:
@@ -108,7 +87,7 @@ def demo(
     out.document(document)
     if failed:
         fail(f"demo: {len(failed)} check(s) did not hold: {', '.join(failed)}", ExitCode.INTERNAL, None)
-    say(f"done: {len(outcome.checks)} checks passed; every address form routed as the table says")
+    say(f"done: {len(checks)} checks passed; every address form routed as the table says")
     if trace and report is None:
         say(f"traces: {trace}  (analyse them: gear traces analyze {trace} --out DIR)")
     if report is not None:

@@ -94,7 +94,3 @@ def cancelled() -> bool:
     ``False`` outside handlers."""
     ctx = _current.get()
     return ctx is not None and ctx.cancelled
-
-
-def _set(ctx: RequestContext | None) -> object:
-    return _current.set(ctx)

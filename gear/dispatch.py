@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import inspect
 import json
 import logging
 import threading
@@ -33,22 +32,19 @@ from typing import Any
 import pydantic_core
 from pydantic import ValidationError
 
-from gear.adapter import Delivery, ack, reject
+from gear.adapter import Delivery, ack
 from gear.context import RequestContext, _current
 from gear.deadline import Deadlines
-from gear.duplicates import DuplicateWindow, Outcome
-from gear.envelope import METHOD, STATUS, EnvelopeError, ErrorBody, Kind, Meta, parse_meta
+from gear.duplicates import Answer, DuplicateWindow
+from gear.envelope import METHOD, STATUS, ErrorBody, Kind, Meta
 from gear.errors import (
     ConfigurationError,
     ConnectionLostError,
     GearError,
     PayloadTooLargeError,
-    RemoteError,
 )
 from gear.handler import Handler, check_method_name, validate_payload
 from gear.publisher import Outgoing, Publisher
-from gear.reply import Reply, decode_reply
-from gear.rpc import RPC
 from gear.tracing.api import NullTracer, Settlement
 from gear.tracing.emitter import Emitter
 
@@ -58,7 +54,7 @@ log = logging.getLogger("gear.dispatch")
 
 
 class Dispatcher:
-    """Turns deliveries into handler runs and replies; routes replies to the RPC client."""
+    """Turns request deliveries into handler runs and replies (the router hands them over)."""
 
     def __init__(
         self,
@@ -76,9 +72,7 @@ class Dispatcher:
         self._executor = executor
         self._events = events or Emitter(NullTracer(), identity)
         self.window = window if window is not None else DuplicateWindow()
-        self.rpc: RPC | None = None
         self.handlers: dict[str, Handler] = {}
-        self.reply_handlers: dict[str, Callable[[Reply], Any]] = {}
         self.expired = 0
         self.duplicates = 0
         self.cancelled = 0
@@ -92,7 +86,6 @@ class Dispatcher:
         self._idle.set()
         self._serving: set[asyncio.Task[Any]] = set()
         self._deadlines = Deadlines()
-        self._tasks: set[asyncio.Task[Any]] = set()
 
     # -- registry ----------------------------------------------------------------------------------
 
@@ -118,36 +111,10 @@ class Dispatcher:
             name, func, window, localns, dedupe=dedupe, cancel_at_deadline=cancel_at_deadline
         )
 
-    def register_reply(self, name: str, func: Callable[[Reply], Any]) -> None:
-        """Register the handler for replies to ``name`` sent with ``reply_to=TYPE``.
-
-        Raises:
-            ConfigurationError: a bad name or a duplicate.
-        """
-        check_method_name(name)
-        if name in self.reply_handlers:
-            raise ConfigurationError(f"a reply handler for {name!r} is already registered")
-        self.reply_handlers[name] = func
-
     # -- deliveries --------------------------------------------------------------------------------
 
-    def on_delivery(self, delivery: Delivery) -> Awaitable[None] | None:
-        """Entry point from the adapter: replies inline, requests as a task."""
-        try:
-            meta = parse_meta(
-                delivery.kind,
-                delivery.correlation_id,
-                delivery.app_id,
-                delivery.reply_to,
-                delivery.headers,
-            )
-        except EnvelopeError as exc:
-            log.warning("rejecting a non-Gear message from %r: %s", delivery.queue, exc)
-            return self._reject_foreign(delivery, str(exc))
-        if meta.kind is Kind.REPLY:
-            if self.rpc is not None:
-                self.rpc.on_reply(meta, delivery.body)
-            return None
+    def on_request(self, delivery: Delivery, meta: Meta) -> Awaitable[None] | None:
+        """Take one request (from the router): the task that serves it, or nothing to run."""
         if not self._accepting:
             # Stopping: not run and not acknowledged, so the broker requeues it when the connection
             # closes (for the next instance of this TYPE, or this one's restart).
@@ -156,34 +123,6 @@ class Dispatcher:
         self._in_flight += 1
         self._idle.clear()
         return self._serve(delivery, meta)
-
-    def on_unmatched_reply(self, meta: Meta, body: bytes) -> bool:
-        """A reply no pending call waits for: give it to a reply handler if one is registered."""
-        func = self.reply_handlers.get(meta.method)
-        if func is None:
-            return False
-        try:
-            reply = Reply(meta.sender, decode_reply(meta.ok, body), None, meta.request_id, meta.method)
-        except RemoteError as err:
-            reply = Reply(meta.sender, None, err, meta.request_id, meta.method)
-        task = asyncio.ensure_future(self._run_reply_handler(func, reply))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return True
-
-    async def _run_reply_handler(self, func: Callable[[Reply], Any], reply: Reply) -> None:
-        try:
-            if inspect.iscoroutinefunction(func):
-                await func(reply)
-            else:
-                loop = asyncio.get_running_loop()
-                await loop.run_in_executor(self._executor(), func, reply)
-        except Exception:
-            log.exception("reply handler for %r failed", reply.method)
-
-    async def _reject_foreign(self, delivery: Delivery, reason: str) -> None:
-        if await reject(delivery, requeue=False):
-            self._events.rejected_foreign(delivery, reason)
 
     async def _serve(self, delivery: Delivery, meta: Meta) -> None:
         task = asyncio.current_task()
@@ -232,7 +171,7 @@ class Dispatcher:
             await self._serve_repeat(delivery, meta, expires, wants_reply)
             return
         events.deliver(delivery, meta)  # one event per delivery; a repeat is flagged in _serve_repeat
-        outcome: Outcome | None = None
+        outcome: Answer | None = None
         try:
             outcome = await self._run(handler, delivery, meta, task)
         finally:
@@ -255,7 +194,7 @@ class Dispatcher:
 
     async def _run(
         self, handler: Handler, delivery: Delivery, meta: Meta, task: asyncio.Task[Any]
-    ) -> Outcome | None:
+    ) -> Answer | None:
         """Validate the payload and run the handler: its reply, or ``None`` when it outlived its
         deadline (cancelled, or a plain handler that finished late) and no reply is due."""
         try:
@@ -288,7 +227,7 @@ class Dispatcher:
         ctx_token = _current.set(ctx)
         watch: int | None = None
         fired = False
-        outcome: Outcome | None = None
+        outcome: Answer | None = None
         try:
             if handler.is_async:
                 if cancels:
@@ -356,9 +295,9 @@ class Dispatcher:
         until = loop.time() + max(budget, 1.0)
         try:
             await self._publisher.publish(msg, until)
-        except (GearError, TimeoutError) as exc:
+        except GearError as exc:
             # a link outage is logged once by the connector; one line per lost reply would drown it
-            level = logging.DEBUG if isinstance(exc, (ConnectionLostError, TimeoutError)) else logging.WARNING
+            level = logging.DEBUG if isinstance(exc, ConnectionLostError) else logging.WARNING
             log.log(level, "reply to %s for %r not delivered: %s", meta.reply_to, meta.method, exc)
             self._events.reply_unroutable(meta)
             return
@@ -381,13 +320,10 @@ class Dispatcher:
         self._accepting = False
 
     async def drain(self, limit: float) -> bool:
-        """Wait until no request (nor reply handler) is being served; False if ``limit`` seconds ran
-        out first."""
+        """Wait until no request is being served; False if ``limit`` seconds ran out first."""
         try:
             async with asyncio.timeout(limit):
                 await self._idle.wait()
-                while self._tasks:
-                    await asyncio.wait(list(self._tasks))
         except TimeoutError:
             return False
         return True

@@ -21,9 +21,9 @@ from __future__ import annotations
 import asyncio
 import heapq
 
-__all__ = ("DuplicateWindow", "Outcome")
+__all__ = ("Answer", "DuplicateWindow")
 
-Outcome = tuple[bool, bytes]
+Answer = tuple[bool, bytes]
 """``(ok, body)``: the reply a run produced."""
 
 
@@ -41,9 +41,9 @@ class DuplicateWindow:
         self.evicted = 0
         """Entries dropped before they expired because the window was full."""
         # request id -> (expires, outcome); outcome None while the first run is in progress
-        self._entries: dict[str, tuple[float, Outcome | None]] = {}
+        self._entries: dict[str, tuple[float, Answer | None]] = {}
         self._expiry: list[tuple[float, str]] = []
-        self._waiters: dict[str, list[asyncio.Future[Outcome | None]]] = {}
+        self._waiters: dict[str, list[asyncio.Future[Answer | None]]] = {}
         self._bytes = 0
 
     def __len__(self) -> int:
@@ -72,7 +72,7 @@ class DuplicateWindow:
             self._compact()
         return True
 
-    def settle(self, request_id: str, expires: float, outcome: Outcome | None) -> None:
+    def settle(self, request_id: str, expires: float, outcome: Answer | None) -> None:
         """The first run ended with ``outcome`` (``None``: no reply was sent, e.g. it was cancelled
         at its deadline, so the id is forgotten); wake the repeats that wait for it."""
         found = self._entries.get(request_id)
@@ -89,13 +89,13 @@ class DuplicateWindow:
                 if not waiter.done():
                     waiter.set_result(outcome)
 
-    async def outcome(self, request_id: str) -> Outcome | None:
+    async def outcome(self, request_id: str) -> Answer | None:
         """What the first run of ``request_id`` replied, waiting for it while it is in progress (the
         caller bounds the wait); ``None`` when it sent no reply or the id is no longer known."""
         found = self._entries.get(request_id)
         if found is None or found[1] is not None:
             return None if found is None else found[1]
-        waiter: asyncio.Future[Outcome | None] = asyncio.get_running_loop().create_future()
+        waiter: asyncio.Future[Answer | None] = asyncio.get_running_loop().create_future()
         self._waiters.setdefault(request_id, []).append(waiter)
         try:
             return await waiter

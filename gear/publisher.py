@@ -41,10 +41,10 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, dataclass_transform
 
 from gear.adapter import Outcome
-from gear.envelope import ATTEMPT, DEADLINE, attempt_message_id
+from gear.envelope import ATTEMPT, attempt_message_id
 from gear.errors import (
     ConnectionLostError,
     GearError,
@@ -54,7 +54,8 @@ from gear.errors import (
     UnroutableError,
 )
 from gear.reconnect import Connector
-from gear.tracing.api import Attr, EventName, NullTracer, Tracer
+from gear.tracing.api import NullTracer
+from gear.tracing.emitter import Emitter
 
 __all__ = ("Outgoing", "Publisher", "RepublishPolicy")
 
@@ -83,9 +84,20 @@ class RepublishPolicy:
         return min(self.maximum, self.initial * 2.0 ** min(attempt - 1, 32))
 
 
-@dataclass(slots=True)
+_T = TypeVar("_T")
+
+
+@dataclass_transform(frozen_default=True)
+def _immutable(cls: type[_T]) -> type[_T]:
+    """A slots dataclass that type checkers treat as frozen: at run time a frozen dataclass's
+    ``__init__`` costs several microseconds per message, and every call builds two."""
+    return dataclass(slots=True)(cls)
+
+
+@_immutable
 class Outgoing:
-    """One logical message and what its attempts share."""
+    """One logical message, as built by its sender and shared by all its attempts (never changed:
+    what happened to it is the value :meth:`Publisher.publish` returns or the error it raises)."""
 
     routing_key: str
     address: str
@@ -93,16 +105,13 @@ class Outgoing:
     request_id: str
     kind: str
     headers: dict[str, Any]
+    """The wire headers of the first attempt (a retry sends a copy with its attempt number)."""
     reply_to: str | None = None
     deadline_unix: float | None = None
     persistent: bool = False
     method: str = ""
     trace_id: str | None = None
     parent_id: str | None = None
-    returned: int = 0
-    """How many attempts the broker returned so far."""
-    routed: bool = False
-    """True once an attempt was confirmed without a return."""
 
 
 class Publisher:
@@ -115,29 +124,39 @@ class Publisher:
         exchange: str,
         app_id: str,
         policy: RepublishPolicy,
-        tracer: Tracer | None = None,
+        events: Emitter | None = None,
     ) -> None:
         self._connector = connector
         self._exchange = exchange
         self._app_id = app_id
         self._policy = policy
-        self._tracer: Tracer = tracer or NullTracer()
+        self._events = events or Emitter(NullTracer(), app_id, exchange)
         self.returns = 0
         self.republishes = 0
 
-    async def publish(self, msg: Outgoing, until: float, *, policy: RepublishPolicy | None = None) -> bool:
+    async def publish(
+        self,
+        msg: Outgoing,
+        until: float,
+        *,
+        policy: RepublishPolicy | None = None,
+        verdict_grace: float = _VERDICT_GRACE,
+    ) -> bool:
         """Publish until confirmed; True when confirmed, False when returned and not retried.
 
-        Never waits past loop time ``until``: every wait (link, unblocked, channel, confirm) is
-        bounded by it.
+        Never waits past loop time ``until`` (plus ``verdict_grace`` for the verdict on an attempt
+        already sent): every wait (link, unblocked, channel, confirm) is bounded by it.
 
         Args:
             msg: the message.
             until: loop time after which no further attempt starts and no wait continues.
             policy: overrides the default republish policy.
+            verdict_grace: seconds past ``until`` an attempt already sent may wait for its ack or
+                return; 0 for a request whose caller stops waiting at ``until`` anyway.
 
         Raises:
-            UnroutableError: every attempt was returned and the budget ran out.
+            UnroutableError: the budget ran out and the broker's last verdict was a return (the
+                retry had to wait for a link, or the next backoff would pass ``until``).
             NotConfirmedError: the broker nacked it.
             PublishRefusedError: the broker closed the channel over it on two attempts.
             OutcomeUnknownError: sent, but no verdict from the broker within the budget.
@@ -152,6 +171,8 @@ class Publisher:
         maybe_routed = ""  # why an earlier attempt may have reached the broker
         isolated = False  # the next attempt goes out alone (after a channel error)
         nacks = 0
+        returned = 0  # attempts the broker returned
+        headers = msg.headers
         while True:
             attempt += 1
             try:
@@ -161,23 +182,18 @@ class Publisher:
                 if not connector.unblocked.is_set():
                     await connector.wait_unblocked(until)
             except TimeoutError:
-                raise self._budget_spent(msg, maybe_routed) from None
+                raise self._budget_spent(msg, maybe_routed, returned) from None
             if attempt > 1:  # absent means 1: a smaller header table on the hot path
-                msg.headers[ATTEMPT] = attempt
+                headers = {**msg.headers, ATTEMPT: attempt}
             expiration_ms: int | None = None
             if msg.deadline_unix is not None:
                 expiration_ms = int((msg.deadline_unix - time.time()) * 1000)
                 if expiration_ms <= 0:
-                    raise self._budget_spent(msg, maybe_routed)
+                    raise self._budget_spent(msg, maybe_routed, returned)
             message_id = attempt_message_id(msg.request_id, attempt)
-            if self._tracer.enabled:
-                self._trace(
-                    EventName.REPUBLISH if attempt > 1 else EventName.PUBLISH,
-                    msg,
-                    message_id,
-                    attempt,
-                    {Attr.REPUBLISH_REASON: reason} if reason else {},
-                )
+            events = self._events
+            if events.active:
+                events.publish(msg, message_id, attempt, reason or None)
             result = await link.publish(
                 self._exchange,
                 msg.routing_key,
@@ -186,8 +202,8 @@ class Publisher:
                 correlation_id=msg.request_id,
                 kind=msg.kind,
                 app_id=self._app_id,
-                headers=msg.headers,
-                until=until + _VERDICT_GRACE,
+                headers=headers,
+                until=until + verdict_grace,
                 reply_to=msg.reply_to,
                 expiration_ms=expiration_ms,
                 persistent=msg.persistent,
@@ -195,15 +211,14 @@ class Publisher:
             )
             outcome = result.outcome
             if outcome is Outcome.CONFIRMED:
-                msg.routed = True
-                if self._tracer.enabled:
-                    self._trace(EventName.CONFIRM, msg, message_id, attempt, {})
+                if events.active:
+                    events.confirmed(msg, message_id, attempt)
                 return True
             if outcome is Outcome.RETURNED:
                 self.returns += 1
-                msg.returned += 1
-                if self._tracer.enabled:
-                    self._trace(EventName.RETURN, msg, message_id, attempt, {Attr.REPLY_CODE: 312})
+                returned += 1
+                if events.active:
+                    events.returned(msg, message_id, attempt)
                 if not policy.retry:
                     return False
                 delay = policy.delay(attempt)
@@ -214,8 +229,8 @@ class Publisher:
                 await asyncio.sleep(delay)
                 continue
             if outcome is Outcome.NACKED:
-                if self._tracer.enabled:
-                    self._trace(EventName.NACK, msg, message_id, attempt, {Attr.ERROR_TYPE: "nack"})
+                if events.active:
+                    events.nacked(msg, message_id, attempt)
                 nacks += 1
                 pause = _NACK_PAUSES[nacks - 1] if nacks <= len(_NACK_PAUSES) else None
                 if pause is None or loop.time() + pause >= until:
@@ -241,11 +256,13 @@ class Publisher:
                 # always yield to the loop before retrying: a close callback may still have to run
                 await asyncio.sleep(_RETRY_PAUSE)
             if loop.time() >= until:
-                raise self._budget_spent(msg, maybe_routed)
+                raise self._budget_spent(msg, maybe_routed, returned)
 
-    def _budget_spent(self, msg: Outgoing, maybe_routed: str) -> GearError:
+    def _budget_spent(self, msg: Outgoing, maybe_routed: str, returned: int) -> GearError:
         if maybe_routed:
             return OutcomeUnknownError(msg.address, f"sent, then {maybe_routed}, and not resent in time")
+        if returned:
+            return UnroutableError(msg.address, returned)
         blocked = self._connector.blocked_reason
         if blocked is not None:
             return ConnectionLostError(
@@ -254,33 +271,4 @@ class Publisher:
             )
         return ConnectionLostError(
             f"no connection to the broker within the budget; nothing was sent to {msg.address!r}"
-        )
-
-    def _trace(
-        self, name: EventName, msg: Outgoing, message_id: str, attempt: int, extra: dict[str, Any]
-    ) -> None:
-        attrs: dict[str, Any] = {
-            Attr.MESSAGING_SYSTEM: "rabbitmq",
-            Attr.OPERATION_TYPE: "send",
-            Attr.OPERATION_NAME: "publish",
-            Attr.DESTINATION: f"{self._exchange}:{msg.routing_key}",
-            Attr.ROUTING_KEY: msg.routing_key,
-            Attr.MESSAGE_ID: message_id,
-            Attr.REQUEST_ID: msg.request_id,
-            Attr.ATTEMPT: attempt,
-            Attr.RPC_SYSTEM: "gear",
-            Attr.RPC_METHOD: msg.method,
-            Attr.RPC_KIND: msg.kind.removeprefix("gear."),
-            Attr.CALLER: self._app_id,
-            Attr.BODY_SIZE: len(msg.body),
-        }
-        if DEADLINE in msg.headers:
-            attrs[Attr.TIMEOUT_MS] = max(0, int(msg.headers[DEADLINE] - time.time() * 1000))
-        attrs.update(extra)
-        span: str | None = msg.request_id
-        if msg.kind == "gear.reply":
-            attrs[Attr.CONVERSATION_ID] = msg.request_id
-            span = None
-        self._tracer.emit(
-            name, trace_id=msg.trace_id, span_id=span, parent_span_id=msg.parent_id, attributes=attrs
         )

@@ -30,7 +30,7 @@ it (bounded by their own deadline) instead of failing at once or hanging.
 * **Cancelled consumer.** If the broker cancels a consumer (its queue was deleted behind our back), the
   whole link is dropped and rebuilt by the same path: a fresh connection requeues everything unacked
   and re-declares from data. One recovery path, tested by every reconnect test.
-* **Blocked.** ``connection.blocked`` clears the ``unblocked`` event and calls the hook; publishers wait
+* **Blocked.** ``connection.blocked`` clears the ``unblocked`` event and fires ``on_blocked``; publishers wait
   on it, bounded by their deadline. A new link starts unblocked.
 """
 
@@ -49,8 +49,10 @@ from typing import Any
 
 from gear.adapter import Link, open_link
 from gear.errors import ConfigurationError, ConnectError, ConnectionLostError
+from gear.hooks import Hooks
 from gear.redact import mask_url
-from gear.tracing.api import Attr, EventName, NullTracer, Tracer
+from gear.tracing.api import NullTracer
+from gear.tracing.emitter import Emitter
 
 __all__ = ("Backoff", "Connector", "ServiceState")
 
@@ -92,7 +94,8 @@ class Backoff:
         return base * (1.0 - self.jitter * draw)
 
 
-OnReady = Callable[[Link], Awaitable[None]]
+SetUp = Callable[[Link], Awaitable[None]]
+"""Declares the topology on a new link and starts its consumers."""
 
 
 class Connector:
@@ -108,8 +111,9 @@ class Connector:
         prefetch: int,
         backoff: Backoff,
         connect_wait: float,
-        on_ready: OnReady,
-        tracer: Tracer | None = None,
+        set_up: SetUp,
+        events: Emitter | None = None,
+        hooks: Hooks | None = None,
         spread_key: str = "",
         ssl_context: ssl.SSLContext | None = None,
         failback_every: float = 0.0,
@@ -130,15 +134,14 @@ class Connector:
         self._prefetch = prefetch
         self._backoff = backoff
         self._connect_wait = connect_wait
-        self._on_ready = on_ready
-        self._tracer: Tracer = tracer or NullTracer()
+        self._set_up = set_up
+        self._events = events or Emitter(NullTracer(), name)
+        self._hooks = hooks or Hooks()
         self.link: Link | None = None
         self.ready = asyncio.Event()
         self.unblocked = asyncio.Event()
         self.unblocked.set()
         self.blocked_reason: str | None = None
-        self.on_blocked_hook: Callable[..., object] | None = None
-        self.on_unblocked_hook: Callable[..., object] | None = None
         self.reconnects = 0
         self.started = False
         self.last_error: str | None = None
@@ -273,10 +276,8 @@ class Connector:
         self.blocked_reason = reason or "blocked"
         self.unblocked.clear()
         log.warning("the broker blocked publishing on %s: %s", self.connected_url, self.blocked_reason)
-        self._emit(EventName.BLOCKED, {Attr.BLOCKED_REASON: self.blocked_reason})
-        hook = self.on_blocked_hook
-        if hook is not None:
-            _call_hook(hook, self.blocked_reason)
+        self._events.blocked(self.blocked_reason)
+        self._hooks.blocked.fire(self.blocked_reason)
 
     def on_unblocked(self) -> None:
         """Record ``connection.unblocked`` and call the hook."""
@@ -285,10 +286,8 @@ class Connector:
         self.unblocked.set()
         if was:
             log.info("the broker unblocked publishing on %s", self.connected_url)
-            self._emit(EventName.UNBLOCKED, {})
-            hook = self.on_unblocked_hook
-            if hook is not None:
-                _call_hook(hook)
+            self._events.unblocked()
+            self._hooks.unblocked.fire()
 
     def on_closed(self, link: Link, reason: str) -> None:
         """The link failed: see :meth:`lose`."""
@@ -319,7 +318,8 @@ class Connector:
         )
         if self.blocked_reason is not None:
             self.on_unblocked()
-        self._emit(EventName.CONNECTION_LOST, {"exception.message": reason})
+        self._events.connection_lost(reason)
+        self._hooks.lost.fire(reason)
         if self._reconnect_task is None or self._reconnect_task.done():
             self._reconnect_task = asyncio.create_task(self._reconnect())
 
@@ -346,7 +346,7 @@ class Connector:
             # declarations and consumes are RPCs too: a broker that stops answering mid-setup must
             # not stall recovery, so setup gets the same bound as the handshake
             async with asyncio.timeout(self._handshake_timeout):
-                await self._on_ready(link)
+                await self._set_up(link)
         except TimeoutError:
             await link.close()
             raise ConnectionLostError(
@@ -364,6 +364,7 @@ class Connector:
         self.connected_url = mask_url(url)
         self._connected_since = time.time()
         self.ready.set()
+        self._hooks.ready.fire()
         self._go_home_later(url)
 
     def _go_home_later(self, url: str) -> None:
@@ -398,6 +399,7 @@ class Connector:
             self._connected_since = time.time()
             self.failbacks += 1
             log.info("moved back to the first-choice broker %s", self.connected_url)
+            self._hooks.ready.fire()
             await old.retire(self._retire_grace)
             return
 
@@ -431,10 +433,7 @@ class Connector:
                     continue
                 self.reconnects += 1
                 downtime = loop.time() - self._lost_at
-                self._emit(
-                    EventName.RECONNECT,
-                    {Attr.RECONNECT_ATTEMPT: attempts, Attr.DOWNTIME_MS: round(downtime * 1000, 3)},
-                )
+                self._events.reconnected(attempts, downtime)
                 log.info(
                     "reconnected to %s after %.1fs (%d attempt(s))", self.connected_url, downtime, attempts
                 )
@@ -449,22 +448,3 @@ class Connector:
                 )
             await asyncio.sleep(self._backoff.delay(round_))
             round_ += 1
-
-    def _emit(self, name: EventName, attrs: dict[str, object]) -> None:
-        if self._tracer.enabled:
-            attrs[Attr.MESSAGING_SYSTEM] = "rabbitmq"
-            self._tracer.emit(name, attributes=attrs)
-
-
-_hook_tasks: set[asyncio.Task[object]] = set()
-
-
-def _call_hook(hook: Callable[..., object], *args: object) -> None:
-    try:
-        result = hook(*args)
-        if asyncio.iscoroutine(result):
-            task: asyncio.Task[object] = asyncio.ensure_future(result)
-            _hook_tasks.add(task)
-            task.add_done_callback(_hook_tasks.discard)
-    except Exception:
-        log.exception("hook %r failed", hook)

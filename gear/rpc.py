@@ -1,10 +1,13 @@
 """The calling side: ``call``, ``cast`` and ``gather``, with deadlines and a pending-reply map.
 
-Each call gets a stable request id and a future in ``_pending``; the reply (matched by its
-``correlation_id``) resolves it. There are no locks around round trips: many calls share the one
-publish channel and the one reply queue (``TYPE.HOST``). A reply whose request is no longer pending
-(it timed out, or it is a duplicate) is dropped and counted in ``late_replies``; a reply meant for a
-stateless caller (``reply_to=TYPE``) goes to the matching ``@svc.reply_handler``.
+Each call gets a stable request id and a future in ``_pending``; the router (``gear.inbound``) hands
+every reply to :meth:`RPC.take_reply`, which resolves the future matched by its ``correlation_id`` (or
+says it matched none, and the router tries the reply handlers). There are no locks around round trips:
+many calls share the one publish channel and the one reply queue (``TYPE.HOST``).
+
+Outcomes travel as values and typed errors: the publisher returns whether the request was routed or
+raises what went wrong (``UnroutableError``, ``NotConfirmedError``...); a publish that could not finish
+before the call's deadline becomes ``CallTimeoutError`` here, as does a reply that does not come.
 """
 
 from __future__ import annotations
@@ -27,10 +30,12 @@ from gear.errors import (
     ConfigurationError,
     ConnectionLostError,
     GearError,
+    OutcomeUnknownError,
     PayloadTooLargeError,
     RemoteError,
     UnroutableError,
 )
+from gear.hooks import Hooks
 from gear.publisher import Outgoing, Publisher, RepublishPolicy
 from gear.reply import Reply, decode_reply, result_adapter, validate_result
 from gear.sync import SyncRPC
@@ -73,30 +78,24 @@ class RPC:
         self,
         *,
         identity: str,
-        own_type: str,
         publisher: Publisher,
         default_timeout: float,
         cast_retry_budget: float,
-        on_reply_unmatched: Callable[[Meta, bytes], bool],
         events: Emitter | None = None,
+        hooks: Hooks | None = None,
         max_message_bytes: int = 16 * 1024 * 1024,
     ) -> None:
         self._identity = identity
-        self._own_type = own_type
         self._publisher = publisher
         self._default_timeout = default_timeout
         self._cast_budget = cast_retry_budget
         self._max_bytes = max_message_bytes
-        self._unmatched = on_reply_unmatched
         self._events = events or Emitter(NullTracer(), identity)
         self._pending: dict[str, _Pending] = {}
         self._addresses: dict[str, Address] = {}
-        self.late_replies = 0
         self.loop: asyncio.AbstractEventLoop | None = None
         """The service's event loop while it runs (what :attr:`sync` submits to)."""
-        self.undeliverable_hook: Callable[[], Callable[..., object] | None] = lambda: self.on_undeliverable
-        self.on_undeliverable: Callable[..., object] | None = None
-        """``fn(address, method, payload)`` for casts returned for their whole budget."""
+        self._undeliverable = (hooks or Hooks()).undeliverable
 
     @property
     def sync(self) -> SyncRPC:
@@ -127,8 +126,22 @@ class RPC:
         return found
 
     def _prepare(
-        self, address: str, method: str, payload: Any, timeout: float | None, kind: Kind
+        self,
+        address: str,
+        method: str,
+        payload: Any,
+        timeout: float | None,
+        kind: Kind,
+        reply_to: str | None = None,
     ) -> tuple[Address, Outgoing, float, float]:
+        """The request to send and its budget: ``(address, message, seconds left, loop deadline)``.
+
+        A cast's message carries no deadline (it does not expire; ``timeout`` is its retry budget).
+
+        Raises:
+            ConfigurationError: a bad address, method, timeout or payload.
+            PayloadTooLargeError: the payload is over ``max_message_bytes``.
+        """
         addr = self._address(address)
         if not isinstance(method, str) or not method:
             raise ConfigurationError(f"method must be a non-empty string, not {method!r}")
@@ -153,7 +166,9 @@ class RPC:
             trace_id = self._events.current_trace_id() or new_trace_id()
             parent = None
         headers[TRACE] = trace_id
-        headers[DEADLINE] = int(deadline * 1000)
+        cast = kind is Kind.CAST
+        if not cast:
+            headers[DEADLINE] = int(deadline * 1000)
         try:
             body = pydantic_core.to_json(payload)
         except pydantic_core.PydanticSerializationError as exc:
@@ -168,7 +183,9 @@ class RPC:
             request_id=new_request_id(),
             kind=kind.value,
             headers=headers,
-            deadline_unix=deadline,
+            reply_to=reply_to,
+            deadline_unix=None if cast else deadline,
+            persistent=cast,
             method=method,
             trace_id=trace_id,
             parent_id=parent,
@@ -260,14 +277,14 @@ class RPC:
         """
         if result_type is not None:
             result_adapter(result_type)  # a type pydantic cannot validate into fails before any I/O
-        addr, msg, remaining, until = self._prepare(address, method, payload, timeout, Kind.CALL)
+        back = self._identity if reply_to is None else self._address(reply_to).routing_key
+        addr, msg, remaining, until = self._prepare(address, method, payload, timeout, Kind.CALL, back)
         if addr.is_fanout:
             raise ConfigurationError(f"{address!r} reaches several instances: use rpc.gather()")
         span = self._events.client_span(msg, address)
         try:
-            if reply_to is not None and reply_to != self._identity:
-                msg.reply_to = self._address(reply_to).routing_key
-                await self._publish_bounded(msg, until, address, method, remaining)
+            if back != self._identity:
+                await self._send(msg, until, address, method, remaining)
                 span.end()
                 return msg.request_id
             if callback is not None:
@@ -287,14 +304,13 @@ class RPC:
         self, msg: Outgoing, address: str, method: str, remaining: float, until: float,
         callback: ReplyCallback, result_type: Any, span: ClientSpan,
     ) -> None:  # fmt: skip
-        msg.reply_to = self._identity
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Any] = loop.create_future()
         rid = msg.request_id
         pending = _Pending(fut, address, method, remaining, loop.time(), msg.trace_id or "")
         self._pending[rid] = pending
         try:
-            await self._publish_bounded(msg, until, address, method, remaining)
+            await self._send(msg, until, address, method, remaining)
         except BaseException:
             self._pending.pop(rid, None)
             raise
@@ -304,42 +320,43 @@ class RPC:
     async def _round_trip(
         self, msg: Outgoing, addr: Address, address: str, method: str, remaining: float, until: float
     ) -> tuple[bool, bytes]:
-        msg.reply_to = self._identity
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Any] = loop.create_future()
         rid = msg.request_id
         pending = _Pending(fut, address, method, remaining, loop.time(), msg.trace_id or "")
         self._pending[rid] = pending
         try:
+            try:  # inline rather than through _send: one coroutine less on the hot path
+                await self._publisher.publish(msg, until, verdict_grace=0.0)
+            except (OutcomeUnknownError, ConnectionLostError) as exc:
+                raise _unsent(exc, until, address, method, remaining) from None
             async with asyncio.timeout_at(until):
-                await self._publisher.publish(msg, until)
                 ok, body = await fut
-        except (TimeoutError, ConnectionLostError) as failure:
-            if isinstance(failure, ConnectionLostError) and loop.time() < until:
-                raise  # the service is stopping, not a spent budget
-            if msg.returned and not msg.routed:  # the deadline fell during a republish
-                exc = UnroutableError(address, msg.returned)
-                self._trace_unroutable(msg, addr, exc)
-                raise exc from None
+        except UnroutableError as exc:
+            self._events.unroutable(msg.request_id, msg.trace_id, msg.method, addr.type or "*", exc.attempts)
+            raise
+        except CallTimeoutError:
+            self._trace_timeout(rid, pending)
+            raise
+        except TimeoutError:
             self._trace_timeout(rid, pending)
             raise CallTimeoutError(address, method, remaining) from None
-        except UnroutableError as exc:
-            self._trace_unroutable(msg, addr, exc)
-            raise
         finally:
             self._pending.pop(rid, None)
         return ok, body
 
-    async def _publish_bounded(
-        self, msg: Outgoing, until: float, address: str, method: str, remaining: float
-    ) -> None:
+    async def _send(self, msg: Outgoing, until: float, address: str, method: str, remaining: float) -> None:
+        """Publish a request whose caller stops waiting at loop time ``until``.
+
+        Raises:
+            CallTimeoutError: the deadline came before the broker confirmed it.
+            UnroutableError, NotConfirmedError, PublishRefusedError: as :meth:`Publisher.publish`.
+            ConnectionLostError: the service is stopping.
+        """
         try:
-            async with asyncio.timeout_at(until):
-                await self._publisher.publish(msg, until)
-        except (TimeoutError, ConnectionLostError) as failure:
-            if isinstance(failure, ConnectionLostError) and asyncio.get_running_loop().time() < until:
-                raise
-            raise CallTimeoutError(address, method, remaining) from None
+            await self._publisher.publish(msg, until, verdict_grace=0.0)
+        except (OutcomeUnknownError, ConnectionLostError) as exc:
+            raise _unsent(exc, until, address, method, remaining) from None
 
     def _expire(self, rid: str) -> None:
         pending = self._pending.pop(rid, None)
@@ -401,19 +418,13 @@ class RPC:
         """
         budget = self._cast_budget if retry_budget is None else retry_budget
         _addr, msg, _remaining, until = self._prepare(address, method, payload, budget, Kind.CAST)
-        msg.deadline_unix = None
-        msg.headers.pop(DEADLINE, None)
-        msg.persistent = True
         with _span_scope(self._events.client_span(msg, address)):
             try:
                 return await self._publisher.publish(msg, until)
             except UnroutableError:
-                hook = self.undeliverable_hook()
-                if hook is None:
+                if not self._undeliverable:
                     raise
-                out = hook(address, method, payload)
-                if asyncio.iscoroutine(out):
-                    await out
+                await self._undeliverable.run(address, method, payload)
                 return False
 
     # -- gather ------------------------------------------------------------------------------------
@@ -438,8 +449,9 @@ class RPC:
                 a blocked one), or the service is stopping.
             ConfigurationError: a bad address, method, timeout or payload.
         """
-        _addr, msg, _remaining, until = self._prepare(address, method, payload, timeout, Kind.GATHER)
-        msg.reply_to = self._identity
+        _addr, msg, _remaining, until = self._prepare(
+            address, method, payload, timeout, Kind.GATHER, self._identity
+        )
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Any] = loop.create_future()
         pending = _Pending(fut, address, method, 0.0, loop.time(), msg.trace_id or "", [], expected)
@@ -447,29 +459,28 @@ class RPC:
         self._pending[rid] = pending
         with _span_scope(self._events.client_span(msg, address)):
             try:
+                try:
+                    routed = await self._publisher.publish(msg, until, policy=_NO_RETRY, verdict_grace=0.0)
+                except OutcomeUnknownError:
+                    routed = False  # sent, no verdict by the deadline: no time left for replies either
+                if not routed or (expected is not None and expected <= 0):
+                    return []
                 async with asyncio.timeout_at(until):
-                    if not await self._publisher.publish(msg, until, policy=_NO_RETRY):
-                        return []
-                    if expected is not None and expected <= 0:
-                        return []
                     await fut
             except TimeoutError:
-                pass
+                pass  # the deadline ends a gather: what came so far is its result
             finally:
                 self._pending.pop(rid, None)
         return list(pending.replies or [])
 
     # -- replies -----------------------------------------------------------------------------------
 
-    def on_reply(self, meta: Meta, body: bytes) -> None:
-        """Route one reply delivery to its pending call (runs inline in the channel reader)."""
+    def take_reply(self, meta: Meta, body: bytes) -> bool:
+        """Resolve the call or gather waiting for this reply (runs inline in the channel reader);
+        False when none waits for it any more."""
         pending = self._pending.get(meta.request_id)
         if pending is None or pending.future.done():
-            if self._unmatched(meta, body):
-                return
-            self.late_replies += 1
-            self._events.late_reply(meta.request_id, meta.method, meta.sender)
-            return
+            return False
         if self._events.enabled:
             elapsed = asyncio.get_running_loop().time() - pending.started
             self._events.response(
@@ -480,7 +491,7 @@ class RPC:
             if pending.timer is not None:
                 pending.timer.cancel()
             pending.future.set_result((meta.ok, body))
-            return
+            return True
         try:
             result = decode_reply(meta.ok, body)
             reply = Reply(meta.sender, result, None, meta.request_id, meta.method)
@@ -489,6 +500,7 @@ class RPC:
         pending.replies.append(reply)
         if pending.expected is not None and len(pending.replies) >= pending.expected:
             pending.future.set_result(None)
+        return True
 
     def fail_all(self, exc: GearError) -> None:
         """Fail every pending call (the service is stopping)."""
@@ -508,11 +520,18 @@ class RPC:
         """Calls and gathers waiting for replies."""
         return len(self._pending)
 
-    def _trace_unroutable(self, msg: Outgoing, addr: Address, exc: UnroutableError) -> None:
-        self._events.unroutable(msg.request_id, msg.trace_id, msg.method, addr.type or "*", exc.attempts)
-
     def _trace_timeout(self, rid: str, pending: _Pending) -> None:
         self._events.timeout(rid, pending.trace_id, pending.method, pending.address, pending.timeout)
+
+
+def _unsent(
+    exc: OutcomeUnknownError | ConnectionLostError, until: float, address: str, method: str, remaining: float
+) -> GearError:
+    """What a caller sees when its request's publish did not finish: a timeout once the deadline has
+    come (sent without a verdict, or never sent), else the service is stopping."""
+    if isinstance(exc, ConnectionLostError) and asyncio.get_running_loop().time() < until:
+        return exc
+    return CallTimeoutError(address, method, remaining)
 
 
 @contextmanager

@@ -27,13 +27,15 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, TypeVar
 
 from gear.adapter import Link
 from gear.address import Address
 from gear.dispatch import Dispatcher
 from gear.duplicates import DuplicateWindow
 from gear.errors import ConfigurationError, ConnectionLostError
+from gear.hooks import HookAttr, Hooks
+from gear.inbound import ReplyHandlers, Router
 from gear.publisher import Publisher, RepublishPolicy
 from gear.reconnect import Backoff, Connector, ServiceState
 from gear.redact import mask_secrets
@@ -52,41 +54,6 @@ PING_METHOD = "gear.ping"
 log = logging.getLogger("gear.service")
 
 F = TypeVar("F", bound=Callable[..., Any])
-H = TypeVar("H", bound=Callable[..., Any])
-
-
-class _Hook(Generic[H]):
-    """A hook slot: ``svc.on_blocked = fn``, or ``@svc.on_blocked`` as a decorator."""
-
-    def __init__(self, owner: Service, name: str) -> None:
-        self._owner = owner
-        self._name = name
-        self.func: H | None = None
-
-    def __call__(self, func: H) -> H:
-        self.func = func
-        return func
-
-    def __bool__(self) -> bool:
-        return self.func is not None
-
-
-class _HookAttr:
-    def __set_name__(self, owner: type, name: str) -> None:
-        self._name = "_hook_" + name
-
-    @overload
-    def __get__(self, obj: None, objtype: type | None = None) -> _HookAttr: ...
-    @overload
-    def __get__(self, obj: Service, objtype: type | None = None) -> _Hook[Any]: ...
-    def __get__(self, obj: Service | None, objtype: type | None = None) -> _Hook[Any] | _HookAttr:
-        if obj is None:
-            return self
-        hook: _Hook[Any] = obj.__dict__[self._name]
-        return hook
-
-    def __set__(self, obj: Service, value: Callable[..., Any] | None) -> None:
-        obj.__dict__[self._name].func = value
 
 
 class Service:
@@ -107,12 +74,17 @@ class Service:
         ConfigurationError: invalid TYPE, HOST, URL or settings (before any I/O).
     """
 
-    on_blocked = _HookAttr()
-    """``fn(reason)`` called when the broker blocks the connection (memory or disk alarm)."""
-    on_unblocked = _HookAttr()
-    """``fn()`` called when the broker unblocks the connection."""
-    on_undeliverable = _HookAttr()
-    """``fn(address, method, payload)`` for a cast returned for its whole retry budget."""
+    # the service's events: see gear.hooks for when each is called and how
+    on_ready: HookAttr[[]] = HookAttr()
+    """``fn()``: a link is up, topology declared, consumers running (start, reconnect, failback)."""
+    on_lost: HookAttr[[str]] = HookAttr()
+    """``fn(reason)``: the link was lost; reconnecting starts."""
+    on_blocked: HookAttr[[str]] = HookAttr()
+    """``fn(reason)``: the broker blocks publishing (memory or disk alarm)."""
+    on_unblocked: HookAttr[[]] = HookAttr()
+    """``fn()``: the broker unblocks publishing."""
+    on_undeliverable: HookAttr[[str, str, Any]] = HookAttr()
+    """``fn(address, method, payload)``: a cast was returned for its whole retry budget."""
 
     def __init__(
         self,
@@ -125,8 +97,8 @@ class Service:
         serve: bool | None = None,
         **overrides: Any,
     ) -> None:
-        for name in ("on_blocked", "on_unblocked", "on_undeliverable"):
-            self.__dict__["_hook_" + name] = _Hook[Any](self, name)
+        self.hooks = Hooks()
+        """The slots behind the ``on_*`` hooks (see :mod:`gear.hooks`)."""
         values: dict[str, Any] = {}
         if type is not None:
             values["type"] = type
@@ -161,6 +133,7 @@ class Service:
             )
         self._tracer: Tracer = tracer
         s = self.settings
+        events = Emitter(self._tracer, self.identity, s.exchange)
         self._connector = Connector(
             s.url,
             name=f"gear {self.identity} pid {os.getpid()}",
@@ -169,24 +142,22 @@ class Service:
             prefetch=s.prefetch,
             backoff=Backoff(initial=s.reconnect_initial, maximum=s.reconnect_max),
             connect_wait=s.connect_wait,
-            on_ready=self._on_link_ready,
-            tracer=self._tracer,
+            set_up=self._set_up_link,
+            events=events,
+            hooks=self.hooks,
             spread_key=self.identity if s.spread_urls else "",
             ssl_context=client_context(s),
             failback_every=s.failback_interval,
             retire_grace=s.drain_timeout,
         )
-        self._connector.on_blocked_hook = self._blocked_hook
-        self._connector.on_unblocked_hook = self._unblocked_hook
         self._publisher = Publisher(
             self._connector,
             exchange=s.exchange,
             app_id=self.identity,
             policy=RepublishPolicy(initial=s.republish_initial, maximum=s.republish_max),
-            tracer=self._tracer,
+            events=events,
         )
         self._executor: ThreadPoolExecutor | None = None
-        events = Emitter(self._tracer, self.identity, s.exchange)
         self._dispatcher = Dispatcher(
             identity=self.identity,
             publisher=self._publisher,
@@ -197,16 +168,17 @@ class Service:
         )
         self.rpc = RPC(
             identity=self.identity,
-            own_type=self.type,
             publisher=self._publisher,
             default_timeout=s.timeout,
             cast_retry_budget=s.cast_retry_budget,
-            on_reply_unmatched=self._dispatcher.on_unmatched_reply,
             events=events,
+            hooks=self.hooks,
             max_message_bytes=s.max_message_bytes,
         )
-        self.rpc.undeliverable_hook = lambda: self.on_undeliverable.func
-        self._dispatcher.rpc = self.rpc
+        self._reply_handlers = ReplyHandlers(self._get_executor)
+        self._router = Router(
+            calls=self.rpc, replies=self._reply_handlers, server=self._dispatcher, events=events
+        )
         self._topology: Topology | None = None
         self._started = False
         self._started_at = 0.0
@@ -279,7 +251,7 @@ class Service:
         """
 
         def register(func: F) -> F:
-            self._dispatcher.register_reply(name, func)
+            self._reply_handlers.register(name, func)
             return func
 
         return register
@@ -324,7 +296,7 @@ class Service:
         """Counters: late replies, returns, republishes, expired, cancelled and duplicate requests,
         duplicate-window evictions, requests left for requeue at stop, reconnects."""
         return {
-            "late_replies": self.rpc.late_replies,
+            "late_replies": self._router.late_replies,
             "returns": self._publisher.returns,
             "republishes": self._publisher.republishes,
             "expired": self._dispatcher.expired,
@@ -341,7 +313,7 @@ class Service:
     def _make_topology(self) -> Topology:
         serve = self._serve
         if serve is None:
-            serve = bool(self._dispatcher.handlers or self._dispatcher.reply_handlers)
+            serve = bool(self._dispatcher.handlers or self._reply_handlers)
         s = self.settings
         return Topology.for_service(
             self.type,
@@ -403,7 +375,10 @@ class Service:
         if link is not None and type_queue is not None:
             await link.stop_consuming(type_queue.name)
         self._draining = True
-        if not await self._dispatcher.drain(self.settings.drain_timeout):
+        give_up = time.monotonic() + self.settings.drain_timeout
+        drained = await self._dispatcher.drain(self.settings.drain_timeout)
+        drained = await self._reply_handlers.drain(max(0.0, give_up - time.monotonic())) and drained
+        if not drained:
             left = await self._dispatcher.abandon(limit=1.0)
             log.warning(
                 "%s: %d handler(s) still running after drain_timeout (%gs); cancelled, their "
@@ -480,20 +455,12 @@ class Service:
             "last_error": self._connector.last_error,
         }
 
-    async def _on_link_ready(self, link: Link) -> None:
+    async def _set_up_link(self, link: Link) -> None:
         topology = self._topology or self._make_topology()
         await link.apply(topology)
         if topology.type_queue is not None and not self._stopping:
-            await link.consume("type", topology.type_queue.name, self._dispatcher.on_delivery)
-        await link.consume("host", topology.host_queue.name, self._dispatcher.on_delivery)
-
-    def _blocked_hook(self, reason: str) -> object:
-        func = self.on_blocked.func
-        return None if func is None else func(reason)
-
-    def _unblocked_hook(self) -> object:
-        func = self.on_unblocked.func
-        return None if func is None else func()
+            await link.consume("type", topology.type_queue.name, self._router.on_delivery)
+        await link.consume("host", topology.host_queue.name, self._router.on_delivery)
 
     def _get_executor(self) -> ThreadPoolExecutor:
         if self._executor is None:

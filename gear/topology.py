@@ -23,11 +23,11 @@ from typing import Any
 
 from gear.address import Address, instance_bindings, validate_type
 
-__all__ = ("Binding", "Exchange", "Queue", "Topology")
+__all__ = ("BindingSpec", "ExchangeSpec", "QueueSpec", "Topology")
 
 
 @dataclass(frozen=True, slots=True)
-class Exchange:
+class ExchangeSpec:
     """The topic exchange all Gear traffic goes through."""
 
     name: str
@@ -36,7 +36,7 @@ class Exchange:
 
 
 @dataclass(frozen=True, slots=True)
-class Queue:
+class QueueSpec:
     """A queue and the arguments it is declared with."""
 
     name: str
@@ -47,7 +47,7 @@ class Queue:
 
 
 @dataclass(frozen=True, slots=True)
-class Binding:
+class BindingSpec:
     """A literal (wildcard-free) binding from the exchange to a queue."""
 
     exchange: str
@@ -59,10 +59,10 @@ class Binding:
 class Topology:
     """Everything one instance declares: the exchange, its two queues and their bindings."""
 
-    exchange: Exchange
-    type_queue: Queue | None
-    host_queue: Queue
-    bindings: tuple[Binding, ...]
+    exchange: ExchangeSpec
+    type_queue: QueueSpec | None
+    host_queue: QueueSpec
+    bindings: tuple[BindingSpec, ...]
 
     @classmethod
     def for_service(
@@ -92,23 +92,22 @@ class Topology:
         """
         own = Address.instance(type, host)
         shared_args: dict[str, Any] = {"x-queue-type": "quorum"} if quorum else {}
-        host_queue = Queue(
+        host_queue = QueueSpec(
             name=own.routing_key,
             arguments={**shared_args, "x-expires": max(1, int(instance_queue_ttl * 1000))},
         )
         if not serve:
-            return cls(
-                Exchange(exchange), None, host_queue, (Binding(exchange, host_queue.name, own.routing_key),)
-            )
-        type_queue = Queue(name=validate_type(type), arguments=shared_args)
+            own_binding = BindingSpec(exchange, host_queue.name, own.routing_key)
+            return cls(ExchangeSpec(exchange), None, host_queue, (own_binding,))
+        type_queue = QueueSpec(name=validate_type(type), arguments=shared_args)
         bindings = (
-            Binding(exchange, type_queue.name, type_queue.name),
-            *(Binding(exchange, host_queue.name, key) for key in instance_bindings(type, host)),
+            BindingSpec(exchange, type_queue.name, type_queue.name),
+            *(BindingSpec(exchange, host_queue.name, key) for key in instance_bindings(type, host)),
         )
-        return cls(Exchange(exchange), type_queue, host_queue, bindings)
+        return cls(ExchangeSpec(exchange), type_queue, host_queue, bindings)
 
     @property
-    def queues(self) -> tuple[Queue, ...]:
+    def queues(self) -> tuple[QueueSpec, ...]:
         """The shared queue (if serving), then the instance queue."""
         if self.type_queue is None:
             return (self.host_queue,)

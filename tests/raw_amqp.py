@@ -35,6 +35,9 @@ CLIENT_CAPABILITIES: dict[str, Any] = {
 }
 
 
+_NOTICES = (heartbeat.Heartbeat, commands.Connection.Blocked, commands.Connection.Unblocked)
+
+
 class ServerClosedError(Exception):
     """The server closed the socket."""
 
@@ -134,11 +137,20 @@ class RawAmqp:
         _consumed, channel, obj = frame.unmarshal(head + rest)
         return channel, obj
 
-    async def expect(self, kind: type[Any], within: float = WAIT) -> Any:
-        """Skip heartbeats until a frame of ``kind``; anything else is an assertion failure."""
+    async def next_frame(self, within: float = WAIT) -> tuple[int, Frame | Any]:
+        """The next frame that is not a heartbeat or a connection.blocked/unblocked notice (a broker
+        under a resource alarm sends those at any moment to clients that announce the capability)."""
         while True:
             channel, obj = await self.read_frame(within)
-            if isinstance(obj, heartbeat.Heartbeat):
+            if not isinstance(obj, _NOTICES):
+                return channel, obj
+
+    async def expect(self, kind: type[Any], within: float = WAIT) -> Any:
+        """Skip heartbeats (and blocked/unblocked notices unless ``kind`` is one) until a frame of
+        ``kind``; anything else is an assertion failure."""
+        while True:
+            channel, obj = await self.read_frame(within)
+            if isinstance(obj, _NOTICES) and not issubclass(kind, _NOTICES):
                 continue
             assert isinstance(obj, kind), f"expected {kind.__name__}, got {obj!r} on channel {channel}"
             return obj

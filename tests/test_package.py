@@ -124,4 +124,95 @@ def test_the_cli_uses_only_public_names() -> None:
                     for a in node.names
                     if a.name.startswith("gear.") and a.name not in public
                 ]
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "examples":
+                wrong.append(f"{path.name}: from {node.module} import ...")  # `gear demo` loads it by name
+            if isinstance(node, ast.Import):
+                examples = [a.name for a in node.names if a.name.split(".")[0] == "examples"]
+                wrong += [f"{path.name}: import {name}" for name in examples]
     assert wrong == []
+
+
+def test_the_demo_entry_point_the_cli_names_exists() -> None:
+    """``gear demo`` reaches the example system only through ``DEMO_ENTRY``: it must resolve."""
+    from cli.demo import DEMO_ENTRY, _entry
+
+    assert callable(_entry(DEMO_ENTRY))
+
+
+def test_the_sdk_emits_trace_events_only_through_the_typed_emitter() -> None:
+    """Attribute names and event kinds are assembled in ``gear.tracing.emitter`` only."""
+    modules = ("gear.tracing", "gear.tracing.api")
+    raw = {f"{module}.{name}" for module in modules for name in ("Attr", "EventName")}
+    sdk = [*(ROOT / "gear").glob("*.py"), *(ROOT / "gear" / "adapter").glob("*.py")]
+    offenders = {path.name: sorted(_imports(path) & raw) for path in sdk}
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_the_calling_and_serving_sides_do_not_know_each_other() -> None:
+    """``gear.inbound`` routes deliveries to both; neither imports the other nor the router."""
+    sides = {"rpc.py": "gear.dispatch", "dispatch.py": "gear.rpc"}
+    found = {
+        name: sorted(m for m in _imports(ROOT / "gear" / name) if m.startswith((other, "gear.inbound")))
+        for name, other in sides.items()
+    }
+    assert found == {"rpc.py": [], "dispatch.py": []}
+
+
+# package: what else of gear its modules may import (the layer picture in the README)
+_LAYERS = {
+    "tracing": (),
+    "broker": ("gear.redact",),
+    "pipeline": ("gear.tracing",),
+    "adapter": ("gear.errors", "gear.redact", "gear.topology"),
+}
+
+
+@pytest.mark.parametrize("package", sorted(_LAYERS))
+def test_each_layer_imports_only_what_the_layer_picture_allows(package: str) -> None:
+    allowed = (f"gear.{package}", *_LAYERS[package])
+    wrong = {
+        path.relative_to(ROOT).as_posix(): sorted(
+            m for m in _imports(path) if m.split(".")[0] == "gear" and not m.startswith(allowed)
+        )
+        for path in (ROOT / "gear" / package).rglob("*.py")
+    }
+    assert {k: v for k, v in wrong.items() if v} == {}
+
+
+def test_only_the_adapter_touches_the_amqp_client() -> None:
+    clients = ("aiormq", "aio_pika", "pamqp")
+    wrong = {
+        path.name: sorted(m for m in _imports(path) if m.split(".")[0] in clients)
+        for path in (ROOT / "gear").glob("*.py")
+    }
+    assert {k: v for k, v in wrong.items() if v} == {}
+
+
+def test_the_brokers_modules_form_no_import_cycle() -> None:
+    """Type-only imports included: each broker object is handed the narrow interface it needs (a
+    Protocol beside it) instead of importing its parent. The one exception is the channel and its two
+    method-handler modules (consume, declare), which are one class's methods split by size."""
+    package = ROOT / "gear" / "broker"
+    names = {path.stem for path in package.glob("*.py")}
+    graph = {
+        path.stem: {
+            m.split(".")[2]
+            for m in _imports(path)
+            if m.startswith("gear.broker.") and m.split(".")[2] in names
+        }
+        - {path.stem}
+        for path in package.glob("*.py")
+    }
+    graph["consume"].discard("channel")
+    graph["declare"].discard("channel")
+    cycles = []
+    for start in sorted(graph):
+        stack = [(start, [start])]
+        while stack:
+            node, path = stack.pop()
+            for nxt in sorted(graph[node]):
+                if nxt == start:
+                    cycles.append(" -> ".join([*path, nxt]))
+                elif nxt not in path and nxt > start:
+                    stack.append((nxt, [*path, nxt]))
+    assert cycles == []

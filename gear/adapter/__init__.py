@@ -2,6 +2,7 @@
 
 * :mod:`gear.adapter.link`: one connection with Gear's three channels, its watchdog and topology;
 * :mod:`gear.adapter.publish`: one confirmed publish attempt, its outcome as a value;
+* :mod:`gear.adapter.encode`: the frames of one ``basic.publish``, packed fast;
 * :mod:`gear.adapter.consume`: deliveries in Gear's form, and acknowledgements;
 * :mod:`gear.adapter.transport`: the socket (a reader that notes silence, a writer that batches);
 * :mod:`gear.adapter.logs`: the library's network-error log lines moved to DEBUG;

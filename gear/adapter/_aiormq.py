@@ -14,7 +14,7 @@ Three things it needs are not offered publicly, so this module reaches for them,
   queues its ``close-ok``) before the channel object reports ``is_closed``; frames sent on that
   channel number after the ``close-ok`` would be a connection error, so :func:`channel_closing` lets
   the writer drop publishes from that moment on.
-* Publishing pre-encoded frames (``gear.frames``) with aiormq's own confirm bookkeeping
+* Publishing pre-encoded frames (``gear.adapter.encode``) with aiormq's own confirm bookkeeping
   (:func:`send_publish`): the channel's lock, delivery-tag counter, confirmation map and the message-id
   map that routes a ``basic.return`` to its pending confirm, so acks, nacks, returns and a closing
   channel resolve the confirmation exactly as for aiormq's own ``basic_publish``.

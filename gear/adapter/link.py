@@ -42,11 +42,11 @@ from yarl import URL
 
 from gear.adapter import _aiormq
 from gear.adapter.consume import DeliveryCallback, read_deliveries
+from gear.adapter.encode import encode_publish
 from gear.adapter.errors import LIBRARY_ERRORS, describe
 from gear.adapter.publish import Outcome, PublishResult, send
 from gear.adapter.transport import GearTransportFactory, TimedReader
 from gear.errors import ConfigurationError, ConnectError, ConnectionLostError
-from gear.frames import encode_publish
 from gear.redact import mask_secrets, mask_url
 from gear.topology import Topology
 
@@ -193,7 +193,6 @@ class Link:
         self._retiring: dict[Any, asyncio.Event] = {}
         self._renewing: asyncio.Task[None] | None = None
         self._pub_errors: list[float] = []
-        self.publish_channel_reopens = 0
         heartbeat = int(getattr(conn.connection_tune, "heartbeat", 0) or 0)
         self.heartbeat = heartbeat
         """The negotiated heartbeat timeout in seconds (0: none)."""
@@ -283,7 +282,6 @@ class Link:
             self._fail(f"cannot reopen the publish channel ({describe(exc)[1]})")
             return
         self._pub = pub
-        self.publish_channel_reopens += 1
         pub.closing.add_done_callback(functools.partial(self._on_publish_channel_closed, pub))
         self._pub_ready.set()
 

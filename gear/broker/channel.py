@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from pamqp import commands
 
@@ -28,29 +29,78 @@ from gear.broker.credit import CreditLedger
 from gear.broker.errors import AMQPError, resource
 from gear.broker.message import Entry, Message, sender_selected
 from gear.broker.queue import Consumer, Queue
+from gear.broker.replies import ReplyConsumers
+from gear.broker.vhost import VirtualHost
 
-if TYPE_CHECKING:
-    from gear.broker.connection import Connection
-    from gear.broker.vhost import VirtualHost
-
-__all__ = ("REPLY_TO", "Channel")
+__all__ = ("REPLY_TO", "Channel", "ChannelLimits", "ChannelOwner")
 
 REPLY_TO = "amq.rabbitmq.reply-to"
 _REPLY_PREFIX = REPLY_TO + "."
 _REPLY_MARK = b"\x15" + REPLY_TO.encode()
 _SIZE = struct.Struct(">HHQ")
-Handler = Callable[["Channel", Any], None]
+MethodHandler = Callable[["Channel", Any], None]
+
+
+class ChannelOwner(Protocol):
+    """What a channel needs from its connection (it never reaches past it to the broker core)."""
+
+    user: str
+    frame_max: int
+    flow_blocked: bool
+    client_capabilities: dict[str, Any]
+
+    @property
+    def can_send(self) -> bool: ...
+
+    def send(self, data: bytes) -> None: ...
+
+    def send_method(self, channel: int, method: Any) -> None: ...
+
+    def flush_later(self) -> None:
+        """Have the connection flush at the end of this turn (confirms are waiting)."""
+        ...
+
+    def channel_closed(self, channel: Channel) -> None: ...
+
+    def publish_seen(self) -> None: ...
+
+    def credit_changed(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelLimits:
+    """The broker settings a channel applies."""
+
+    max_message_size: int
+    credit: int
+    """Messages a publisher may have in a queue's inbox before it must wait (its initial credit)."""
+    credit_more_after: int
+    """Messages a queue processes before it grants a publisher more credit."""
 
 
 class Channel:
-    """One open channel of a connection."""
+    """One open channel of a connection.
 
-    def __init__(self, connection: Connection, number: int) -> None:
+    It is handed what it uses: its connection (as :class:`ChannelOwner`), its vhost, the user's
+    grants, the broker's limits and the direct reply-to registry.
+    """
+
+    def __init__(
+        self,
+        connection: ChannelOwner,
+        number: int,
+        *,
+        vhost: VirtualHost,
+        grants: Grants,
+        limits: ChannelLimits,
+        replies: ReplyConsumers,
+    ) -> None:
         self.conn = connection
         self.number = number
-        self.vhost: VirtualHost = connection.core.vhosts[connection.vhost_name]
-        assert connection.grants is not None, "channels open only after connection.open"
-        self.grants: Grants = connection.grants
+        self.vhost = vhost
+        self.grants = grants
+        self.replies = replies
+        self.limits = limits
         self.closing = False
         self.released = False
         # content assembly
@@ -79,7 +129,7 @@ class Channel:
         self.last_queue = ""
         self.reply_key: str | None = None
         self.reply_tag: str | None = None
-        self.ledger = CreditLedger(connection.core.config.credit[0])
+        self.ledger = CreditLedger(limits.credit)
 
     # -- dispatch ---------------------------------------------------------------------------------
     def handle_method(self, method: Any) -> None:
@@ -147,7 +197,7 @@ class Channel:
         class_id, _, size = _SIZE.unpack_from(payload)
         if class_id != 60:
             raise AMQPError(505, f"expected content header for class 60, got class {class_id}")
-        max_size = self.conn.core.config.max_message_size
+        max_size = self.limits.max_message_size
         if size > max_size:
             self._publish = None
             raise AMQPError(
@@ -178,11 +228,11 @@ class Channel:
             self._finish(parts[0] if len(parts) == 1 else b"".join(parts))
         else:  # a large message arriving in pieces counts against the memory watermark too
             self._held += len(payload)
-            self.conn.core.memory_changed(len(payload))
+            self.vhost.memory_changed(len(payload))
 
     def _release_held(self) -> None:
         if self._held:
-            self.conn.core.memory_changed(-self._held)
+            self.vhost.memory_changed(-self._held)
             self._held = 0
 
     def _finish(self, body: bytes) -> None:
@@ -266,15 +316,17 @@ class Channel:
         return message.with_properties(props, message.exchange, message.routing_key)
 
     def _direct_reply(self, message: Message) -> bool:
-        key = message.routing_key[len(_REPLY_PREFIX) :]
-        target = self.conn.core.reply_channels.get(key)
-        if target is None or target.reply_tag is None or target.released:
-            return False
-        consumer = target.consumers.get(target.reply_tag)
-        if consumer is None:
-            return False
-        target.deliver(consumer, None, Entry(message, 0, None))
-        return True
+        return self.replies.deliver(message.routing_key[len(_REPLY_PREFIX) :], message)
+
+    def start_reply_consumer(self, tag: str) -> None:
+        """Consume ``amq.rabbitmq.reply-to`` under consumer ``tag`` (a new reply key)."""
+        self.reply_key = self.replies.open(self)
+        self.reply_tag = tag
+
+    def stop_reply_consumer(self) -> None:
+        """Stop consuming direct replies (their key is forgotten)."""
+        self.replies.close(self.reply_key)
+        self.reply_key = self.reply_tag = None
 
     # -- confirms ---------------------------------------------------------------------------------
     def _confirm_now(self, seq: int) -> None:
@@ -301,7 +353,7 @@ class Channel:
     def _mark_confirms(self) -> None:
         if not self.confirms_pending:
             self.confirms_pending = True
-            self.conn.core.mark_dirty(self.conn)
+            self.conn.flush_later()
 
     def flush_confirms(self) -> None:
         """Send the confirms gathered this turn, collapsing a run below every unconfirmed tag."""
@@ -410,8 +462,7 @@ class Channel:
         self._acks = []
         self._nacks = []
         consume.release(self)
-        if self.reply_key is not None:
-            self.conn.core.reply_channels.pop(self.reply_key, None)
+        self.replies.close(self.reply_key)
         for queue in list(self.ledger.blocked_on):
             if isinstance(queue, Queue):
                 queue.blocked_senders.discard(self)
@@ -473,7 +524,7 @@ def _tx_rollback(channel: Channel, method: commands.Tx.Rollback) -> None:
     channel.conn.send_method(channel.number, commands.Tx.RollbackOk())
 
 
-_HANDLERS: dict[type, Handler] = {
+_HANDLERS: dict[type, MethodHandler] = {
     commands.Channel.Close: _channel_close,
     commands.Channel.CloseOk: _channel_close_ok,
     commands.Channel.Open: _channel_open,

@@ -49,8 +49,15 @@ _END = b"\xce"
 
 
 def shortstr(value: str) -> bytes:
-    """An AMQP short string (names are at most 255 bytes; longer input is truncated, never rejected)."""
-    raw = value.encode("utf-8")[:255]
+    """An AMQP short string.
+
+    Raises:
+        ValueError: ``value`` is over 255 bytes of UTF-8 (names arrive as short strings, so they fit;
+            free text such as a close reason is clipped where it is made, see ``AMQPError``).
+    """
+    raw = value.encode("utf-8")
+    if len(raw) > 255:
+        raise ValueError(f"short string of {len(raw)} bytes; AMQP allows 255")
     return bytes((len(raw),)) + raw
 
 

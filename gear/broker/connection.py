@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 from pamqp import commands
 
 from gear.broker.access import Grants, LoginRefusedError
-from gear.broker.channel import Channel
+from gear.broker.channel import Channel, ChannelLimits
 from gear.broker.codec import decode_method, encode_method, method_id_of
 from gear.broker.errors import AMQPError
 from gear.broker.frames import (
@@ -91,7 +91,12 @@ class Connection:
     """One client connection (sans-I/O)."""
 
     def __init__(
-        self, core: BrokerCore, peer: str, *, tls: bool = False, certificate_user: str | None = None
+        self,
+        core: BrokerCore[Connection],
+        peer: str,
+        *,
+        tls: bool = False,
+        certificate_user: str | None = None,
     ) -> None:
         self.core = core
         self.peer = peer
@@ -135,6 +140,10 @@ class Connection:
             self.core.mark_dirty(self)
         self._out.append(data)
         self.out_bytes += len(data)
+
+    def flush_later(self) -> None:
+        """Flush this connection's output at the end of the turn."""
+        self.core.mark_dirty(self)
 
     def send_method(self, channel: int, method: Any) -> None:
         """Queue one pamqp method frame."""
@@ -403,7 +412,16 @@ class Connection:
                 class_id=20,
                 method_id=10,
             )
-        self.channels[channel_id] = Channel(self, channel_id)
+        assert self.grants is not None, "channels open only after connection.open"
+        core = self.core
+        self.channels[channel_id] = Channel(
+            self,
+            channel_id,
+            vhost=core.vhosts[self.vhost_name],
+            grants=self.grants,
+            limits=ChannelLimits(core.config.max_message_size, *core.config.credit),
+            replies=core.replies,
+        )
         self.send_method(channel_id, commands.Channel.OpenOk())
 
     def channel_closed(self, channel: Channel) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import os
 from typing import TYPE_CHECKING, Any
 
 from pamqp import commands
@@ -77,10 +75,7 @@ def _reply_consume(channel: Channel, method: commands.Basic.Consume, tag: str) -
         raise AMQPError(406, "reply consumer cannot acknowledge")
     if channel.reply_tag is not None:
         raise AMQPError(406, "reply consumer already set")
-    key = base64.urlsafe_b64encode(os.urandom(18)).decode()
-    channel.reply_key = key
-    channel.reply_tag = tag
-    channel.conn.core.reply_channels[key] = channel
+    channel.start_reply_consumer(tag)
     channel.consumers[tag] = Consumer(
         tag, channel, None, no_ack=True, exclusive=False, prefetch=0, arguments={}
     )
@@ -92,9 +87,7 @@ def _cancel(channel: Channel, method: commands.Basic.Cancel) -> None:
     consumer = channel.consumers.pop(method.consumer_tag or "", None)
     if consumer is not None:
         if consumer.queue is None:
-            if channel.reply_key is not None:
-                channel.conn.core.reply_channels.pop(channel.reply_key, None)
-            channel.reply_key = channel.reply_tag = None
+            channel.stop_reply_consumer()
         else:
             consumer.queue.remove_consumer(consumer)
     if not method.nowait:

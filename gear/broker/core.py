@@ -9,25 +9,47 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Generic, Protocol, TypeVar
 
 from gear.broker.alarms import DiskAlarm, MemoryAlarm
 from gear.broker.config import BrokerConfig
 from gear.broker.queue import Queue
+from gear.broker.replies import ReplyConsumers
 from gear.broker.status import BrokerStatus, ConnectionStatus, QueueStatus
 from gear.broker.vhost import VirtualHost
 
-if TYPE_CHECKING:
-    from gear.broker.channel import Channel
-    from gear.broker.connection import Connection
-
-__all__ = ("BrokerCore",)
+__all__ = ("BrokerCore", "CoreConnection")
 
 log = logging.getLogger("gear.broker")
 
 
-class BrokerCore:
-    """State shared by every connection of one broker."""
+class CoreConnection(Protocol):
+    """What the core needs from a connection (the core never imports the connection module)."""
+
+    resume_pending: bool
+    finished: bool
+
+    @property
+    def status_visible(self) -> bool: ...
+
+    def resume(self) -> None: ...
+
+    def before_flush(self) -> None: ...
+
+    def tick(self, now: float) -> None: ...
+
+    def alarm_changed(self, active: bool) -> None: ...
+
+    def queue_deleted(self, queue: Queue) -> None: ...
+
+    def status(self) -> ConnectionStatus: ...
+
+
+C = TypeVar("C", bound=CoreConnection)
+
+
+class BrokerCore(Generic[C]):
+    """State shared by every connection of one broker (``C``: the connection type)."""
 
     def __init__(self, config: BrokerConfig, clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
@@ -35,13 +57,14 @@ class BrokerCore:
         self.now = clock()
         self.vhosts = {name: VirtualHost(name, self) for name in config.all_vhosts()}
         self.access = config.access_control()
-        self.connections: set[Connection] = set()
+        self.connections: set[C] = set()
         self.alarm = MemoryAlarm(config.memory_limit_bytes())
         self.disk_alarm = DiskAlarm(config.disk_free_limit)
-        self.reply_channels: dict[str, Channel] = {}
+        self.replies = ReplyConsumers()
+        """The one owner of direct reply-to keys."""
         self._drain: dict[Queue, None] = {}
-        self._dirty: dict[Connection, None] = {}
-        self._resume: dict[Connection, None] = {}
+        self._dirty: dict[C, None] = {}
+        self._resume: dict[C, None] = {}
         self.wake: Callable[[], None] = lambda: None
         self._woken = False
         self.internal_errors = 0
@@ -52,12 +75,12 @@ class BrokerCore:
         self._drain[queue] = None
         self._request()
 
-    def mark_dirty(self, connection: Connection) -> None:
+    def mark_dirty(self, connection: C) -> None:
         """``connection`` has output to flush at the end of this turn."""
         self._dirty[connection] = None
         self._request()
 
-    def resume_later(self, connection: Connection) -> None:
+    def resume_later(self, connection: C) -> None:
         """``connection`` may parse its buffered frames again (flow or alarm released it)."""
         self._resume[connection] = None
         self.mark_dirty(connection)
@@ -67,7 +90,7 @@ class BrokerCore:
             self._woken = True
             self.wake()
 
-    def run_turn(self) -> list[Connection]:
+    def run_turn(self) -> list[C]:
         """Drain queue inboxes (until quiet), then return the connections with output to flush."""
         self._woken = False
         self.now = self.clock()

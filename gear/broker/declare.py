@@ -239,7 +239,7 @@ def _queue_declare(channel: Channel, method: commands.Queue.Declare) -> None:
             exclusive_owner=conn if method.exclusive else None,
             auto_delete=method.auto_delete,
             arguments=arguments,
-            credit_more_after=conn.core.config.credit[1],
+            credit_more_after=channel.limits.credit_more_after,
         )
         vhost.queues[name] = queue
     else:
@@ -276,7 +276,7 @@ def _declare_ok(channel: Channel, method: commands.Queue.Declare, queue: Queue) 
 
 def _reply_to_declare(channel: Channel, name: str, method: commands.Queue.Declare) -> None:
     key = name[len(REPLY_TO) + 1 :]
-    alive = name == REPLY_TO or key in channel.conn.core.reply_channels
+    alive = name == REPLY_TO or channel.replies.alive(key)
     if not method.passive:
         raise AMQPError(403, f"queue name '{name}' contains reserved prefix 'amq.*'")
     if not alive:

@@ -12,15 +12,36 @@ from __future__ import annotations
 
 import datetime
 from collections import deque
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from gear.broker.credit import CreditMeter
+from gear.broker.exchange import Exchange
 from gear.broker.message import Entry, Message, dead_lettered
 
-if TYPE_CHECKING:
-    from gear.broker.vhost import VirtualHost
+__all__ = ("Consumer", "ConsumerChannel", "PublishingChannel", "Queue", "QueueHost")
 
-__all__ = ("Consumer", "ConsumerChannel", "Publisher", "Queue")
+
+class QueueHost(Protocol):
+    """What a queue needs from its vhost: the clock, the turn's work list, memory accounting,
+    dead-lettering and its own deletion."""
+
+    @property
+    def exchanges(self) -> Mapping[str, Exchange]: ...
+
+    def now(self) -> float: ...
+
+    def schedule(self, queue: Queue) -> None: ...
+
+    def watch_expiry(self, queue: Queue) -> None: ...
+
+    def memory_changed(self, delta: int) -> None: ...
+
+    def publish_internal(
+        self, exchange: Exchange, message: Message, exclude: Queue | None = None
+    ) -> None: ...
+
+    def delete_queue(self, queue: Queue) -> int: ...
 
 
 class ConsumerChannel(Protocol):
@@ -33,7 +54,7 @@ class ConsumerChannel(Protocol):
     def consumer_cancelled(self, consumer: Consumer) -> None: ...
 
 
-class Publisher(Protocol):
+class PublishingChannel(Protocol):
     """What a queue needs from a publishing channel: confirms and credit."""
 
     released: bool
@@ -86,7 +107,7 @@ class Queue:
 
     def __init__(
         self,
-        vhost: VirtualHost,
+        vhost: QueueHost,
         name: str,
         *,
         durable: bool,
@@ -103,7 +124,7 @@ class Queue:
         self.arguments = arguments
         self.ready: deque[Entry] = deque()
         self.ready_bytes = 0
-        self.inbox: list[tuple[Message, Publisher | None, int]] = []
+        self.inbox: list[tuple[Message, PublishingChannel | None, int]] = []
         self.consumers: deque[Consumer] = deque()
         self.unacked = 0
         self.had_consumers = False
@@ -128,7 +149,7 @@ class Queue:
         return f"<Queue {self.name!r} ready={len(self.ready)} unacked={self.unacked}>"
 
     # -- publishing -------------------------------------------------------------------------------
-    def enqueue(self, message: Message, publisher: Publisher | None, seq: int) -> None:
+    def enqueue(self, message: Message, publisher: PublishingChannel | None, seq: int) -> None:
         """Hand a routed message to the queue; it is accepted when the broker drains the inbox."""
         if not self.inbox:
             self.vhost.schedule(self)

@@ -120,7 +120,7 @@ class Broker:
         if config is not None and fields:
             raise TypeError("pass either config= or keyword fields, not both")
         self.config = config if config is not None else BrokerConfig.from_fields(**fields)
-        self.core = BrokerCore(self.config)
+        self.core: BrokerCore[Connection] = BrokerCore(self.config)
         self._disk_free = disk_free or _disk_free
         self._next_disk_check = 0.0
         self.protocols: dict[Connection, _Protocol] = {}

@@ -7,16 +7,28 @@ exchange routes nowhere, and returns each queue at most once. Declarations are k
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from gear.broker.exchange import Exchange
 from gear.broker.message import Message
 from gear.broker.queue import Queue
 
-if TYPE_CHECKING:
-    from gear.broker.core import BrokerCore
+__all__ = ("SYSTEM_EXCHANGES", "VhostServices", "VirtualHost")
 
-__all__ = ("SYSTEM_EXCHANGES", "VirtualHost")
+
+class VhostServices(Protocol):
+    """What a vhost needs from the broker core: the clock, the turn's work list, memory accounting
+    and the news of a deleted queue."""
+
+    @property
+    def now(self) -> float: ...
+
+    def schedule_drain(self, queue: Queue) -> None: ...
+
+    def memory_changed(self, delta: int) -> None: ...
+
+    def queue_deleted(self, queue: Queue) -> None: ...
+
 
 #: Exchanges every vhost has (``rabbit_vhost``), all durable.
 SYSTEM_EXCHANGES: tuple[tuple[str, str, bool], ...] = (
@@ -33,7 +45,7 @@ SYSTEM_EXCHANGES: tuple[tuple[str, str, bool], ...] = (
 class VirtualHost:
     """One vhost's exchanges and queues."""
 
-    def __init__(self, name: str, core: BrokerCore) -> None:
+    def __init__(self, name: str, core: VhostServices) -> None:
         self.name = name
         self.core = core
         self.exchanges: dict[str, Exchange] = {}

@@ -139,6 +139,11 @@ class Emitter:
         return self._tracer.enabled
 
     @property
+    def active(self) -> bool:
+        """False when neither events nor spans are recorded (publish attempts may skip the calls)."""
+        return self._tracer.enabled or self._spans.active
+
+    @property
     def tracer(self) -> Tracer:
         """Where the events go."""
         return self._tracer
@@ -373,10 +378,10 @@ class Emitter:
         attrs[Attr.MESSAGING_SYSTEM] = "rabbitmq"
         self._tracer.emit(name, attributes=attrs)
 
-    def connection_lost(self, error: BaseException | None) -> None:
-        """``gear.connection.lost``."""
+    def connection_lost(self, reason: str) -> None:
+        """``gear.connection.lost`` (``reason``: why the link failed)."""
         if self._tracer.enabled:
-            self._connection_event(EventName.CONNECTION_LOST, {"exception.message": repr(error)})
+            self._connection_event(EventName.CONNECTION_LOST, {"exception.message": reason})
 
     def reconnected(self, attempt: int, downtime: float) -> None:
         """``gear.connection.reconnect`` after ``downtime`` seconds without a link."""

@@ -106,7 +106,10 @@ class OtelSpans:
             "gear", _version(), tracer_provider=tracer_provider, schema_url=SCHEMA_URL
         )
         self._attempts: dict[str, Span] = {}
-        """Open publish-attempt spans by request id (at most one per request)."""
+        """Open publish-attempt spans of requests by request id (at most one per request)."""
+        self._reply_attempts: dict[str, Span] = {}
+        """Open publish-attempt spans of replies by request id: apart from the requests', since a
+        service that calls an instance in its own process publishes both under one request id."""
         self._clients: dict[str, Span] = {}
         """Client spans of calls in flight by request id: the parents of their attempts."""
         self._previous: dict[str, SpanContext] = {}
@@ -147,9 +150,15 @@ class OtelSpans:
 
     def attempt(self, msg: OutgoingMessage, message_id: str, attempt: int, reason: str | None) -> None:
         rid = msg.request_id
-        client = self._clients.get(rid)
+        reply = msg.kind == "gear.reply"
+        client = None if reply else self._clients.get(rid)
+        if not (client if client is not None else trace.get_current_span()).is_recording():
+            # an unsampled parent, or no tracer provider at all: the attempt's span would not be
+            # recorded either (parent-based sampling), so skip its cost on the publish path
+            return
         links: list[Link] = []
-        still_open = self._attempts.pop(rid, None)
+        attempts = self._reply_attempts if reply else self._attempts
+        still_open = attempts.pop(rid, None)
         if still_open is not None:  # no outcome seen (the connection was lost): it ends here
             still_open.end()
         before = self._previous.get(rid)
@@ -172,12 +181,13 @@ class OtelSpans:
                 **({Attr.REPUBLISH_REASON: reason} if reason else {}),
             },
         )
-        self._attempts[rid] = span
+        attempts[rid] = span
         if client is not None:
             self._previous[rid] = span.get_span_context()
 
     def attempt_done(self, msg: OutgoingMessage, message_id: str, outcome: str) -> None:
-        span = self._attempts.pop(msg.request_id, None)
+        attempts = self._reply_attempts if msg.kind == "gear.reply" else self._attempts
+        span = attempts.pop(msg.request_id, None)
         if span is None:
             return
         span.set_attribute("gear.amqp.outcome", outcome)

@@ -117,11 +117,11 @@ async def _delete(cluster: ClusterHandle, rig: HA) -> None:
 FORMS = (*(f"p2p:{h}" for h in HOSTS), "stateless", "multicast", "broadcast")
 
 
-@pytest.mark.parametrize(("loss", "node"), [("stop_app", 1), ("kill", 1), ("stop_app", 2), ("kill", 3)])
 def _recovered(ha: HA, lost_at: float, form: str) -> bool:
     return ha.ledger.recovery(lost_at, form) is not None
 
 
+@pytest.mark.parametrize(("loss", "node"), [("stop_app", 1), ("kill", 1), ("stop_app", 2), ("kill", 3)])
 async def test_losing_a_node_under_load(ha: HA, loss: str, node: int) -> None:
     """Node 1 or 3 holds a server (and quorum leaders declared there); node 2 also holds the caller."""
     await ha.start()

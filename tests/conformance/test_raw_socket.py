@@ -209,7 +209,7 @@ async def test_content_frames_interleave_across_channels(broker: BrokerHandle) -
         raw.send(2, header.ContentHeader(0, 3, commands.Basic.Properties(message_id="two")))
         raw.send(2, content_body.ContentBody(b"two"))
         raw.send(1, content_body.ContentBody(b"one"))
-        confirms = [await raw.read_frame() for _ in range(2)]
+        confirms = [await raw.next_frame() for _ in range(2)]
         assert all(isinstance(f, commands.Basic.Ack) for _, f in confirms), f"expected acks: {confirms}"
         assert {ch for ch, _ in confirms} == {1, 2}, "each channel's publish is confirmed on its channel"
         bodies = []

@@ -93,6 +93,34 @@ async def test_publishes_wait_for_a_reconnect(fleet: Fleet) -> None:
         await eventually(lambda: web.connected)
 
 
+async def test_ready_and_lost_hooks_follow_the_link(fleet: Fleet) -> None:
+    repo = unique("REPO")
+    _echo_server(fleet, repo, "h1")
+    async with TCPProxy.for_url(fleet.broker.url) as proxy:
+        web = fleet.service(
+            unique("WEB"),
+            "w1",
+            url=proxy.url(fleet.broker.url),
+            serve=False,
+            reconnect_initial=0.05,
+            reconnect_max=0.2,
+        )
+        events: list[str] = []
+        web.on_ready = lambda: events.append("ready")
+
+        @web.on_lost
+        async def lost(reason: str) -> None:  # an async hook runs as a task
+            events.append("lost")
+
+        await fleet.start()
+        assert events == ["ready"]
+        await proxy.disconnect_all()
+        await eventually(lambda: events == ["ready", "lost", "ready"], what="lost, then ready again")
+        assert await web.rpc.call(f"{repo}.h1", "echo", 1) == 1
+        web.on_lost = None
+        assert not web.on_lost
+
+
 async def test_handshake_timeout_with_a_silent_server(broker: BrokerHandle) -> None:
     async with SilentServer() as silent:
         svc = gear.Service(unique("WEB"), "w1", url=silent.url(), handshake_timeout=0.3, connect_wait=0.5)

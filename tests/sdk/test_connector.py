@@ -42,7 +42,7 @@ def _connector(**kw: Any) -> Connector:
     kw.setdefault("prefetch", 8)
     kw.setdefault("backoff", Backoff(initial=0.01, maximum=0.02))
     kw.setdefault("connect_wait", 1.0)
-    kw.setdefault("on_ready", _nothing)
+    kw.setdefault("set_up", _nothing)
     urls = kw.pop("urls")
     return Connector(urls, **kw)
 

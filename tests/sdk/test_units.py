@@ -176,11 +176,9 @@ class _NoPublisher:
 async def test_deadline_inheritance_inside_a_handler() -> None:
     rpc = RPC(
         identity="CTRL.h1",
-        own_type="CTRL",
         publisher=_NoPublisher(),  # type: ignore[arg-type]
         default_timeout=30,
         cast_retry_budget=5,
-        on_reply_unmatched=lambda m, b: False,
     )
     _addr, msg, remaining, _until = rpc._prepare("REPO.h2", "status", {}, None, Kind.CALL)
     assert remaining == pytest.approx(30, abs=0.1)
@@ -215,10 +213,38 @@ async def test_calling_before_start_says_so() -> None:
         await svc.rpc.cast("REPO.h1", "status")
 
 
+def test_both_encoders_refuse_a_short_string_over_255_bytes() -> None:
+    """The SDK's publish encoder and the broker's codec agree: no silent truncation."""
+    from gear.adapter.encode import encode_publish
+    from gear.broker.codec import return_frame
+
+    assert return_frame(1, 312, "NO_ROUTE", "gear", "é" * 127)  # 254 bytes fit
+    with pytest.raises(ValueError, match="255"):
+        return_frame(1, 312, "NO_ROUTE", "gear", "é" * 128)
+    with pytest.raises(ValueError, match="255"):
+        encode_publish(
+            1,
+            "gear",
+            "q",
+            b"",
+            frame_body_max=4096,
+            mandatory=True,
+            content_type=None,
+            delivery_mode=1,
+            correlation_id=None,
+            reply_to=None,
+            expiration=None,
+            message_id="m" * 256,
+            message_type=None,
+            app_id=None,
+            headers=None,
+        )
+
+
 def test_fast_publish_encoding_decodes_with_pamqp() -> None:
     import pamqp.frame
 
-    from gear.frames import encode_publish
+    from gear.adapter.encode import encode_publish
 
     headers = {"x-gear-method": "status", "x-gear-deadline": 1_790_000_000_123, "x-flag": True}
     data = encode_publish(
@@ -327,3 +353,55 @@ def test_fast_publish_encoding_decodes_with_pamqp() -> None:
     assert chunks[1].body_size == len(big)
     assert [len(f.value) for f in chunks[2:]] == [1000] * 10 + [240]
     assert b"".join(f.value for f in chunks[2:]) == big
+
+
+async def test_the_router_routes_each_delivery_once() -> None:
+    """A reply goes to the call waiting for it, else to a reply handler, else counts as late; a
+    request goes to the serving side; nothing is routed twice."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gear.adapter import Delivery
+    from gear.envelope import Meta
+    from gear.inbound import ReplyHandlers, Router
+    from gear.reply import Reply
+    from gear.tracing.api import NullTracer
+    from gear.tracing.emitter import Emitter
+
+    waiting = {"a" * 16}
+    taken: list[str] = []
+    served: list[str] = []
+    handled: list[Reply] = []
+
+    class Calls:
+        def take_reply(self, meta: Meta, body: bytes) -> bool:
+            taken.append(meta.request_id)
+            return meta.request_id in waiting
+
+    class Server:
+        def on_request(self, delivery: Delivery, meta: Meta) -> None:
+            served.append(meta.request_id)
+
+    async def on_lookup(reply: Reply) -> None:
+        handled.append(reply)
+
+    replies = ReplyHandlers(lambda: ThreadPoolExecutor(1))
+    replies.register("lookup", on_lookup)
+    router = Router(calls=Calls(), replies=replies, server=Server(), events=Emitter(NullTracer(), "WEB.w1"))
+
+    def delivery(kind: str, rid: str, method: str) -> Delivery:
+        headers: dict[str, Any] = {METHOD: method}
+        return Delivery(
+            b"7", "WEB.w1", 1, False, f"{rid}.1", rid, None, kind, "REPO.r1", headers, "WEB.w1", None
+        )
+
+    assert router.on_delivery(delivery("gear.reply", "a" * 16, "lookup")) is None  # its call takes it
+    assert router.on_delivery(delivery("gear.reply", "b" * 16, "lookup")) is None  # the reply handler
+    assert router.on_delivery(delivery("gear.reply", "c" * 16, "status")) is None  # nobody: late
+    router.on_delivery(delivery("gear.call", "d" * 16, "status"))
+    assert await replies.drain(1.0)
+    assert taken == ["a" * 16, "b" * 16, "c" * 16]
+    assert [(r.request_id, r.result, r.sender) for r in handled] == [("b" * 16, 7, "REPO.r1")]
+    assert router.late_replies == 1
+    assert served == ["d" * 16]
+    with pytest.raises(gear.ConfigurationError, match="already"):
+        replies.register("lookup", on_lookup)

@@ -54,6 +54,11 @@ async def fleet(broker: BrokerHandle) -> AsyncIterator[Fleet]:
         await f.stop()
 
 
+def _not_attempts(spans: InMemorySpanExporter) -> int:
+    """Finished spans other than publish attempts (those end first, at each confirm)."""
+    return sum(1 for s in spans.get_finished_spans() if not s.name.startswith("publish "))
+
+
 def _one(spans: list[ReadableSpan], name: str, kind: SpanKind) -> ReadableSpan:
     found = [s for s in spans if s.name == name and s.kind == kind]
     assert len(found) == 1, [(s.name, s.kind) for s in spans]
@@ -92,7 +97,7 @@ async def test_one_trace_across_web_ctrl_repo(
     await fleet.start()
     with app_tracer.start_as_current_span("GET /items/alice", kind=SpanKind.SERVER) as http:
         assert await web.rpc.call(ctrl, "lookup", "alice") == "ALICE"
-    await eventually(lambda: len(spans.get_finished_spans()) >= 6, what="six finished spans")
+    await eventually(lambda: _not_attempts(spans) >= 6, what="six finished spans")
     done = list(spans.get_finished_spans())
     call_ctrl = _one(done, f"{ctrl}/lookup", SpanKind.CLIENT)
     serve_ctrl = _one(done, f"{ctrl}/lookup", SpanKind.SERVER)
@@ -113,6 +118,11 @@ async def test_one_trace_across_web_ctrl_repo(
     assert serve_repo.attributes["messaging.operation.type"] == "process"
     assert str(serve_repo.attributes["messaging.destination.name"]).endswith(f":{repo}.r1:{repo}.r1")
     assert all(s.status.status_code is StatusCode.UNSET for s in chain)
+    # each publish attempt is a producer span under the call that made it
+    attempt = _one(done, f"publish {repo}.r1", SpanKind.PRODUCER)
+    assert _parent_of(attempt, call_repo)
+    assert attempt.attributes is not None
+    assert attempt.attributes["gear.amqp.outcome"] == "confirm"
     # Gear's own trace events carry the same trace id as the OpenTelemetry trace
     await eventually(lambda: bool(gear_events.named(EventName.DELIVER)), what="REPO's deliver event")
     assert http.get_span_context().trace_id == int(
@@ -122,7 +132,7 @@ async def test_one_trace_across_web_ctrl_repo(
     spans.clear()
     with pytest.raises(gear.RemoteError):
         await web.rpc.call(ctrl, "lookup", "missing")
-    await eventually(lambda: len(spans.get_finished_spans()) >= 4, what="four finished spans")
+    await eventually(lambda: _not_attempts(spans) >= 4, what="four finished spans")
     done = list(spans.get_finished_spans())
     failed_handler = _one(done, f"{repo}/get", SpanKind.SERVER)
     assert failed_handler.status.status_code is StatusCode.ERROR
@@ -156,7 +166,7 @@ async def test_trace_context_travels_in_the_headers(
     await eventually(lambda: "span" in seen, what="the cast handled")
     # the consumer span runs under the producer's context, taken from traceparent
     assert seen["span"].trace_id == outer.get_span_context().trace_id
-    await eventually(lambda: len(spans.get_finished_spans()) >= 3, what="three finished spans")
+    await eventually(lambda: _not_attempts(spans) >= 3, what="three finished spans")
     producer = _one(list(spans.get_finished_spans()), f"{repo}/status", SpanKind.PRODUCER)
     consumer = _one(list(spans.get_finished_spans()), f"{repo}/status", SpanKind.CONSUMER)
     assert _parent_of(consumer, producer)
@@ -196,6 +206,31 @@ def test_a_republish_links_to_the_attempt_it_repeats(
     assert first.attributes is not None
     assert first.attributes["gear.amqp.outcome"] == "return"
     assert call.status.status_code is StatusCode.UNSET  # a return that was retried is no error
+
+
+def test_a_reply_in_the_same_process_does_not_end_the_requests_attempt(
+    exporter: tuple[InMemorySpanExporter, TracerProvider],
+) -> None:
+    """Caller and callee in one process publish the request and its reply under one request id."""
+    spans, provider = exporter
+    emitter = Emitter(InMemoryTracer(), "WEB.w1", spans=OtelSpans(provider))
+    request = _Msg()
+    client = emitter.client_span(request, "REPO.r1")
+    emitter.publish(request, "ab.1", 1)
+    reply = _Msg(routing_key="WEB.w1", kind="gear.reply")
+    with provider.get_tracer("t").start_as_current_span("serving"):
+        emitter.publish(reply, "ab.1", 1)  # the reply goes out before the request's confirm comes
+        emitter.confirmed(reply, "ab.1", 1)
+    emitter.confirmed(request, "ab.1", 1)
+    client.end()
+    done = list(spans.get_finished_spans())
+    request_attempt = _one(done, "publish REPO.r1", SpanKind.PRODUCER)
+    reply_attempt = _one(done, "publish WEB.w1", SpanKind.PRODUCER)
+    assert _parent_of(request_attempt, _one(done, "REPO/put", SpanKind.CLIENT))
+    assert _parent_of(reply_attempt, _one(done, "serving", SpanKind.INTERNAL))
+    for attempt in (request_attempt, reply_attempt):
+        assert attempt.attributes is not None
+        assert attempt.attributes["gear.amqp.outcome"] == "confirm"
 
 
 def test_without_the_extra_nothing_is_imported() -> None:

@@ -3,8 +3,8 @@
 The general-purpose codec spends most of a publish's CPU on the content header (about 4 us per
 property and 7 us per header-table entry here). Gear publishes the same few properties every time, so
 this module packs them with precompiled ``struct`` formats. Only what Gear sends is supported:
-short-string properties, ``delivery_mode``, and a headers table of ``str``, ``int`` and ``bool``
-values; anything else raises ``TypeError``. The output
+short-string properties (over 255 bytes: ``ValueError``, as in the broker's codec), ``delivery_mode``,
+and a headers table of ``str``, ``int`` and ``bool`` values; any other value raises ``TypeError``. The output
 is byte-for-byte valid AMQP 0-9-1 (the unit tests decode it with pamqp).
 """
 
@@ -35,9 +35,10 @@ _F_APP_ID = 1 << 3
 
 
 def _short(value: str) -> bytes:
+    """An AMQP short string; like the broker's codec, over 255 bytes is a ``ValueError``."""
     raw = value.encode()
     if len(raw) > 255:
-        raise TypeError("short string longer than 255 bytes")
+        raise ValueError(f"short string of {len(raw)} bytes; AMQP allows 255")
     return bytes((len(raw),)) + raw
 
 

@@ -1,0 +1,144 @@
+"""The one inbound path: every delivery is routed exactly once, by :class:`Router`.
+
+A delivery from either consumer (the shared ``TYPE`` queue or this instance's ``TYPE.HOST``) is, in
+this order:
+
+1. not a Gear message: rejected without requeue (a poison message must not loop);
+2. a reply: given to the call or gather waiting for it (:class:`ReplyWaiters`, the RPC), else to the
+   reply handler registered for its method (:class:`ReplyHandlers`, for ``reply_to=TYPE`` calls),
+   else dropped and counted as a late reply (its call timed out, or it is a duplicate);
+3. a request (call, cast, gather): handed to the serving side (:class:`RequestServer`, the
+   dispatcher), which owns it from there (run, reply, ack).
+
+The calling side and the serving side never see each other: the router holds both through these
+narrow Protocols, and the service wires them up once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor
+from typing import Any, Protocol
+
+from gear.adapter import Delivery, reject
+from gear.envelope import EnvelopeError, Kind, Meta, parse_meta
+from gear.errors import ConfigurationError, RemoteError
+from gear.handler import check_method_name
+from gear.reply import Reply, decode_reply
+from gear.tracing.emitter import Emitter
+
+__all__ = ("ReplyHandler", "ReplyHandlers", "ReplyWaiters", "RequestServer", "Router")
+
+log = logging.getLogger("gear.inbound")
+
+ReplyHandler = Callable[[Reply], Any]
+"""``fn(reply)``, async or plain: takes replies to calls made with ``reply_to=TYPE``."""
+
+
+class ReplyWaiters(Protocol):
+    """The calling side, as the router sees it."""
+
+    def take_reply(self, meta: Meta, body: bytes) -> bool:
+        """Resolve the call or gather waiting for this reply; False when none waits for it."""
+        ...
+
+
+class RequestServer(Protocol):
+    """The serving side, as the router sees it."""
+
+    def on_request(self, delivery: Delivery, meta: Meta) -> Awaitable[None] | None:
+        """Take one request delivery; the work to await (the adapter runs it as a task), if any."""
+        ...
+
+
+class ReplyHandlers:
+    """The ``@svc.reply_handler(method)`` registry and the runs of those handlers."""
+
+    def __init__(self, executor: Callable[[], Executor]) -> None:
+        self._executor = executor
+        self._funcs: dict[str, ReplyHandler] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def __bool__(self) -> bool:
+        return bool(self._funcs)
+
+    def register(self, name: str, func: ReplyHandler) -> None:
+        """Register ``func`` for replies to ``name``.
+
+        Raises:
+            ConfigurationError: a bad name or a duplicate.
+        """
+        check_method_name(name)
+        if name in self._funcs:
+            raise ConfigurationError(f"a reply handler for {name!r} is already registered")
+        self._funcs[name] = func
+
+    def take(self, meta: Meta, body: bytes) -> bool:
+        """Start the handler registered for this reply's method; False when there is none."""
+        func = self._funcs.get(meta.method)
+        if func is None:
+            return False
+        try:
+            reply = Reply(meta.sender, decode_reply(meta.ok, body), None, meta.request_id, meta.method)
+        except RemoteError as err:
+            reply = Reply(meta.sender, None, err, meta.request_id, meta.method)
+        task = asyncio.ensure_future(self._run(func, reply))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return True
+
+    async def _run(self, func: ReplyHandler, reply: Reply) -> None:
+        try:
+            if inspect.iscoroutinefunction(func):
+                await func(reply)
+            else:
+                await asyncio.get_running_loop().run_in_executor(self._executor(), func, reply)
+        except Exception:
+            log.exception("reply handler for %r failed", reply.method)
+
+    async def drain(self, limit: float) -> bool:
+        """Wait until no reply handler runs; False if ``limit`` seconds ran out first."""
+        try:
+            async with asyncio.timeout(limit):
+                while self._tasks:
+                    await asyncio.wait(list(self._tasks))
+        except TimeoutError:
+            return False
+        return True
+
+
+class Router:
+    """Routes each delivery once: see the module docstring."""
+
+    def __init__(
+        self, *, calls: ReplyWaiters, replies: ReplyHandlers, server: RequestServer, events: Emitter
+    ) -> None:
+        self._calls = calls
+        self._replies = replies
+        self._server = server
+        self._events = events
+        self.late_replies = 0
+        """Replies nobody waited for (their call had timed out, or a duplicate)."""
+
+    def on_delivery(self, delivery: Delivery) -> Awaitable[None] | None:
+        """Entry point from the adapter: replies are routed inline, requests go to the server."""
+        try:
+            meta = parse_meta(
+                delivery.kind, delivery.correlation_id, delivery.app_id, delivery.reply_to, delivery.headers
+            )
+        except EnvelopeError as exc:
+            log.warning("rejecting a non-Gear message from %r: %s", delivery.queue, exc)
+            return self._reject_foreign(delivery, str(exc))
+        if meta.kind is not Kind.REPLY:
+            return self._server.on_request(delivery, meta)
+        if not self._calls.take_reply(meta, delivery.body) and not self._replies.take(meta, delivery.body):
+            self.late_replies += 1
+            self._events.late_reply(meta.request_id, meta.method, meta.sender)
+        return None
+
+    async def _reject_foreign(self, delivery: Delivery, reason: str) -> None:
+        if await reject(delivery, requeue=False):
+            self._events.rejected_foreign(delivery, reason)
