@@ -27,7 +27,7 @@ from gear.pipeline.generate import generate
 __all__ = ("main", "measure", "scale_table")
 
 
-def measure(events: int, master: str, base: Path) -> dict[str, Any]:
+def measure(events: int, master: str, base: Path, conf: dict[str, str] | None = None) -> dict[str, Any]:
     """Generate ``events`` events under ``base``, analyse them once; returns the figures."""
     traces, out = base / f"traces-{events}", base / "out"
     started = time.monotonic()
@@ -48,7 +48,7 @@ def measure(events: int, master: str, base: Path) -> dict[str, Any]:
         stages[stage] = round(now - since, 1)
         last[0] = (now, message)
 
-    summary = run_analyze(traces, out, master=master, progress=progress)
+    summary = run_analyze(traces, out, master=master, progress=progress, conf=conf)
     expected = {f"{a}->{b}": v["calls"] for (a, b), v in truth.links().items()}
     got = {f"{r['parent']}->{r['child']}": r["callCount"] for r in summary["zipkin_links"]}
     shutil.rmtree(traces, ignore_errors=True)
@@ -88,16 +88,18 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--events", default="1000000", help="comma-separated sizes, e.g. 1000000,2000000")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--dir", default="/tmp/gear-bench")
+    parser.add_argument("--driver-memory", default="", help="spark.driver.memory (local mode: the heap)")
     parser.add_argument(
         "--warmup", type=int, default=20_000, help="events analysed first, unmeasured; 0: none"
     )
     args = parser.parse_args(argv)
     sizes = [int(x) for x in args.events.split(",") if x.strip()]
+    conf = {"spark.driver.memory": args.driver_memory} if args.driver_memory else None
     if args.warmup:  # the session's first analysis pays one-off costs (JIT, class loading): not measured
-        measure(args.warmup, args.master, Path(args.dir))
+        measure(args.warmup, args.master, Path(args.dir), conf)
     results = []
     for events in sizes:
-        result = measure(events, args.master, Path(args.dir))
+        result = measure(events, args.master, Path(args.dir), conf)
         print(json.dumps(result, indent=2), file=sys.stderr, flush=True)
         results.append(result)
     table = f"master {results[0]['master']}, generated events (seed 1), one analysis per size\n\n"
