@@ -99,6 +99,14 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         ("--rounds", "5", "--messages", "60000", "--backlog", "100000"),
     ),
     Benchmark(
+        "store",
+        "store.py",
+        ("--rounds", "3", "--messages", "5000", "--recover", "200000"),
+        ("--rounds", "3"),
+        render=_text,
+        needs=("aio_pika",),
+    ),
+    Benchmark(
         "scale",
         "scale.py",
         ("--services", "1,10,100", "--seconds", "2", "--memory-count", "100"),

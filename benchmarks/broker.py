@@ -63,6 +63,8 @@ def reference_broker(*extra: str) -> Iterator[tuple[str, int]]:
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
+        if "recovered" in line:  # --data-dir: the recovery summary comes first
+            line = proc.stdout.readline()
         if "ready" not in line:
             raise RuntimeError(f"reference broker did not start: {line!r}")
         yield f"amqp://guest:guest@127.0.0.1:{port}/", proc.pid

@@ -177,6 +177,17 @@ def broker(
     tls_require_client_cert: Annotated[
         bool, typer.Option(help="Refuse TLS clients without a certificate signed by --tls-ca.")
     ] = False,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="GEAR_BROKER_DATA_DIR",
+            help="Keep durable state in this directory (created if missing) and recover it at start: "
+            "durable exchanges, queues and bindings, and persistent messages (delivery_mode 2) in durable "
+            "queues, after a clean stop or a crash. Confirms for those are sent once they are fsynced. "
+            "Message bodies are also paged here under memory pressure. Without it everything is in memory.",
+            show_default=False,
+        ),
+    ] = None,
     level: LogLevelOpt = "WARNING",
 ) -> None:
     """Run Gear's reference broker (AMQP 0-9-1) in the foreground until Ctrl-C or SIGTERM.
@@ -184,11 +195,20 @@ def broker(
     Users: guest/guest by default, from loopback only, as RabbitMQ. Add users with --user or
     --users-file (passwords are kept as salted hashes, never in plain text at rest).
 
-    Messages live in memory only: queues, bindings and messages are lost when it stops, even the ones
-    declared durable or published as persistent. Use RabbitMQ for anything that must survive a restart
-    or span several machines.
+    Without --data-dir everything lives in memory and is lost when it stops, even what was declared
+    durable or published persistent. With --data-dir DIR, durable exchanges, queues and bindings and
+    the persistent messages in durable queues are kept in DIR and recovered at the next start (after a
+    stop or a crash), as RabbitMQ does; one broker per directory. It is a single node: use RabbitMQ for
+    anything that must span several machines.
     """
-    from gear.broker import BrokerConfig, DefinitionsError, load_definitions, serve
+    from gear.broker import (
+        BrokerConfig,
+        DefinitionsError,
+        RecoveryReport,
+        StoreLockedError,
+        load_definitions,
+        serve,
+    )
 
     configure_logging(log_level(level))
     tls = tls_cert is not None
@@ -215,19 +235,33 @@ def broker(
     options["max_message_size"] = parse_size(max_message_size, "--max-message-size")
     if disk_free_limit is not None:
         options["disk_free_limit"] = parse_size(disk_free_limit, "--disk-free-limit")
+    if data_dir is not None:
+        try:
+            data_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            fail(f"cannot use data directory {data_dir}: {exc.strerror or exc}", ExitCode.USAGE)
+        options["data_dir"] = str(data_dir)
     try:
         config = BrokerConfig(**options)
     except ValueError as exc:
         fail(str(exc), ExitCode.USAGE)
 
+    where = f"durable state in {data_dir}" if data_dir is not None else "messages in memory only"
+
     def ready(url: str) -> None:
         typer.echo(
             f"gear broker: listening on {mask_url(url)} (AMQP 0-9-1{' over TLS' if tls else ''}; "
-            "messages in memory only). Ctrl-C to stop."
+            f"{where}). Ctrl-C to stop."
         )
 
+    def recovered(report: RecoveryReport) -> None:
+        typer.echo(f"gear broker: {report.summary()}")
+
     try:
-        gear.run(run_until_signal(serve(config, on_ready=ready)))
+        extra = {"on_recovered": recovered} if data_dir is not None else {}
+        gear.run(run_until_signal(serve(config, on_ready=ready, **extra)))
+    except StoreLockedError as exc:
+        fail(str(exc), ExitCode.USAGE)
     except ValueError as exc:  # an unusable TLS certificate or key
         fail(str(exc), ExitCode.USAGE)
     except OSError as exc:

@@ -130,9 +130,9 @@ class BrokerHandle:
     async def restart(self, down_for: float) -> None:
         """Stop the broker, keep it down for ``down_for`` seconds, start it again on the same port.
 
-        The reference broker keeps messages in memory, so it comes back empty (durable queues
-        included) until it is given a data directory; RabbitMQ (``stop_app``/``start_app``) keeps
-        durable queues and persistent messages.
+        The reference broker without a data directory comes back empty (durable queues included);
+        with one, and RabbitMQ (``stop_app``/``start_app``), durable queues, exchanges and bindings
+        and persistent messages come back.
         """
         if self.is_reference:
             from gear.broker import Broker

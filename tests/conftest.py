@@ -70,6 +70,29 @@ async def broker(request: pytest.FixtureRequest) -> AsyncIterator[BrokerHandle]:
     yield BrokerHandle(kind="rabbitmq", url=found.url, ctl=found.ctl, exclusive=found.exclusive)
 
 
+@pytest.fixture(params=["reference-disk", pytest.param("rabbitmq", marks=pytest.mark.rabbitmq)])
+async def durable_broker(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[BrokerHandle]:
+    """A broker that keeps durable state across ``restart``: the reference broker with a data
+    directory, or a real RabbitMQ (only where the tests may restart it)."""
+    if request.param == "reference-disk":
+        from gear.broker import Broker
+
+        server = Broker(port=0, data_dir=str(tmp_path_factory.mktemp("data")))
+        await server.start()
+        handle = BrokerHandle(kind="reference", url=server.url, broker=server)
+        try:
+            yield handle
+        finally:
+            await handle.broker.stop()
+        return
+    found: RabbitMQ = request.getfixturevalue("rabbitmq")
+    if not found.exclusive:
+        pytest.skip("restarting a shared RabbitMQ disturbs its other users; set GEAR_TEST_DISRUPTIVE=1")
+    yield BrokerHandle(kind="rabbitmq", url=found.url, ctl=found.ctl, exclusive=found.exclusive)
+
+
 @pytest.fixture
 def names() -> type[_Names]:
     """``names.unique("WEB")`` gives a TYPE that no other test uses."""

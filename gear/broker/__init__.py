@@ -1,17 +1,20 @@
-"""Gear's reference AMQP 0-9-1 broker: a pure-Python, in-memory server with RabbitMQ 3.13/4.x semantics.
+"""Gear's reference AMQP 0-9-1 broker: a pure-Python server with RabbitMQ 3.13/4.x semantics.
 
 aio-pika, aiormq and pika connect to it over TCP::
 
     async with Broker(port=0) as broker:
         connection = await aio_pika.connect(broker.url)
 
-Messages and declarations live in memory only: durable queues and persistent messages are accepted and
-reported as such, but nothing survives a restart yet (persistence is planned).
+By default everything lives in memory. With ``data_dir`` (``gear broker --data-dir DIR``), durable
+exchanges, queues and bindings and persistent messages in durable queues are kept in a message store
+(``gear.broker.store``) and recovered at start, after a clean stop or a crash; their publisher confirms
+are sent once fsynced (one fsync per event-loop turn), and bodies are paged to disk under memory
+pressure or for ``x-queue-mode: lazy`` queues.
 
 Layout: a sans-I/O core (``frames``, ``codec``, ``handshake``, ``access``, ``connection``, ``channel``,
 ``declare``, ``consume``, ``exchange``, ``queue``, ``arguments``, ``message``, ``vhost``, ``credit``,
-``alarms``, ``core``, ``status``) driven by one asyncio shell (``server``, with ``tls``); ``definitions``
-reads a users file.
+``alarms``, ``core``, ``status``, ``persist``) driven by one asyncio shell (``server``, with ``tls``);
+``definitions`` reads a users file; ``store`` keeps the data directory (its file I/O in ``store.disk``).
 
 Where it knowingly differs from RabbitMQ:
 
@@ -32,13 +35,19 @@ Where it knowingly differs from RabbitMQ:
 * TLS (``tls_cert``) makes the one listener TLS-only; RabbitMQ runs amqp and amqps listeners side by side.
 * The memory watermark measures the bytes of messages held (including partly received bodies), not the
   process size. The disk alarm (``disk_free_limit``) is off unless a limit is given (RabbitMQ: 50 MB)
-  and measures the file system of the working directory once a second. Credit flow meters the
-  channel -> queue link; the reader hands frames to channels synchronously, so that link needs no credit.
+  and measures the file system of the data directory (without one, of the working directory) once a
+  second. Credit flow meters the channel -> queue link; the reader hands frames to channels
+  synchronously, so that link needs no credit. Without a data directory nothing is paged out.
 * The close handshake waits ``CLOSE_TIMEOUT`` (3 s) for the client's close-ok or socket close; RabbitMQ
   waits the negotiated heartbeat interval, at most 30 s.
+* Users, vhosts and permissions come from the configuration at every start (they are not kept in the
+  data directory); a durable queue of a vhost no longer configured is not recovered. The store keeps
+  one journal for every durable queue (RabbitMQ: an index per queue); messages with a TTL get it
+  restarted from the recovery time.
 * A silent client is dropped after two heartbeat intervals (RabbitMQ: two to three).
 * Sockets over ``max_connections`` are accepted, never answered, and closed after ``handshake_timeout``.
-* No consumer delivery timeout (as 4.3 for classic queues), no streams, no lazy mode, no policies.
+* No consumer delivery timeout (as 4.3 for classic queues), no streams, no policies. ``x-queue-mode:
+  lazy`` pages bodies out at once when there is a data directory.
 """
 
 from __future__ import annotations
@@ -46,8 +55,10 @@ from __future__ import annotations
 from gear.broker.access import hash_password
 from gear.broker.config import BrokerConfig
 from gear.broker.definitions import DefinitionsError, load_definitions
+from gear.broker.persist import RecoveryReport
 from gear.broker.server import Broker, running, serve
-from gear.broker.status import BrokerStatus, ConnectionStatus, QueueStatus, format_status
+from gear.broker.status import BrokerStatus, ConnectionStatus, QueueStatus, StoreStatus, format_status
+from gear.broker.store import StoreLockedError
 
 __all__ = (
     "Broker",
@@ -56,6 +67,9 @@ __all__ = (
     "ConnectionStatus",
     "DefinitionsError",
     "QueueStatus",
+    "RecoveryReport",
+    "StoreLockedError",
+    "StoreStatus",
     "format_status",
     "hash_password",
     "load_definitions",

@@ -1,10 +1,14 @@
-"""``python -m gear.broker --port N [--memory-high-watermark X]``: run the reference broker."""
+"""``python -m gear.broker --port N [--memory-high-watermark X] [--data-dir DIR]``: run the broker."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import logging
+import signal
+from collections.abc import Coroutine
+from typing import Any
 
 from gear.broker.config import BrokerConfig
 from gear.broker.server import serve
@@ -30,6 +34,7 @@ def main(argv: list[str] | None = None) -> None:
         help="a fraction of RAM (0.4) or bytes (100000000)",
     )
     parser.add_argument("--max-connections", type=int, default=None)
+    parser.add_argument("--data-dir", default=None, help="keep durable state here (default: memory only)")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
@@ -38,9 +43,26 @@ def main(argv: list[str] | None = None) -> None:
         port=args.port,
         memory_high_watermark=args.memory_high_watermark,
         max_connections=args.max_connections,
+        data_dir=args.data_dir,
     )
     with contextlib.suppress(KeyboardInterrupt):
-        run(serve(config, on_ready=lambda url: print(f"gear broker ready at {mask_url(url)}", flush=True)))
+        run(
+            _until_sigterm(
+                serve(
+                    config,
+                    on_ready=lambda url: print(f"gear broker ready at {mask_url(url)}", flush=True),
+                    on_recovered=lambda report: print(f"gear broker: {report.summary()}", flush=True),
+                )
+            )
+        )
+
+
+async def _until_sigterm(main: Coroutine[Any, Any, None]) -> None:
+    """Run ``main``; SIGTERM cancels it, so the broker stops cleanly (its data directory closed)."""
+    task = asyncio.ensure_future(main)
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 if __name__ == "__main__":

@@ -24,8 +24,9 @@ MAX_MESSAGE_SIZE_LIMIT = 512 * 1024 * 1024
 class BrokerConfig:
     """Everything the reference broker can be told. Defaults follow RabbitMQ 4.x unless noted.
 
-    Messages live in memory only: durable declarations are accepted and remembered for the life of the
-    process, but nothing is written to disk yet.
+    Without ``data_dir`` everything lives in memory and goes with the process. With it, durable
+    exchanges, queues and bindings and the persistent messages in durable queues survive a restart or a
+    crash, and message bodies are paged to disk under memory pressure.
     """
 
     host: str = "127.0.0.1"
@@ -73,11 +74,16 @@ class BrokerConfig:
     """
     disk_free_limit: int | None = None
     """Free bytes below which a disk alarm blocks publishers (RabbitMQ's ``disk_free_limit``, default
-    50 MB there). None: no disk alarm, the default here while messages live in memory."""
+    50 MB there). None: no disk alarm (the default here)."""
     credit: tuple[int, int] = (400, 200)
     """Credit flow ``(InitialCredit, MoreCreditAfter)`` for each channel -> queue link."""
     handshake_timeout: float = 10.0
     """Seconds a new socket has to complete the AMQP handshake."""
+    data_dir: str | None = None
+    """Directory for durable state (created if missing; one broker at a time). None: memory only."""
+    memory_paging_ratio: float = 0.5
+    """With ``data_dir``: above this fraction of the memory watermark, queues page message bodies out
+    to disk and read them back on delivery (RabbitMQ's ``vm_memory_high_watermark_paging_ratio``)."""
 
     def __post_init__(self) -> None:
         if self.frame_max < 4096:
@@ -98,6 +104,8 @@ class BrokerConfig:
             )
         if isinstance(self.memory_high_watermark, float) and not 0 < self.memory_high_watermark <= 1:
             raise ValueError("a fractional memory_high_watermark must be in (0, 1]")
+        if not 0 < self.memory_paging_ratio <= 1:
+            raise ValueError("memory_paging_ratio must be in (0, 1]")
         self._check_access()
 
     def _check_access(self) -> None:

@@ -1,7 +1,9 @@
 """The broker core: virtual hosts, connections, the resource alarms and the per-turn work list.
 
-It performs no I/O. The asyncio shell (or a test) calls :meth:`BrokerCore.run_turn` after feeding
-bytes, and :meth:`BrokerCore.tick` on a timer; time comes from an injected clock.
+It performs no network I/O. The asyncio shell (or a test) calls :meth:`BrokerCore.run_turn` after
+feeding bytes, and :meth:`BrokerCore.tick` on a timer; time comes from an injected clock. With a data
+directory, ``run_turn`` ends with the store's group commit (one fsync for the turn) before the turn's
+output, so confirms and declare-oks leave only once their state is on disk.
 """
 
 from __future__ import annotations
@@ -9,13 +11,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from gear.broker.alarms import DiskAlarm, MemoryAlarm
 from gear.broker.config import BrokerConfig
+from gear.broker.persist import Persistence, RecoveryReport
 from gear.broker.queue import Queue
 from gear.broker.replies import ReplyConsumers
-from gear.broker.status import BrokerStatus, ConnectionStatus, QueueStatus
+from gear.broker.status import BrokerStatus, ConnectionStatus, QueueStatus, StoreStatus
 from gear.broker.vhost import VirtualHost
 
 __all__ = ("BrokerCore", "CoreConnection")
@@ -68,6 +71,28 @@ class BrokerCore(Generic[C]):
         self.wake: Callable[[], None] = lambda: None
         self._woken = False
         self.internal_errors = 0
+        self.persistence: Persistence | None = None
+        self.recovery: RecoveryReport | None = None
+        self.paging_limit = int(self.alarm.limit * config.memory_paging_ratio)
+        if config.data_dir is not None:
+            self.persistence = Persistence(config.data_dir)
+            self.recovery = self.persistence.recover(self.vhosts, self._recovered_queue)
+            for problem in self.recovery.problems:
+                log.warning("data directory %s: %s", config.data_dir, problem)
+            self._check_paging()
+
+    def _recovered_queue(
+        self, vhost: VirtualHost, name: str, auto_delete: bool, arguments: dict[str, Any]
+    ) -> Queue:
+        return Queue(
+            vhost,
+            name,
+            durable=True,
+            exclusive_owner=None,
+            auto_delete=auto_delete,
+            arguments=arguments,
+            credit_more_after=self.config.credit[1],
+        )
 
     # -- the per-turn work list -------------------------------------------------------------------
     def schedule_drain(self, queue: Queue) -> None:
@@ -112,6 +137,8 @@ class BrokerCore(Generic[C]):
                     self._drain_one(queue)
         if self._drain:
             self._request()
+        if self.persistence is not None:
+            self.persistence.commit(self.vhosts)
         dirty, self._dirty = list(self._dirty), {}
         for connection in dirty:
             connection.before_flush()
@@ -132,6 +159,28 @@ class BrokerCore(Generic[C]):
             connection.tick(self.now)
         for vhost in self.vhosts.values():
             vhost.tick(self.now)
+        if self.persistence is not None:
+            self.persistence.collect_garbage()
+
+    def start_sync(self, force: bool = False) -> Callable[[], None] | None:
+        """Background group commit (the shell's choice, see ``Persistence.start_sync``): an fsync to
+        run in a worker thread, or None."""
+        if self.persistence is None:
+            return None
+        self.persistence.background = True
+        return self.persistence.start_sync(force)
+
+    def sync_done(self) -> Callable[[], None] | None:
+        """The fsync from :meth:`start_sync` finished: the next fsync to run, or None (confirms
+        released: flush the connections)."""
+        assert self.persistence is not None
+        return self.persistence.sync_done()
+
+    def close(self) -> None:
+        """Flush and close the data directory (a clean stop)."""
+        if self.persistence is not None:
+            self.persistence.close(self.vhosts)
+            self.persistence = None
 
     # -- resource alarms --------------------------------------------------------------------------
     @property
@@ -155,6 +204,37 @@ class BrokerCore(Generic[C]):
                 self.alarm.limit,
             )
             self._alarms_changed(before)
+        persistence = self.persistence
+        if persistence is not None and (
+            self.alarm.used > self.paging_limit
+            if not persistence.paging
+            else self.alarm.used < self.paging_limit // 2
+        ):
+            self._check_paging()
+
+    def _check_paging(self) -> None:
+        """Start paging above the paging limit (moving every ready body to disk once); stop below half."""
+        persistence = self.persistence
+        if persistence is None:
+            return
+        used = self.alarm.used
+        pressure = used > self.paging_limit if not persistence.paging else used >= self.paging_limit // 2
+        if pressure == persistence.paging:
+            return
+        persistence.paging = pressure
+        if not pressure:
+            log.info(
+                "memory below half the paging limit (%s bytes): new messages stay in memory",
+                self.paging_limit,
+            )
+            return
+        log.info("memory above the paging limit (%s bytes): paging message bodies to disk", self.paging_limit)
+        freed = 0
+        for vhost in self.vhosts.values():
+            for queue in vhost.queues.values():
+                freed += queue.page_out()
+        if freed:
+            self.memory_changed(-freed)
 
     def set_memory_alarm(self, active: bool | None) -> None:
         """Force the memory alarm on or off; None returns to the real watermark."""
@@ -183,6 +263,16 @@ class BrokerCore(Generic[C]):
             connection.alarm_changed(active)
 
     # -- registry ---------------------------------------------------------------------------------
+    @property
+    def store(self) -> Persistence | None:
+        """The message store (None without a data directory)."""
+        return self.persistence
+
+    def topology_changed(self) -> None:
+        """A durable exchange, queue or binding changed: save the topology at the end of this turn."""
+        if self.persistence is not None:
+            self.persistence.topology_dirty = True
+
     def queue_deleted(self, queue: Queue) -> None:
         """Forget credit and inbox work for a deleted queue."""
         self._drain.pop(queue, None)
@@ -205,10 +295,22 @@ class BrokerCore(Generic[C]):
                 durable=q.durable,
                 exclusive=q.exclusive_owner is not None,
                 auto_delete=q.auto_delete,
+                messages_paged=q.paged_count() if self.persistence is not None else 0,
             )
             for v in self.vhosts.values()
             for q in v.queues.values()
         ]
+        store = None
+        if self.persistence is not None:
+            stats = self.persistence.store.stats()
+            store = StoreStatus(
+                directory=stats.directory,
+                bytes=stats.bytes,
+                garbage_ratio=stats.garbage_ratio,
+                messages=stats.messages,
+                paged=sum(q.messages_paged for q in queues),
+                paging=self.persistence.paging,
+            )
         return BrokerStatus(
             connections=sorted(conns, key=_conn_key),
             queues=sorted(queues, key=lambda q: (q.vhost, q.name)),
@@ -218,6 +320,7 @@ class BrokerCore(Generic[C]):
             disk_free=self.disk_alarm.free,
             disk_free_limit=self.disk_alarm.limit,
             failed_logins=self.access.failed_logins,
+            store=store,
         )
 
 

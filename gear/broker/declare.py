@@ -135,6 +135,8 @@ def _exchange_declare(channel: Channel, method: commands.Exchange.Declare) -> No
                 internal=method.internal,
                 arguments=arguments,
             )
+            if method.durable:
+                vhost.durable_changed()
         else:
             for arg, received, current in (
                 ("type", kind, existing.kind),
@@ -183,6 +185,7 @@ def _exchange_bind(channel: Channel, method: commands.Exchange.Bind) -> None:
     destination = _exchange(channel, method.destination)
     source = _exchange(channel, method.source)
     source.bind(destination, method.routing_key, method.arguments or {})
+    channel.vhost.binding_changed(source, destination)
     if not method.nowait:
         channel.conn.send_method(channel.number, commands.Exchange.BindOk())
 
@@ -196,6 +199,7 @@ def _exchange_unbind(channel: Channel, method: commands.Exchange.Unbind) -> None
         and destination is not None
         and source.unbind(destination, method.routing_key, method.arguments or {})
     ):
+        channel.vhost.binding_changed(source, destination)
         channel.vhost.maybe_auto_delete(source)
     if not method.nowait:
         channel.conn.send_method(channel.number, commands.Exchange.UnbindOk())
@@ -242,6 +246,8 @@ def _queue_declare(channel: Channel, method: commands.Queue.Declare) -> None:
             credit_more_after=channel.limits.credit_more_after,
         )
         vhost.queues[name] = queue
+        if queue.store_key:
+            vhost.durable_changed()
     else:
         queue = found
         _check_exclusive(channel, queue)
@@ -297,6 +303,7 @@ def _bind_target(channel: Channel, name: str, exchange_name: str) -> tuple[Queue
 def _queue_bind(channel: Channel, method: commands.Queue.Bind) -> None:
     queue, exchange = _bind_target(channel, method.queue, method.exchange)
     exchange.bind(queue, method.routing_key, method.arguments or {})
+    channel.vhost.binding_changed(exchange, queue)
     if not method.nowait:
         channel.conn.send_method(channel.number, commands.Queue.BindOk())
 
@@ -315,6 +322,7 @@ def _queue_unbind(channel: Channel, method: commands.Queue.Unbind) -> None:
         and exchange is not None
         and exchange.unbind(queue, method.routing_key, method.arguments or {})
     ):
+        vhost.binding_changed(exchange, queue)
         vhost.maybe_auto_delete(exchange)
     channel.conn.send_method(channel.number, commands.Queue.UnbindOk())
 

@@ -107,7 +107,7 @@ class Binding:
 
 
 class Exchange:
-    """An exchange and its bindings. In memory only; ``durable`` is remembered, not persisted."""
+    """An exchange and its bindings (a durable one is saved with a data directory, by ``persist``)."""
 
     __slots__ = (
         "_bindings",

@@ -1,17 +1,22 @@
 """Messages as the broker holds them: raw property bytes plus body, decoded lazily.
 
 A message published to several queues is one :class:`Message` shared by one :class:`Entry` per queue.
-Messages live in memory only, even when published persistent to a durable queue.
+With a data directory, a message may also have a copy in the store (``store_id``): persistent messages
+in durable queues always, others once paged out. A paged message keeps its envelope in memory and reads
+its body back from the store when ``body`` is used.
 """
 
 from __future__ import annotations
 
 import datetime
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from pamqp import commands
 
 from gear.broker.codec import decode_properties, encode_properties
+
+if TYPE_CHECKING:
+    from gear.broker.store import Store
 
 __all__ = ("Entry", "Message", "dead_lettered", "sender_selected")
 
@@ -19,16 +24,94 @@ __all__ = ("Entry", "Message", "dead_lettered", "sender_selected")
 class Message:
     """An immutable published message. ``properties`` are the publisher's raw bytes."""
 
-    __slots__ = ("_decoded", "body", "exchange", "properties", "refs", "routing_key", "size")
+    __slots__ = (
+        "_body",
+        "_decoded",
+        "body_size",
+        "exchange",
+        "properties",
+        "refs",
+        "routing_key",
+        "size",
+        "store",
+        "store_id",
+    )
 
     def __init__(self, exchange: str, routing_key: str, properties: bytes, body: bytes) -> None:
         self.exchange = exchange
         self.routing_key = routing_key
         self.properties = properties
-        self.body = body
+        self._body: bytes | None = body
+        self.body_size = len(body)
         self.size = len(body) + len(properties) + 64
+        """Bytes held in memory (the body not counted once paged out)."""
         self.refs = 0
         self._decoded: commands.Basic.Properties | None = None
+        self.store: Store | None = None
+        self.store_id = 0
+
+    @classmethod
+    def on_disk(
+        cls, exchange: str, routing_key: str, properties: bytes, body_size: int, store: Store, store_id: int
+    ) -> Message:
+        """A message recovered from the store, its body left there."""
+        message = cls.__new__(cls)
+        message.exchange = exchange
+        message.routing_key = routing_key
+        message.properties = properties
+        message._body = None
+        message.body_size = body_size
+        message.size = len(properties) + 64
+        message.refs = 0
+        message._decoded = None
+        message.store = store
+        message.store_id = store_id
+        return message
+
+    @property
+    def body(self) -> bytes:
+        """The body, read back from the store if paged out."""
+        body = self._body
+        if body is None:
+            assert self.store is not None
+            return self.store.read(self.store_id).body
+        return body
+
+    @property
+    def paged(self) -> bool:
+        """The body is on disk only."""
+        return self._body is None
+
+    def stored_in(self, store: Store, store_id: int) -> None:
+        """The store now has a copy under ``store_id``."""
+        self.store = store
+        self.store_id = store_id
+
+    def page_out(self) -> int:
+        """Drop the in-memory body (the store has a copy); returns the bytes freed."""
+        if self._body is None:
+            return 0
+        self._body = None
+        self.size -= self.body_size
+        return self.body_size
+
+    def persistent(self) -> bool:
+        """``delivery_mode`` is 2, read from the raw property bytes."""
+        props = self.properties
+        if len(props) < 3 or not props[0] & 0x10:
+            return False
+        flags = props[0]
+        pos = 2
+        try:
+            if flags & 0x80:
+                pos += 1 + props[pos]
+            if flags & 0x40:
+                pos += 1 + props[pos]
+            if flags & 0x20:
+                pos += 4 + int.from_bytes(props[pos : pos + 4], "big")
+            return props[pos] == 2
+        except IndexError:
+            return False
 
     @property
     def decoded(self) -> commands.Basic.Properties:
@@ -74,11 +157,13 @@ class Message:
 class Entry:
     """One message's place in one queue: its sequence number, redelivered flag and deadline."""
 
-    __slots__ = ("deadline", "message", "priority", "redelivered", "seq")
+    __slots__ = ("deadline", "journaled", "message", "priority", "redelivered", "seq")
 
     def __init__(self, message: Message, seq: int, deadline: float | None) -> None:
         self.message = message
         self.seq = seq
+        self.journaled = False
+        """The store's journal has this entry (persistent message, durable queue)."""
         self.redelivered = False
         self.deadline = deadline
         self.priority = 0

@@ -1,7 +1,9 @@
 """Queues: ready messages, consumers, round-robin delivery, TTL, length limits and dead-lettering.
 
-Messages live in memory only. ``durable`` is accepted and reported back, but a restart loses every
-message and declaration; persistence is future work.
+Without a data directory messages live in memory only. With one (see :mod:`gear.broker.persist`), a
+durable queue journals its persistent messages in the store (``store_key`` names it there), holds their
+confirms until the store has fsynced them, and comes back after a restart. Under memory pressure, or
+always for ``x-queue-mode: lazy``, bodies are paged out to the store and read back on delivery.
 
 Publishes reach a queue through its *inbox*, which the broker drains once per event-loop turn
 (:meth:`Queue.drain`). Draining accepts the messages, answers publisher confirms, grants credit back to
@@ -11,6 +13,7 @@ the publishing channels (see :mod:`gear.broker.credit`) and then delivers to con
 from __future__ import annotations
 
 import datetime
+import os
 from collections import deque
 from collections.abc import Mapping
 from typing import Any, Protocol
@@ -19,7 +22,7 @@ from gear.broker.credit import CreditMeter
 from gear.broker.exchange import Exchange
 from gear.broker.message import Entry, Message, dead_lettered
 
-__all__ = ("Consumer", "ConsumerChannel", "PublishingChannel", "Queue", "QueueHost")
+__all__ = ("Consumer", "ConsumerChannel", "PublishingChannel", "Queue", "QueueHost", "QueueStore")
 
 
 class QueueHost(Protocol):
@@ -42,6 +45,32 @@ class QueueHost(Protocol):
     ) -> None: ...
 
     def delete_queue(self, queue: Queue) -> int: ...
+
+    @property
+    def store(self) -> QueueStore | None:
+        """The message store, or None when the broker keeps messages in memory only."""
+
+
+class QueueStore(Protocol):
+    """What a queue needs from the message store of a broker with a data directory (the
+    :class:`~gear.broker.persist.Persistence` of its core): journal entries, paging and confirms held
+    until their bytes are on disk."""
+
+    paging: bool
+
+    def enqueue(self, queue: Queue, message: Message) -> None: ...
+
+    def page_out(self, message: Message) -> int: ...
+
+    def delivered(self, queue: Queue, message: Message) -> None: ...
+
+    def removed(self, queue: Queue, message: Message) -> None: ...
+
+    def message_freed(self, message: Message) -> None: ...
+
+    def queue_deleted(self, queue: Queue) -> None: ...
+
+    def confirm_after_commit(self, publisher: PublishingChannel, seq: int, ok: bool) -> None: ...
 
 
 class ConsumerChannel(Protocol):
@@ -144,6 +173,11 @@ class Queue:
         self.single_active = arguments.get("x-single-active-consumer") is True
         self._special = self.single_active
         self.last_used = vhost.now()
+        self.persist = vhost.store
+        self.store_key = _new_key() if durable and exclusive_owner is None and self.persist is not None else 0
+        """This queue's id in the store's journal (0: not journaled)."""
+        self.lazy = _str_arg(arguments, "x-queue-mode") == "lazy"
+        self._journaled = False  # the message just accepted was journaled (its confirm waits for fsync)
 
     def __repr__(self) -> str:
         return f"<Queue {self.name!r} ready={len(self.ready)} unacked={self.unacked}>"
@@ -159,11 +193,15 @@ class Queue:
         """Accept everything in the inbox, confirm, grant credit, then deliver."""
         inbox, self.inbox = self.inbox, []
         meter = self.meter
+        persist = self.persist
         for message, publisher, seq in inbox:
             accepted = self._accept(message)
             if publisher is not None and not publisher.released:
                 if seq:
-                    publisher.settle_confirm(seq, accepted)
+                    if self._journaled and persist is not None:
+                        persist.confirm_after_commit(publisher, seq, accepted)
+                    else:
+                        publisher.settle_confirm(seq, accepted)
                 grant = meter.processed(publisher)
                 if grant:
                     publisher.grant_credit(self, grant)
@@ -188,16 +226,81 @@ class Queue:
         self._seq += 1
         entry = Entry(message, self._seq, deadline)
         message.refs += 1
+        persist = self.persist
+        self._journaled = False
+        if persist is not None:
+            if self.store_key and message.persistent():
+                persist.enqueue(self, message)
+                entry.journaled = self._journaled = True
+            if (self.lazy or persist.paging) and not message.paged:
+                freed = persist.page_out(message)
+                if message.refs > 1:
+                    self.vhost.memory_changed(-freed)
         self.vhost.memory_changed(message.size if message.refs == 1 else 0)
         if self.max_priority is not None:
             self._insert_by_priority(entry, min(message.priority(), self.max_priority))
         else:
             self.ready.append(entry)
-        self.ready_bytes += len(message.body)
+        self.ready_bytes += message.body_size
         if self.max_length is not None or self.max_length_bytes is not None:
             while self.ready and self._full(0, extra=0):
                 self._drop(self._pop_head(), "maxlen")
         return True
+
+    def recovered(self, entries: list[tuple[Message, bool]]) -> None:
+        """Put back what the store recovered, in order: ``(message, delivered)`` pairs (journaled;
+        redelivered if delivered before). A TTL restarts from now."""
+        now = self.vhost.now()
+        queue_ttl = self.message_ttl
+        max_priority = self.max_priority
+        ready = self.ready
+        seq = self._seq
+        memory = body_bytes = 0
+        for message, delivered in entries:
+            seq += 1
+            deadline = None
+            props = message.properties
+            if queue_ttl is not None or (len(props) > 1 and props[0] & 0x01):  # expiration (0x0100)
+                ttl = queue_ttl
+                per_message = message.expiration_ms()
+                if per_message is not None:
+                    ttl = per_message if ttl is None else min(ttl, per_message)
+                if ttl is not None:
+                    deadline = now + ttl / 1000.0
+                    self.vhost.watch_expiry(self)
+            entry = Entry(message, seq, deadline)
+            entry.journaled = True
+            entry.redelivered = delivered
+            if max_priority is not None:
+                entry.priority = min(message.priority(), max_priority)
+            message.refs += 1
+            if message.refs == 1:
+                memory += message.size
+            ready.append(entry)
+            body_bytes += message.body_size
+        self._seq = seq
+        if max_priority is not None:
+            self.ready = deque(sorted(ready, key=_position))
+        self.ready_bytes += body_bytes
+        self.vhost.memory_changed(memory)
+
+    def page_out(self) -> int:
+        """Move ready messages' bodies to the store (memory pressure), from the tail back to the first
+        one already paged; returns bytes freed."""
+        persist = self.persist
+        if persist is None:
+            return 0
+        freed = 0
+        for entry in reversed(self.ready):
+            message = entry.message
+            if message.paged:
+                break
+            freed += persist.page_out(message)
+        return freed
+
+    def paged_count(self) -> int:
+        """Ready messages whose bodies are on disk only."""
+        return sum(1 for entry in self.ready if entry.message.paged)
 
     def _insert_by_priority(self, entry: Entry, priority: int) -> None:
         entry.priority = priority
@@ -244,6 +347,8 @@ class Queue:
             else:
                 self.unacked += 1
                 consumer.unacked += 1
+                if entry.journaled and not entry.redelivered:
+                    self._journal_delivery(entry)
             consumer.channel.deliver(consumer, self, entry)
 
     def _deliver_special(self) -> None:
@@ -262,7 +367,13 @@ class Queue:
             else:
                 self.unacked += 1
                 consumer.unacked += 1
+                if entry.journaled and not entry.redelivered:
+                    self._journal_delivery(entry)
             consumer.channel.deliver(consumer, self, entry)
+
+    def _journal_delivery(self, entry: Entry) -> None:
+        if self.persist is not None:
+            self.persist.delivered(self, entry.message)
 
     def _pick(self) -> Consumer | None:
         consumers = self.consumers
@@ -284,19 +395,28 @@ class Queue:
         self.expire(self.last_used)
         if not self.ready:
             return None
-        return self._pop_head()
+        entry = self._pop_head()
+        if entry.journaled and not entry.redelivered:
+            self._journal_delivery(entry)
+        return entry
 
     def _pop_head(self) -> Entry:
         entry = self.ready.popleft()
-        self.ready_bytes -= len(entry.message.body)
+        self.ready_bytes -= entry.message.body_size
         return entry
 
     def release(self, entry: Entry) -> None:
         """The entry left the queue for good (delivered without ack, acked, dropped): free its memory."""
         message = entry.message
+        persist = self.persist
+        if entry.journaled and persist is not None:
+            entry.journaled = False
+            persist.removed(self, message)
         message.refs -= 1
         if message.refs == 0:
             self.vhost.memory_changed(-message.size)
+            if persist is not None and message.paged:
+                persist.message_freed(message)
 
     # -- settlement -------------------------------------------------------------------------------
     def settled(self, entry: Entry, consumer: Consumer | None) -> None:
@@ -332,7 +452,7 @@ class Queue:
         else:
             merged = sorted([*self.ready, *back], key=_position)
             self.ready = deque(merged)
-        self.ready_bytes += sum(len(e.message.body) for e in back)
+        self.ready_bytes += sum(e.message.body_size for e in back)
         self.deliver_ready()
 
     # -- expiry and dead-lettering ----------------------------------------------------------------
@@ -388,6 +508,11 @@ class Queue:
     def exclusive_consumer(self) -> bool:
         """True if a consumer holds exclusive access."""
         return any(c.exclusive for c in self.consumers)
+
+
+def _new_key() -> int:
+    """A random 63-bit journal key (never 0)."""
+    return int.from_bytes(os.urandom(8), "big") >> 1 or 1
 
 
 def _position(entry: Entry) -> tuple[int, int]:

@@ -1,7 +1,8 @@
 """The asyncio shell: sockets in, the sans-I/O core in the middle, one write per connection per turn.
 
-Messages and declarations live in memory only; durable declarations are accepted but nothing is
-written to disk (persistence is future work).
+With a data directory, each turn's flush first lets the core commit the store (write + one fsync for
+everything the turn published or acked: group commit), so confirms go out after their messages are
+on disk; the timer also drives the store's garbage collection.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from urllib.parse import quote
 from gear.broker.config import BrokerConfig
 from gear.broker.connection import Connection
 from gear.broker.core import BrokerCore
+from gear.broker.persist import RecoveryReport
 from gear.broker.status import BrokerStatus
 from gear.broker.tls import certificate_user, server_context
 
@@ -109,9 +111,13 @@ class _Protocol(asyncio.Protocol):
 class Broker:
     """The reference broker, in-process. ``async with Broker(port=0) as broker: broker.url``.
 
-    Accepts either ``config=BrokerConfig(...)`` or the config fields as keywords. Messages are kept in
-    memory only, also for durable queues and persistent messages. ``disk_free`` replaces the reading of
-    free disk space behind ``disk_free_limit`` (tests drive the disk alarm with it).
+    Accepts either ``config=BrokerConfig(...)`` or the config fields as keywords. Without
+    ``data_dir`` everything is kept in memory; with it, the durable state is recovered here (see
+    ``recovery``) and kept there. ``disk_free`` replaces the reading of free disk space behind
+    ``disk_free_limit`` (tests drive the disk alarm with it).
+
+    Raises:
+        StoreLockedError: another broker uses ``data_dir``.
     """
 
     def __init__(
@@ -128,6 +134,7 @@ class Broker:
         self._ticker: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._flush_scheduled = False
+        self._sync: asyncio.Future[None] | None = None
 
     @property
     def port(self) -> int:
@@ -167,9 +174,11 @@ class Broker:
         self.check_disk()
         self._ticker = loop.create_task(self._tick_forever())
         log.info("gear broker listening on %s:%s%s", self.config.host, self.port, " (TLS)" if tls else "")
+        if self.core.recovery is not None:
+            log.info("%s", self.core.recovery.summary())
 
     async def stop(self) -> None:
-        """Close every connection and stop listening."""
+        """Close every connection, stop listening, and close the data directory."""
         if self._ticker is not None:
             self._ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -182,6 +191,10 @@ class Broker:
                     proto.transport.abort()
             await self._server.wait_closed()
             self._server = None
+        while self._sync is not None:  # let a group commit in flight finish
+            await asyncio.wait({self._sync})
+            await asyncio.sleep(0)
+        self.core.close()
 
     async def __aenter__(self) -> Broker:
         await self.start()
@@ -214,6 +227,35 @@ class Broker:
                 self.protocols.pop(conn, None)
             else:
                 proto.sync_reading()
+        self._start_sync()
+
+    # -- group commit off the event loop ----------------------------------------------------------
+    def _start_sync(self, force: bool = False) -> None:
+        """Start the store's next group commit in a worker thread, unless one is running."""
+        if self._sync is not None or self._loop is None or self.core.persistence is None:
+            return
+        job = self.core.start_sync(force)
+        if job is not None:
+            self._run_sync(job)
+
+    def _run_sync(self, job: Callable[[], None]) -> None:
+        assert self._loop is not None
+        self._sync = self._loop.run_in_executor(None, job)
+        self._sync.add_done_callback(self._synced)
+
+    def _synced(self, future: asyncio.Future[None]) -> None:
+        self._sync = None
+        if future.cancelled():
+            return
+        error = future.exception()
+        if error is not None:  # confirms stay unsent: nothing may claim what the disk refused
+            log.error("fsync of the data directory failed: %s", error)
+            return
+        job = self.core.sync_done()
+        if job is not None:
+            self._run_sync(job)
+            return
+        self.flush()  # send the released confirms; starts the next commit if more is waiting
 
     async def _tick_forever(self) -> None:
         while True:
@@ -225,17 +267,18 @@ class Broker:
             except Exception:  # a bug in a timer must not stop the broker
                 log.exception("broker timer failed")
             self.flush()
+            self._start_sync(force=True)  # acks and deliveries recorded since the last commit
 
     def check_disk(self) -> None:
         """Read the free disk space now and raise or clear the disk alarm (no-op without a limit).
 
-        The space measured is the file system of the working directory (the data directory once
-        messages are stored on disk). A failed reading is logged and leaves the alarm as it was.
+        The space measured is the file system of the data directory (without one, of the working
+        directory). A failed reading is logged and leaves the alarm as it was.
         """
         if self.config.disk_free_limit is None:
             return
         self._next_disk_check = self.core.clock() + DISK_CHECK_INTERVAL
-        path = getattr(self.config, "data_dir", None) or os.getcwd()
+        path = self.config.data_dir or os.getcwd()
         try:
             free = self._disk_free(str(path))
         except OSError as exc:
@@ -262,8 +305,13 @@ class Broker:
         self.flush()
 
     def status(self) -> BrokerStatus:
-        """A snapshot: connections (and their flow/blocked state), queues, alarms, memory, disk."""
+        """A snapshot: connections (and their flow/blocked state), queues, alarms, memory, disk, store."""
         return self.core.status()
+
+    @property
+    def recovery(self) -> RecoveryReport | None:
+        """What starting on ``data_dir`` recovered (None without a data directory)."""
+        return self.core.recovery
 
 
 @contextlib.asynccontextmanager
@@ -273,12 +321,22 @@ async def running(config: BrokerConfig | None = None, **fields: Any) -> AsyncIte
         yield broker.url
 
 
-async def serve(config: BrokerConfig, on_ready: Callable[[str], object] | None = None) -> None:
+async def serve(
+    config: BrokerConfig,
+    on_ready: Callable[[str], object] | None = None,
+    on_recovered: Callable[[RecoveryReport], object] | None = None,
+) -> None:
     """Run a broker until cancelled; ``on_ready`` gets the URL once it listens (the CLI uses this).
 
-    ``on_ready`` may be a plain function or return an awaitable, which is awaited.
+    ``on_ready`` may be a plain function or return an awaitable, which is awaited. With a data
+    directory, ``on_recovered`` first gets what was recovered from it.
+
+    Raises:
+        StoreLockedError: another broker uses ``config.data_dir``.
     """
     async with Broker(config) as broker:
+        if on_recovered is not None and broker.recovery is not None:
+            on_recovered(broker.recovery)
         if on_ready is not None:
             result = on_ready(broker.url)
             if inspect.isawaitable(result):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ("BrokerStatus", "ConnectionStatus", "QueueStatus", "format_status")
+__all__ = ("BrokerStatus", "ConnectionStatus", "QueueStatus", "StoreStatus", "format_status")
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +33,25 @@ class QueueStatus:
     durable: bool = False
     exclusive: bool = False
     auto_delete: bool = False
+    messages_paged: int = 0
+    """Ready messages whose bodies are on disk only (paged out, lazy, or recovered)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStatus:
+    """The data directory's message store."""
+
+    directory: str
+    bytes: int
+    """Segment files and queue journal."""
+    garbage_ratio: float
+    """Share of segment bytes no longer referenced (compaction reclaims it)."""
+    messages: int
+    """Distinct messages stored and still referenced."""
+    paged: int
+    """Ready messages whose bodies are on disk only."""
+    paging: bool
+    """Memory is above the paging limit: new message bodies go to disk."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +69,8 @@ class BrokerStatus:
     """Below this many free bytes the disk alarm blocks publishers (None: no disk alarm)."""
     failed_logins: int = 0
     """Logins refused since the broker started (wrong password, unknown user, bad mechanism...)."""
+    store: StoreStatus | None = None
+    """The data directory, or None when everything is in memory."""
 
     def __str__(self) -> str:
         return format_status(self)
@@ -66,14 +87,27 @@ def format_status(status: BrokerStatus) -> str:
             else []
         ),
         f"failed logins: {status.failed_logins}",
+        _store_line(status.store),
         "",
         f"{'connection':<40} {'state':<9} {'channels':>8}",
     ]
     lines += [f"{c.name[:40]:<40} {c.state:<9} {c.channels:>8}" for c in status.connections]
-    lines += ["", f"{'queue':<40} {'vhost':<6} {'ready':>8} {'unacked':>8} {'consumers':>9} {'state':<8}"]
     lines += [
-        f"{q.name[:40]:<40} {q.vhost[:6]:<6} {q.messages_ready:>8} {q.messages_unacked:>8} {q.consumers:>9} "
-        f"{q.state:<8}"
+        "",
+        f"{'queue':<40} {'vhost':<6} {'ready':>8} {'unacked':>8} {'paged':>8} {'consumers':>9} {'state':<8}",
+    ]
+    lines += [
+        f"{q.name[:40]:<40} {q.vhost[:6]:<6} {q.messages_ready:>8} {q.messages_unacked:>8} "
+        f"{q.messages_paged:>8} {q.consumers:>9} {q.state:<8}"
         for q in status.queues
     ]
     return "\n".join(lines)
+
+
+def _store_line(store: StoreStatus | None) -> str:
+    if store is None:
+        return "store: none (memory only)"
+    return (
+        f"store: {store.directory}: {store.bytes:,} bytes, {store.garbage_ratio:.0%} garbage, "
+        f"{store.messages:,} messages, {store.paged:,} paged{' (paging)' if store.paging else ''}"
+    )

@@ -1,7 +1,8 @@
 """Virtual hosts: the exchanges and queues of one vhost, and routing across them.
 
 Routing follows exchange-to-exchange bindings breadth-first, applies alternate exchanges when an
-exchange routes nowhere, and returns each queue at most once. Declarations are kept in memory only.
+exchange routes nowhere, and returns each queue at most once. With a data directory, a change to a durable
+declaration marks the topology for saving at the end of the turn.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any, Protocol
 
 from gear.broker.exchange import Exchange
 from gear.broker.message import Message
-from gear.broker.queue import Queue
+from gear.broker.queue import Queue, QueueStore
 
 __all__ = ("SYSTEM_EXCHANGES", "VhostServices", "VirtualHost")
 
@@ -28,6 +29,13 @@ class VhostServices(Protocol):
     def memory_changed(self, delta: int) -> None: ...
 
     def queue_deleted(self, queue: Queue) -> None: ...
+
+    @property
+    def store(self) -> QueueStore | None:
+        """The message store, or None when the broker keeps messages in memory only."""
+
+    def topology_changed(self) -> None:
+        """A durable exchange, queue or binding changed (saved at the end of the turn)."""
 
 
 #: Exchanges every vhost has (``rabbit_vhost``), all durable.
@@ -71,6 +79,23 @@ class VirtualHost:
     def watch_expiry(self, queue: Queue) -> None:
         """``queue`` holds messages with a deadline; the timer will expire them."""
         self.expiring.add(queue)
+
+    def durable_changed(self) -> None:
+        """A durable exchange, queue or binding changed: save the topology at the end of this turn."""
+        self.core.topology_changed()
+
+    @property
+    def store(self) -> QueueStore | None:
+        """The message store, or None when the broker keeps messages in memory only."""
+        return self.core.store
+
+    def binding_changed(self, source: Exchange, destination: object) -> None:
+        """A binding was added or removed: save it if both ends are durable."""
+        if source.durable and (
+            (isinstance(destination, Queue) and destination.store_key)
+            or (isinstance(destination, Exchange) and destination.durable)
+        ):
+            self.durable_changed()
 
     # -- routing ----------------------------------------------------------------------------------
     def route(self, exchange: Exchange, message: Message, routing_key: str | None = None) -> list[Queue]:
@@ -123,12 +148,17 @@ class VirtualHost:
         for consumer in list(queue.consumers):
             queue.consumers.remove(consumer)
             consumer.channel.consumer_cancelled(consumer)
+        if queue.store_key and queue.persist is not None:
+            queue.persist.queue_deleted(queue)
+            self.durable_changed()
         self.core.queue_deleted(queue)
         return count
 
     def delete_exchange(self, exchange: Exchange) -> None:
         """Delete ``exchange`` and every binding to or from it."""
         self.exchanges.pop(exchange.name, None)
+        if exchange.durable:
+            self.durable_changed()
         for other in list(self.exchanges.values()):
             if other.unbind_destination(exchange):
                 self.maybe_auto_delete(other)

@@ -315,6 +315,38 @@ def test_broker_takes_message_size_and_disk_limit(monkeypatch: pytest.MonkeyPatc
     assert (seen[1].max_message_size, seen[1].disk_free_limit) == (16 * 1024**2, None)
 
 
+def test_broker_data_dir_is_created_and_its_recovery_shown(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import gear.broker
+    from gear.broker import BrokerConfig, RecoveryReport
+
+    seen: list[BrokerConfig] = []
+
+    async def serve(config: BrokerConfig, on_ready: Any = None, on_recovered: Any = None) -> None:
+        seen.append(config)
+        assert config.data_dir is not None
+        on_recovered(RecoveryReport(config.data_dir, queues=2, messages=5, stored=4))
+        on_ready("amqp://guest:guest@127.0.0.1:5672/")
+
+    monkeypatch.setattr(gear.broker, "serve", serve)
+    target = tmp_path / "state" / "broker"
+    result = run_cli("broker", "--port", "0", "--data-dir", str(target))
+    assert result.exit_code == 0, result.output
+    assert target.is_dir()
+    assert seen[0].data_dir == str(target)
+    text = " ".join(result.output.split())
+    assert "recovered 0 exchange(s), 2 queue(s), 0 binding(s), 5 queued message(s) (4 stored)" in text
+    assert f"durable state in {target}" in text
+
+
+def test_broker_help_explains_the_data_dir() -> None:
+    result = run_cli("broker", "--help")
+    text = " ".join(result.output.split())
+    assert "--data-dir" in text
+    assert "recover it at start" in text
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

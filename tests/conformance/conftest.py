@@ -18,3 +18,13 @@ async def amqp(broker: BrokerHandle) -> AsyncIterator[Amqp]:
         yield session
     finally:
         await session.close()
+
+
+@pytest.fixture
+async def durable_amqp(durable_broker: BrokerHandle) -> AsyncIterator[Amqp]:
+    """As ``amqp``, on a broker whose durable state survives ``restart``."""
+    session = Amqp(durable_broker)
+    try:
+        yield session
+    finally:
+        await session.close()

@@ -68,3 +68,14 @@ async def rig(broker: BrokerHandle) -> AsyncIterator[Rig]:
             yield Rig(broker, proxy, fleet, unique("REPO"))
         finally:
             await fleet.stop()
+
+
+@pytest.fixture
+async def durable_rig(durable_broker: BrokerHandle) -> AsyncIterator[Rig]:
+    """As ``rig``, on a broker that keeps durable state across a restart (a data directory)."""
+    fleet = Fleet(durable_broker)
+    async with TCPProxy.for_url(durable_broker.url) as proxy:
+        try:
+            yield Rig(durable_broker, proxy, fleet, unique("REPO"))
+        finally:
+            await fleet.stop()

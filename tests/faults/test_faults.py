@@ -119,6 +119,22 @@ async def test_broker_restart(rig: Rig) -> None:
     rig.report("broker restart (1 s down)", recovery_s=round(recovery, 2))
 
 
+async def test_broker_restart_loses_nothing_with_a_data_directory(durable_rig: Rig) -> None:
+    """The same restart on a broker that keeps its state: every confirmed cast arrives."""
+    rig = durable_rig
+    rig.build(direct_servers=True)
+    await rig.fleet.start()
+    async with rig.workload(call_timeout=3.0):
+        await asyncio.sleep(1.0)
+        await rig.broker.restart(down_for=1.0)
+        back = asyncio.get_running_loop().time()
+        recovery = await _recovered(rig, back)
+        await asyncio.sleep(1.0)
+    await _settle(rig)
+    rig.ledger.check()
+    rig.report("broker restart with a data directory (1 s down)", recovery_s=round(recovery, 2))
+
+
 async def test_blocked_connection(rig: Rig) -> None:
     rig.build()
     await rig.fleet.start()
