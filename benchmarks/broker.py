@@ -1,21 +1,24 @@
-"""Reference broker vs RabbitMQ, measured in the same run.
+"""Reference broker vs RabbitMQ: the brokers' own throughput and CPU per message, in one run.
 
     python benchmarks/broker.py [--rabbitmq amqp://guest:guest@127.0.0.1:5672/] [--rounds 3]
-        [--messages 10000] [--seconds 4] [--backlog 100000] [--skip-rabbitmq]
+        [--messages 40000] [--pairs 2] [--size 1024] [--backlog 100000] [--skip-rabbitmq]
 
-Prints a table with:
+Load comes from separate client *processes* (``benchmarks/_amqp_load.py``) that spend a few
+microseconds per message: ``--pairs`` publishers, each writing pre-encoded transient messages to its
+own queue with publisher confirms in windows of 256, and as many consumers with a prefetch of 512
+acking with ``multiple``. Each round times publish -> consume of ``--messages`` messages in all and
+reads the broker process's CPU time (user + system; ``beam.smp`` for RabbitMQ, the
+``python -m gear.broker`` child for the reference broker) before and after.
 
-* publish -> consume throughput (aio-pika, publisher confirms on, 1 KiB bodies, a window of
-  unconfirmed publishes, a separate consuming connection that acks every message);
-* Gear-style calls at 64 in flight: each call is a confirmed mandatory request publish, a delivery and
-  ack at the responder, a confirmed mandatory reply publish, and a delivery and ack at the caller
-  (a stand-in until the SDK's own benchmark replaces it; see ``rpc_calls``);
-* the reference broker's peak RSS while a 100k-message backlog sits in one queue.
+Reported per broker (medians of interleaved rounds): messages/s and the broker's CPU microseconds
+per message. CPU per message is the stable figure on a shared machine; throughput depends on how
+much CPU the clients and other processes leave the broker. RabbitMQ is shared with anything else
+that uses it, whose CPU is counted too (run on a quiet machine for tight figures).
 
-The reference broker runs in its own process (``python -m gear.broker``), like RabbitMQ, so the client
-and the broker do not share an event loop. The two brokers are measured in interleaved rounds and the
-median of the per-round ratios is reported, so a busy machine penalises both alike. The SDK's own
-``benchmarks/rpc.py --url ...`` measures real Gear calls; run it once per broker to compare.
+``--loop asyncio|uvloop`` picks the reference broker's event loop (default: what ``python -m
+gear.broker`` picks, uvloop when installed; the table says which).
+
+Last, the reference broker's peak RSS while a ``--backlog`` x 1 KiB backlog sits in one queue.
 """
 
 from __future__ import annotations
@@ -29,12 +32,17 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 
-import aio_pika
 import aiormq
 
-BODY = b"x" * 1024
+from gear.eventloop import loop_name
+
+__all__ = ("main", "measure_broker", "reference_broker")
+
+LOAD = str(Path(__file__).with_name("_amqp_load.py"))
 
 
 def _free_port() -> int:
@@ -65,101 +73,109 @@ def reference_broker(*extra: str) -> Iterator[tuple[str, int]]:
         proc.wait(10)
 
 
-async def throughput(url: str, messages: int, window: int = 512) -> float:
-    """Messages per second from first publish to last consumed ack (confirms on, 1 KiB)."""
-    queue_name = f"bench-{uuid.uuid4().hex[:8]}"
-    pub_conn = await aio_pika.connect(url)
-    sub_conn = await aio_pika.connect(url)
+def rabbitmq_pid() -> int | None:
+    """The pid of the local ``beam.smp`` (RabbitMQ's Erlang VM), or None."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if (entry / "comm").read_text().strip() == "beam.smp":
+                    return int(entry.name)
+    return None
+
+
+def cpu_seconds(pid: int) -> float:
+    """user + system CPU seconds of one process, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def server_version(url: str) -> str:
+    """The broker's product and version from its Connection.Start."""
+    conn = await aiormq.connect(url)
     try:
-        pub = await pub_conn.channel(publisher_confirms=True)
-        sub = await sub_conn.channel()
-        await sub.set_qos(prefetch_count=512)
-        queue = await sub.declare_queue(queue_name, auto_delete=True)
-        done = asyncio.Event()
-        received = 0
-
-        async def on_message(message: aio_pika.abc.AbstractIncomingMessage) -> None:
-            nonlocal received
-            await message.ack()
-            received += 1
-            if received == messages:
-                done.set()
-
-        await queue.consume(on_message)
-        exchange = pub.default_exchange
-        slots = asyncio.Semaphore(window)
-
-        async def one() -> None:
-            async with slots:
-                await exchange.publish(aio_pika.Message(BODY), queue_name)
-
-        start = time.perf_counter()
-        await asyncio.gather(*(one() for _ in range(messages)))
-        await asyncio.wait_for(done.wait(), 120)
-        return messages / (time.perf_counter() - start)
+        props = conn.server_properties
+        product, version = props.get("product", "?"), props.get("version", "?")
+        return f"{product!s} {version!s}"
     finally:
-        await pub_conn.close()
-        await sub_conn.close()
+        await conn.close()
 
 
-async def rpc_calls(url: str, seconds: float = 5.0, in_flight: int = 64) -> float:
-    """Gear-style calls per second: 2 confirmed mandatory publishes, 2 deliveries, 2 acks per call."""
-    tag = uuid.uuid4().hex[:8]
-    server_conn = await aio_pika.connect(url)
-    client_conn = await aio_pika.connect(url)
+@dataclass(frozen=True, slots=True)
+class Round:
+    """One measured publish -> consume run."""
+
+    messages: int
+    seconds: float
+    broker_cpu: float
+
+    @property
+    def rate(self) -> float:
+        return self.messages / self.seconds
+
+    @property
+    def cpu_us(self) -> float:
+        return self.broker_cpu / self.messages * 1e6
+
+
+def _spawn(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, LOAD, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+
+
+def _expect(proc: subprocess.Popen[str], word: str) -> str:
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    if not line.startswith(word):
+        raise RuntimeError(f"load worker said {line!r}, expected {word!r}")
+    return line
+
+
+async def _declare(url: str, names: list[str], delete: bool = False) -> None:
+    conn = await aiormq.connect(url)
     try:
-        s_ch = await server_conn.channel(publisher_confirms=True)
-        await s_ch.set_qos(prefetch_count=in_flight * 2)
-        exchange = await s_ch.declare_exchange(f"bench-rpc-{tag}", "topic", auto_delete=True)
-        requests = await s_ch.declare_queue(f"bench-req-{tag}", auto_delete=True)
-        await requests.bind(exchange, "svc.#")
-
-        async def serve(message: aio_pika.abc.AbstractIncomingMessage) -> None:
-            await s_ch.default_exchange.publish(
-                aio_pika.Message(message.body, correlation_id=message.correlation_id),
-                str(message.reply_to),
-                mandatory=True,
-            )
-            await message.ack()
-
-        await requests.consume(serve)
-        c_ch = await client_conn.channel(publisher_confirms=True)
-        await c_ch.set_qos(prefetch_count=in_flight * 2)
-        replies = await c_ch.declare_queue("", exclusive=True)
-        c_exchange = await c_ch.get_exchange(exchange.name)
-        waiting: dict[str, asyncio.Future[None]] = {}
-
-        async def on_reply(message: aio_pika.abc.AbstractIncomingMessage) -> None:
-            await message.ack()
-            future = waiting.pop(str(message.correlation_id), None)
-            if future is not None and not future.done():
-                future.set_result(None)
-
-        await replies.consume(on_reply)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + seconds
-        calls = 0
-
-        async def caller() -> None:
-            nonlocal calls
-            while loop.time() < deadline:
-                cid = uuid.uuid4().hex
-                future: asyncio.Future[None] = loop.create_future()
-                waiting[cid] = future
-                await c_exchange.publish(
-                    aio_pika.Message(b'{"x": 1}', correlation_id=cid, reply_to=replies.name),
-                    "svc.method",
-                    mandatory=True,
-                )
-                await future
-                calls += 1
-
-        start = time.perf_counter()
-        await asyncio.gather(*(caller() for _ in range(in_flight)))
-        return calls / (time.perf_counter() - start)
+        channel = await conn.channel()
+        for name in names:
+            if delete:
+                await channel.queue_delete(name)
+            else:
+                await channel.queue_declare(name)
     finally:
-        await client_conn.close()
-        await server_conn.close()
+        await conn.close()
+
+
+async def measure_broker(
+    url: str, pid: int, messages: int, pairs: int = 2, size: int = 1024, consumers: bool = True
+) -> Round:
+    """Publish ``messages`` transient messages through ``pairs`` queues (and consume them)."""
+    names = [f"bench-broker-{uuid.uuid4().hex[:8]}" for _ in range(pairs)]
+    await _declare(url, names)
+    per = messages // pairs
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        for name in names:
+            if consumers:
+                procs.append(_spawn("consume", url, name, str(per)))
+            procs.append(_spawn("publish", url, name, str(per), "--size", str(size)))
+        for proc in procs:
+            _expect(proc, "ready")
+        cpu_before = cpu_seconds(pid)
+        start = time.perf_counter()
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        for proc in procs:
+            _expect(proc, "done")
+        seconds = time.perf_counter() - start
+        cpu = cpu_seconds(pid) - cpu_before
+        return Round(per * pairs, seconds, cpu)
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+        if consumers:
+            await _declare(url, names, delete=True)
 
 
 def _peak_rss(pid: int) -> int:
@@ -170,93 +186,104 @@ def _peak_rss(pid: int) -> int:
     return 0
 
 
-async def backlog_memory(url: str, pid: int, messages: int = 100_000) -> tuple[int, int]:
-    """Fill one queue with ``messages`` 1 KiB messages; returns (peak RSS before, peak RSS after)."""
-    before = _peak_rss(pid)
-    conn = await aio_pika.connect(url)
-    try:
-        channel = await conn.channel(publisher_confirms=True)
-        queue = await channel.declare_queue(f"bench-backlog-{uuid.uuid4().hex[:8]}", auto_delete=False)
-        slots = asyncio.Semaphore(1024)
-
-        async def one() -> None:
-            async with slots:
-                await channel.default_exchange.publish(aio_pika.Message(BODY), queue.name)
-
-        await asyncio.gather(*(one() for _ in range(messages)))
-        declared = await channel.declare_queue(queue.name, passive=True)
-        assert declared.declaration_result.message_count == messages
-        after = _peak_rss(pid)
-        await queue.delete(if_unused=False, if_empty=False)
-        return before, after
-    finally:
-        await conn.close()
-
-
-async def _retrying(measure: Callable[[str], Awaitable[float]], url: str) -> float:
-    """Run one measurement; retry when someone force-closes the shared broker's connections."""
-    for attempt in range(5):
-        try:
-            return await measure(url)
-        except aiormq.exceptions.ConnectionClosed as exc:
-            print(f"measurement interrupted ({exc}); retrying", file=sys.stderr)
-            if attempt == 4:
-                raise
-    raise AssertionError("unreachable")
-
-
 def _median(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[len(ordered) // 2]
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument(
+@dataclass
+class Figures:
+    """One broker's results."""
+
+    version: str
+    rate: float = 0.0
+    cpu_us: float = 0.0
+    rss_idle: float | None = None
+    rss_backlog: float | None = None
+
+
+async def run(args: argparse.Namespace) -> dict[str, Figures]:
+    """Interleaved rounds on both brokers; returns per-broker medians (and the reference backlog RSS)."""
+    rabbit_pid = None if args.skip_rabbitmq else rabbitmq_pid()
+    brokers: dict[str, tuple[str, int]] = {}
+    rounds: dict[str, list[Round]] = {}
+    out: dict[str, Figures] = {}
+    if args.loop:
+        os.environ["GEAR_LOOP"] = args.loop
+    with reference_broker("--memory-high-watermark", "0.9") as (ref_url, ref_pid):
+        brokers["reference"] = (ref_url, ref_pid)
+        if rabbit_pid is not None:
+            brokers["rabbitmq"] = (args.rabbitmq, rabbit_pid)
+        elif not args.skip_rabbitmq:
+            print("no beam.smp process found: RabbitMQ skipped", file=sys.stderr)
+        for name, (url, pid) in brokers.items():
+            rounds[name] = []
+            out[name] = Figures(await server_version(url))
+            await measure_broker(url, pid, min(args.messages, 4000), args.pairs, args.size)  # warm-up
+        out["reference"].version += f", {loop_name()}"
+        for round_no in range(args.rounds):
+            for name, (url, pid) in brokers.items():
+                rounds[name].append(await measure_broker(url, pid, args.messages, args.pairs, args.size))
+            print(f"round {round_no + 1}/{args.rounds} done", file=sys.stderr)
+        for name, done in rounds.items():
+            out[name].rate = _median([r.rate for r in done])
+            out[name].cpu_us = _median([r.cpu_us for r in done])
+        if args.backlog:
+            before = _peak_rss(ref_pid)
+            await measure_broker(ref_url, ref_pid, args.backlog, 1, 1024, consumers=False)
+            out["reference"].rss_idle = before / 2**20
+            out["reference"].rss_backlog = _peak_rss(ref_pid) / 2**20
+    return out
+
+
+def report(out: dict[str, Figures], args: argparse.Namespace) -> str:
+    """The table, in the README's format."""
+    lines = [
+        f"publish -> consume, {args.pairs} publisher + {args.pairs} consumer processes, transient "
+        f"{args.size} B messages, confirms in windows of 256, prefetch 512; median of {args.rounds} "
+        "interleaved rounds",
+        "",
+        "| broker | msg/s | broker CPU per msg (us) |",
+        "|---|---:|---:|",
+    ]
+    for name, row in out.items():
+        lines.append(f"| {name} ({row.version}) | {row.rate:,.0f} | {row.cpu_us:.1f} |")
+    ref = out["reference"]
+    if "rabbitmq" in out:
+        rab = out["rabbitmq"]
+        rate, cpu = ref.rate / rab.rate, ref.cpu_us / rab.cpu_us
+        lines.append(f"| reference / rabbitmq | {rate:.2f}x | {cpu:.2f}x |")
+    if ref.rss_idle is not None and ref.rss_backlog is not None:
+        lines.append("")
+        lines.append(
+            f"reference broker peak RSS: {ref.rss_idle:.1f} MiB idle, {ref.rss_backlog:.1f} MiB with "
+            f"{args.backlog:,} x 1 KiB messages queued"
+        )
+    return "\n".join(lines)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument(
         "--rabbitmq", default=os.environ.get("GEAR_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
     )
-    parser.add_argument("--messages", type=int, default=10_000)
-    parser.add_argument("--seconds", type=float, default=4.0)
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; medians are reported")
-    parser.add_argument("--backlog", type=int, default=100_000)
-    parser.add_argument("--skip-rabbitmq", action="store_true")
-    args = parser.parse_args()
-    rabbit = None if args.skip_rabbitmq else args.rabbitmq
-    results: dict[str, dict[str, list[float]]] = {
-        "tp": {"ref": [], "rab": [], "ratio": []},
-        "rpc": {"ref": [], "rab": [], "ratio": []},
-    }
-    with reference_broker("--memory-high-watermark", "0.9") as (url, pid):
-        for round_no in range(args.rounds):
-            # interleave the brokers so a busy machine hurts both alike; ratios are taken per round
-            for key, measure in (
-                ("tp", lambda u: throughput(u, args.messages)),
-                ("rpc", lambda u: rpc_calls(u, args.seconds)),
-            ):
-                ref = await _retrying(measure, url)
-                results[key]["ref"].append(ref)
-                if rabbit:
-                    rab = await _retrying(measure, rabbit)
-                    results[key]["rab"].append(rab)
-                    results[key]["ratio"].append(ref / rab)
-            print(f"round {round_no + 1}/{args.rounds} done", file=sys.stderr)
-        before, after = await backlog_memory(url, pid, args.backlog)
-    print(f"median of {args.rounds} interleaved rounds; cpus={os.cpu_count()}")
-    print(f"{'measure':<44} {'reference':>10} {'rabbitmq':>10} {'ratio':>7}")
-    for key, label in (
-        ("tp", "publish->consume, confirms, 1 KiB (msg/s)"),
-        ("rpc", "Gear-style calls, 64 in flight (/s)"),
-    ):
-        row = results[key]
-        ref_text = f"{_median(row['ref']):,.0f}"
-        rab_text = f"{_median(row['rab']):,.0f}" if row["rab"] else "-"
-        ratio_text = f"{_median(row['ratio']):.2f}" if row["ratio"] else "-"
-        print(f"{label:<44} {ref_text:>10} {rab_text:>10} {ratio_text:>7}")
-    print(f"{'reference peak RSS, idle (MiB)':<44} {before / 2**20:>10.1f}")
-    print(f"{f'reference peak RSS, {args.backlog:,} x 1 KiB backlog (MiB)':<44} {after / 2**20:>10.1f}")
+    p.add_argument("--messages", type=int, default=40_000, help="messages per round, all pairs together")
+    p.add_argument("--pairs", type=int, default=2, help="publisher/consumer process pairs (one queue each)")
+    p.add_argument("--size", type=int, default=1024, help="body bytes")
+    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds; medians are reported")
+    p.add_argument("--backlog", type=int, default=100_000, help="0 skips the backlog memory figure")
+    p.add_argument("--skip-rabbitmq", action="store_true")
+    p.add_argument("--loop", choices=("asyncio", "uvloop"), help="the reference broker's event loop")
+    return p
+
+
+def main(argv: list[str] | None = None) -> str:
+    """Run and print the table; returns it."""
+    args = parser().parse_args(argv)
+    table = report(asyncio.run(run(args)), args)
+    print(table)
+    return table
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    main()

@@ -2,10 +2,16 @@
 
 Each peer runs its server in a separate process (started by this script) and its client here, on
 the same broker, in interleaved rounds (A B C A B C ...): call latency with one call in flight
-(p50/p99) and throughput with 1, 16, 64 and 256 calls in flight. Gear runs with its defaults:
-publisher confirms and mandatory on every publish (requests and replies), deadlines, JSON. The
+(p50/p99) and throughput with 1, 16, 64 and 256 calls in flight. With one call in flight the peers
+take turns call by call (same load for all); with more, each peer gets ``--seconds`` per round in
+half-second stretches that rotate between the peers.
+Gear runs with its defaults: publisher confirms and mandatory on every publish (requests and
+replies), deadlines, JSON. The
 raw aiormq peer uses confirms + mandatory on requests and a multiplexed reply queue; aio-pika's
 pattern uses its own defaults. Ratios are computed per round, then the median is reported.
+
+``--loop asyncio|uvloop|both`` picks the event loop of the benchmark and of every server process
+(``both``: the whole run once per loop, asyncio first; uvloop must be installed: ``gear[fast]``).
 
 Usage::
 
@@ -16,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import statistics
 import subprocess
@@ -191,45 +198,115 @@ def _proc_cpu(pid: int) -> float:
 async def measure(
     call: Call, concurrency: int, seconds: float, server_pid: int | None = None
 ) -> dict[str, float]:
+    """``concurrency`` calls in flight for ``seconds``: rps, client + server CPU per call, p50, p99."""
+    return _summary([await _slice(call, concurrency, seconds, server_pid)])
+
+
+async def _slice(call: Call, concurrency: int, seconds: float, server_pid: int | None) -> dict[str, Any]:
+    """One stretch of load. Calls that finish after ``seconds`` still count for CPU, not for the rate
+    (the stretch's tail, when fewer calls are in flight, would otherwise lower it)."""
     latencies: list[float] = []
     loop = asyncio.get_running_loop()
     end = loop.time() + seconds
     perf = time.perf_counter
+    in_time = 0
 
     async def worker() -> None:
+        nonlocal in_time
         while loop.time() < end:
             t0 = perf()
             await call()
             latencies.append(perf() - t0)
+            if loop.time() <= end:
+                in_time += 1
 
     cpu0 = time.process_time()
     srv0 = _proc_cpu(server_pid) if server_pid else float("nan")
-    started = perf()
     # a broker that blocks or drops us (a shared RabbitMQ) must not hang the whole run
     await asyncio.wait_for(asyncio.gather(*(worker() for _ in range(concurrency))), seconds + 60)
-    elapsed = perf() - started
     cpu = time.process_time() - cpu0
     srv = (_proc_cpu(server_pid) - srv0) if server_pid else float("nan")
-    latencies.sort()
+    return {"latencies": latencies, "in_time": in_time, "seconds": seconds, "cpu": cpu + srv}
+
+
+def _summary(slices: list[dict[str, Any]]) -> dict[str, float]:
+    latencies = sorted(x for s in slices for x in s["latencies"])
     n = len(latencies)
     return {
-        "rps": n / elapsed,
-        "cpu_us": (cpu + srv) / n * 1e6,
+        "rps": sum(s["in_time"] for s in slices) / sum(s["seconds"] for s in slices),
+        "cpu_us": sum(s["cpu"] for s in slices) / n * 1e6,
         "p50": latencies[n // 2] * 1000,
         "p99": latencies[min(n - 1, int(n * 0.99))] * 1000,
     }
+
+
+async def sliced(
+    calls: dict[str, Call], pids: dict[str, int], concurrency: int, seconds: float, piece: float = 0.5
+) -> dict[str, dict[str, float]]:
+    """``seconds`` of load per peer, cut into ``piece``-second stretches that rotate between the peers,
+    so that load which comes and goes on a shared box is spread over all of them."""
+    names = list(calls)
+    parts: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    count = max(1, round(seconds / piece))
+    for turn in range(count):
+        for name in names[turn % len(names) :] + names[: turn % len(names)]:
+            parts[name].append(await _slice(calls[name], concurrency, seconds / count, pids[name]))
+    return {name: _summary(got) for name, got in parts.items()}
+
+
+async def alternating(calls: dict[str, Call], seconds: float) -> dict[str, dict[str, float]]:
+    """One call in flight, the peers taking turns call by call (the order rotates), for ``seconds``.
+
+    Machine noise that comes and goes (other processes on a shared box) then hits every peer alike,
+    which per-peer blocks of seconds do not guarantee. ``rps`` is calls per second of that peer's own
+    call time.
+    """
+    names = list(calls)
+    latencies: dict[str, list[float]] = {name: [] for name in names}
+    loop = asyncio.get_running_loop()
+    end = loop.time() + seconds
+    perf = time.perf_counter
+    turn = 0
+    while loop.time() < end:
+        turn += 1
+        for name in names[turn % len(names) :] + names[: turn % len(names)]:
+            t0 = perf()
+            await calls[name]()
+            latencies[name].append(perf() - t0)
+    out = {}
+    for name, lat in latencies.items():
+        lat.sort()
+        n = len(lat)
+        out[name] = {
+            "rps": n / sum(lat),
+            "cpu_us": float("nan"),
+            "p50": lat[n // 2] * 1000,
+            "p99": lat[min(n - 1, int(n * 0.99))] * 1000,
+        }
+    return out
 
 
 def _median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-async def run(url: str, rounds: int, seconds: float, peers: list[str]) -> None:
+def _runner(loop: str) -> asyncio.Runner:
+    if loop == "uvloop":
+        import uvloop
+
+        return asyncio.Runner(loop_factory=uvloop.new_event_loop)
+    return asyncio.Runner()
+
+
+Results = dict[tuple[str, int], list[dict[str, float]]]
+
+
+async def run(url: str, rounds: int, seconds: float, peers: list[str], loop: str = "asyncio") -> Results:
     tag = uuid.uuid4().hex[:6]
     procs = {}
     for name in peers:
         proc = subprocess.Popen(  # noqa: ASYNC220 - started once, before any measurement
-            [sys.executable, __file__, "--serve", name, "--url", url, "--tag", tag],
+            [sys.executable, __file__, "--serve", name, "--url", url, "--tag", tag, "--loop", loop],
             stdout=subprocess.PIPE,
             stdin=subprocess.PIPE,
             text=True,
@@ -246,8 +323,14 @@ async def run(url: str, rounds: int, seconds: float, peers: list[str]) -> None:
             await measure(call, 16, min(1.0, seconds))
         for r in range(rounds):
             for c in CONCURRENCY:
-                for name, (call, _close) in clients.items():
-                    result = await measure(call, c, seconds, procs[name].pid)
+                if c == 1:  # one call in flight: the peers take turns call by call, under the same load
+                    calls = {name: call for name, (call, _close) in clients.items()}
+                    for name, result in (await alternating(calls, seconds * len(calls))).items():
+                        results.setdefault((name, 1), []).append(result)
+                    continue
+                calls = {name: call for name, (call, _close) in clients.items()}
+                pids = {name: proc.pid for name, proc in procs.items()}
+                for name, result in (await sliced(calls, pids, c, seconds)).items():
                     results.setdefault((name, c), []).append(result)
             print(f"round {r + 1}/{rounds} done", file=sys.stderr, flush=True)
     finally:
@@ -256,30 +339,30 @@ async def run(url: str, rounds: int, seconds: float, peers: list[str]) -> None:
         for proc in procs.values():
             proc.terminate()
             proc.wait()
-    report(results, peers, rounds)
+    return results
 
 
-def report(results: dict[tuple[str, int], list[dict[str, float]]], peers: list[str], rounds: int) -> None:
+def report(results: Results, peers: list[str], rounds: int, loop: str = "asyncio") -> None:
+    """Print the results as the README's markdown table plus the Gear / peer ratios."""
+    busiest = max(CONCURRENCY)
     print(
-        f"\nRPC benchmark: median of {rounds} interleaved rounds, 100 B JSON payload, "
-        f"client and server in separate processes, cpus={os.cpu_count()}; CPU us/call is client + "
-        f"server process CPU per call at c={max(CONCURRENCY)} (the broker's is not included)\n"
+        f"\nRPC, {loop} event loop: median of {rounds} interleaved rounds, 100 B JSON payload, client and "
+        f"server in separate processes; CPU us/call is client + server process CPU per call at "
+        f"c={busiest} (the broker's is not included)\n"
     )
-    head = f"{'peer':<14} {'c=1 p50 ms':>11} {'c=1 p99 ms':>11}"
-    head += "".join(f"{f'rps c={c}':>11}" for c in CONCURRENCY) + f"{'CPU us/call':>13}"
-    print(head)
-    print("-" * len(head))
+    head = ["peer", "c=1 p50 ms", "c=1 p99 ms", *(f"rps c={c}" for c in CONCURRENCY), "CPU us/call"]
+    print("| " + " | ".join(head) + " |")
+    print("|---|" + "---:|" * (len(head) - 1))
     for name in peers:
         lat = results[(name, 1)]
-        p50, p99 = _median([x["p50"] for x in lat]), _median([x["p99"] for x in lat])
-        row = f"{name:<14} {p50:>11.3f} {p99:>11.3f}"
-        row += "".join(f"{_median([x['rps'] for x in results[(name, c)]]):>11.0f}" for c in CONCURRENCY)
-        busiest = max(CONCURRENCY)
-        row += f"{_median([x['cpu_us'] for x in results[(name, busiest)]]):>13.0f}"
-        print(row)
+        cells = [name, f"{_median([x['p50'] for x in lat]):.2f}", f"{_median([x['p99'] for x in lat]):.2f}"]
+        cells += [f"{_median([x['rps'] for x in results[(name, c)]]):,.0f}" for c in CONCURRENCY]
+        cpu = _median([x["cpu_us"] for x in results[(name, busiest)]])
+        cells.append("-" if math.isnan(cpu) else f"{cpu:,.0f}")
+        print("| " + " | ".join(cells) + " |")
     if "gear" not in peers:
         return
-    print("\nGear / peer (median of per-round ratios; rps: higher is better, p50: lower is better)")
+    print("\nGear / peer, median of per-round ratios (rps: higher is better; p50, CPU: lower is better):\n")
     for name in peers:
         if name == "gear":
             continue
@@ -287,13 +370,13 @@ def report(results: dict[tuple[str, int], list[dict[str, float]]], peers: list[s
         for c in CONCURRENCY:
             pairs = zip(results[("gear", c)], results[(name, c)], strict=True)
             ratios = [g["rps"] / p["rps"] for g, p in pairs]
-            parts.append(f"rps c={c}: {_median(ratios):.2f}x")
+            parts.append(f"rps c={c} {_median(ratios):.2f}x")
         p50s = [g["p50"] / p["p50"] for g, p in zip(results[("gear", 1)], results[(name, 1)], strict=True)]
-        parts.append(f"p50 c=1: {_median(p50s):.2f}x")
-        busiest = max(CONCURRENCY)
+        parts.append(f"p50 c=1 {_median(p50s):.2f}x")
         pairs = zip(results[("gear", busiest)], results[(name, busiest)], strict=True)
-        parts.append(f"CPU/call: {_median([g['cpu_us'] / p['cpu_us'] for g, p in pairs]):.2f}x")
-        print(f"  vs {name:<13} " + ", ".join(parts))
+        if busiest > 1:
+            parts.append(f"CPU/call {_median([g['cpu_us'] / p['cpu_us'] for g, p in pairs]):.2f}x")
+        print(f"- vs {name}: " + ", ".join(parts))
 
 
 def _exit_with_parent() -> None:
@@ -318,17 +401,41 @@ def main() -> None:
         "--peers", default=",".join(PEERS), help="comma-separated subset of: " + ", ".join(PEERS)
     )
     parser.add_argument("--concurrency", default="1,16,64,256", help="calls in flight, comma-separated")
+    parser.add_argument("--loop", choices=("asyncio", "uvloop", "both"), default="asyncio")
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     parser.add_argument("--tag", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         _exit_with_parent()
-        asyncio.run(PEERS[args.serve][0](args.url, args.tag))
+        with _runner(args.loop) as runner:
+            runner.run(PEERS[args.serve][0](args.url, args.tag))
         return
     peers = [p.strip() for p in args.peers.split(",") if p.strip()]
     global CONCURRENCY
     CONCURRENCY = tuple(sorted({1, *(int(c) for c in args.concurrency.split(","))}))
-    asyncio.run(run(args.url, args.rounds, args.seconds, peers))
+    loops = ("asyncio", "uvloop") if args.loop == "both" else (args.loop,)
+    by_loop: dict[str, Results] = {}
+    for loop in loops:
+        with _runner(loop) as runner:
+            by_loop[loop] = runner.run(run(args.url, args.rounds, args.seconds, peers, loop))
+        report(by_loop[loop], peers, args.rounds, loop)
+    if len(by_loop) == 2 and "gear" in peers:
+        fast, std = by_loop["uvloop"], by_loop["asyncio"]
+        parts = []
+        for c in CONCURRENCY:
+            on_fast, on_std = fast[("gear", c)], std[("gear", c)]
+            ratio = _median([x["rps"] for x in on_fast]) / _median([x["rps"] for x in on_std])
+            parts.append(f"rps c={c}: {ratio:.2f}x")
+        p50 = _median([x["p50"] for x in fast[("gear", 1)]]) / _median([x["p50"] for x in std[("gear", 1)]])
+        busiest = max(CONCURRENCY)
+        cpu = _median([x["cpu_us"] for x in fast[("gear", busiest)]]) / _median(
+            [x["cpu_us"] for x in std[("gear", busiest)]]
+        )
+        print(
+            f"\nGear on uvloop / Gear on asyncio (two runs one after the other, not interleaved: the rates "
+            f"move with the load, CPU per call less): {', '.join(parts)}, p50 c=1: {p50:.2f}x, "
+            f"CPU/call c={busiest}: {cpu:.2f}x"
+        )
 
 
 if __name__ == "__main__":

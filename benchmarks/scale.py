@@ -121,8 +121,29 @@ def _rss(pid: int) -> int:
     raise RuntimeError("no VmRSS")
 
 
-async def memory_per(url: str, measure: Any, count: int) -> tuple[float, float]:
-    """Broker bytes per idle Gear connection and per queue."""
+async def _rabbit_queue_memory(ctl: list[str], names: list[str]) -> float:
+    """Mean memory of the named queues' processes (``rabbitmqctl list_queues name memory``)."""
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [*ctl, "list_queues", "-q", "name", "memory"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    wanted = set(names)
+    sizes = [
+        int(v) for n, v in (line.split() for line in done.stdout.splitlines() if line.strip()) if n in wanted
+    ]
+    return sum(sizes) / len(sizes) if sizes else float("nan")
+
+
+async def memory_per(url: str, measure: Any, count: int, queue_memory: Any = None) -> tuple[float, float]:
+    """Broker bytes per idle Gear connection and per queue.
+
+    ``queue_memory(names)``, when given, reads the queues' own memory (RabbitMQ reports it per queue);
+    otherwise the per-queue figure is the growth of the whole broker's memory. On a shared RabbitMQ the
+    whole VM's memory moves with other users, so the per-connection figure there is approximate.
+    """
     import aiormq
 
     import gear
@@ -141,12 +162,13 @@ async def memory_per(url: str, measure: Any, count: int) -> tuple[float, float]:
         await ch.queue_declare(name, arguments={"x-expires": 60_000})
     await asyncio.sleep(2.0)
     with_queues = await measure()
+    own = await queue_memory(names) if queue_memory is not None else None
     for name in names:
         await ch.queue_delete(name)
     await conn.close()
     await asyncio.gather(*(c.stop() for c in clients))
     # each client also holds its own queue: take that out of the per-connection figure
-    per_queue = (with_queues - with_connections) / count
+    per_queue = own if own is not None else (with_queues - with_connections) / count
     return (with_connections - base) / count - per_queue, per_queue
 
 
@@ -185,7 +207,8 @@ async def run(
             return _rss(ref_pid)
 
         for kind, target, measure in (("rabbitmq", url, rabbit), ("reference", ref_url, reference)):
-            per_conn, per_queue = await memory_per(target, measure, mem)
+            per_queue_of = (lambda names: _rabbit_queue_memory(ctl, names)) if kind == "rabbitmq" else None
+            per_conn, per_queue = await memory_per(target, measure, mem, per_queue_of)
             print(f"| {kind} | {per_conn / 1024:.0f} KiB | {per_queue / 1024:.1f} KiB | |", flush=True)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 import sys
 from pathlib import Path
@@ -10,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
+import gear
 from cli.options import LogLevelOpt, log_level
 from cli.output import ExitCode, configure_logging, fail
 from cli.signals import run_until_signal
@@ -259,7 +259,7 @@ def broker(
 
     try:
         extra = {"on_recovered": recovered} if data_dir is not None else {}
-        asyncio.run(run_until_signal(serve(config, on_ready=ready, **extra)))
+        gear.run(run_until_signal(serve(config, on_ready=ready, **extra)))
     except StoreLockedError as exc:
         fail(str(exc), ExitCode.USAGE)
     except ValueError as exc:  # an unusable TLS certificate or key

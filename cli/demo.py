@@ -9,7 +9,6 @@ under TYPE names and an exchange of its own so that services already running the
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import shutil
 from collections.abc import Callable, Coroutine
@@ -18,6 +17,7 @@ from typing import Annotated, Any
 
 import typer
 
+import gear
 from cli.options import JsonOpt, TraceOpt
 from cli.output import ExitCode, Renderer, fail, map_errors
 from cli.traces import run_analysis
@@ -76,7 +76,7 @@ def demo(
 
     run = _entry(DEMO_ENTRY)
     with map_errors(out):
-        checks = asyncio.run(run(url or [], repos=repos, ctrls=ctrls, trace=trace, say=say))
+        checks = gear.run(run(url or [], repos=repos, ctrls=ctrls, trace=trace, say=say))
     failed = [name for name, passed in checks.items() if not passed]
     document: dict[str, Any] = {"ok": not failed, "checks": checks, "report": lines}
     if trace:

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
+import gear
 from cli.client import CLI_TYPE, Target, connect
 from cli.options import (
     DataFileOpt,
@@ -59,7 +60,7 @@ def run_call(address: Address, method: str, payload: Any, to: Target, out: Rende
             return result, time.monotonic() - started
 
     with map_errors(out):
-        result, elapsed = asyncio.run(main())
+        result, elapsed = gear.run(main())
     out.document({"ok": True, "address": str(address), "method": method, "result": result})
     out.line(f"{address} answered {method} in {elapsed * 1000:.0f} ms:")
     out.line(out.value(result))
@@ -76,7 +77,7 @@ def run_cast(address: Address, method: str, payload: Any, to: Target, out: Rende
             await svc.rpc.cast(str(address), method, payload, retry_budget=to.timeout)
 
     with map_errors(out):
-        asyncio.run(main())
+        gear.run(main())
     out.document({"ok": True, "address": str(address), "method": method, "sent": True})
     out.line(
         f"sent {method} to {address} (routing key {address.routing_key!r}; "
@@ -134,7 +135,7 @@ def run_gather(
                 census.cancel()
 
     with map_errors(out):
-        replies, alive = asyncio.run(main())
+        replies, alive = gear.run(main())
     replies = [r for r in replies if not _is_cli(str(r.sender))]
     answered = {str(r.sender) for r in replies}
     missing = sorted(set(alive or ()) - answered)
@@ -278,7 +279,7 @@ def nodes(
             return list(await svc.rpc.gather(str(address), PING_METHOD, {}, timeout=to.timeout))
 
     with map_errors(out):
-        replies = asyncio.run(main())
+        replies = gear.run(main())
     found = sorted((r for r in replies if not _is_cli(str(r.sender))), key=lambda r: str(r.sender))
     info = {str(r.sender): _ping_info(r) for r in found}
     out.document({"ok": True, "nodes": [{"instance": k, "info": v} for k, v in info.items()]})

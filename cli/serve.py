@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import inspect
 import os
@@ -104,7 +103,7 @@ def serve(
 
     configure_logging(log_level(level))
     with map_errors():
-        svc = asyncio.run(main())
+        svc = gear.run(main())
     typer.echo(f"gear serve: {svc.address} stopped", err=True)
 
 

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         RemoteError,
         UnroutableError,
     )
+    from gear.eventloop import run
     from gear.reconnect import ServiceState
     from gear.redact import mask_secrets, mask_url
     from gear.reply import Reply
@@ -80,6 +81,7 @@ __all__ = (
     "mask_secrets",
     "mask_url",
     "remaining_budget",
+    "run",
 )
 
 _HOME = {
@@ -111,6 +113,7 @@ _HOME = {
     "ServiceState": "gear.reconnect",
     **dict.fromkeys(("mask_secrets", "mask_url"), "gear.redact"),
     "Reply": "gear.reply",
+    "run": "gear.eventloop",
     "RPC": "gear.rpc",
     "Service": "gear.service",
     "Settings": "gear.settings",

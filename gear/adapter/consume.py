@@ -8,12 +8,10 @@ gone is a no-op: the broker requeues the message.
 from __future__ import annotations
 
 import contextlib
+import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
-
-from aiormq import spec
-from aiormq.abc import ChannelFrame
 
 from gear.adapter import _aiormq
 from gear.adapter.errors import LIBRARY_ERRORS
@@ -23,6 +21,9 @@ __all__ = ("ACK_DELAY", "Delivery", "DeliveryCallback", "ack", "read_deliveries"
 
 ACK_DELAY = 0.005
 """Seconds an acknowledgement may wait to share a send with the next outgoing frame."""
+
+_ACK_FRAME = struct.Struct(">BHIHHQBB")
+"""A whole ``basic.ack`` frame: type 1, channel, size 13, class 60, method 80, tag, multiple=0, end."""
 
 
 @dataclass(slots=True)
@@ -112,8 +113,7 @@ def _ack_lazily(delivery: Delivery) -> bool:
     writer = delivery.writer
     if writer is None or ch.is_closed or writer.is_closing():
         return False
-    frame = ChannelFrame.marshall(ch.number, [spec.Basic.Ack(delivery_tag=delivery.delivery_tag)])
-    writer.write_lazily(frame.payload, ACK_DELAY)
+    writer.write_lazily(_ACK_FRAME.pack(1, ch.number, 13, 60, 80, delivery.delivery_tag, 0, 0xCE), ACK_DELAY)
     return True
 
 

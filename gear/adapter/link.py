@@ -477,15 +477,17 @@ class Link:
         Raises:
             ConfigurationError: a property Gear cannot encode (a programming error, never I/O).
         """
-        try:
-            async with asyncio.timeout_at(until):
-                if isolated:
-                    await self._isolate()
-                else:
-                    while not (self._open_gate.is_set() and self._pub_ready.is_set()):
-                        await (self._pub_ready if self._open_gate.is_set() else self._open_gate).wait()
-        except TimeoutError:
-            return PublishResult(Outcome.NOT_SENT, "the publish channel was not free before the deadline")
+        if isolated or not (self._open_gate.is_set() and self._pub_ready.is_set()):
+            # the common case (channel ready, nobody isolated) skips the timeout scope and its timer
+            try:
+                async with asyncio.timeout_at(until):
+                    if isolated:
+                        await self._isolate()
+                    else:
+                        while not (self._open_gate.is_set() and self._pub_ready.is_set()):
+                            await (self._pub_ready if self._open_gate.is_set() else self._open_gate).wait()
+            except TimeoutError:
+                return PublishResult(Outcome.NOT_SENT, "the publish channel was not free before the deadline")
         try:
             return await self._send(
                 exchange,

@@ -12,6 +12,7 @@ from typing import Any
 
 from gear.broker.config import BrokerConfig
 from gear.broker.server import serve
+from gear.eventloop import run
 from gear.redact import mask_url
 
 __all__ = ("main",)
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> None:
         data_dir=args.data_dir,
     )
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(
+        run(
             _until_sigterm(
                 serve(
                     config,

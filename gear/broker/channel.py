@@ -20,7 +20,7 @@ from gear.broker.codec import (
     FastPublish,
     ack_frame,
     content_frames,
-    deliver_frame,
+    delivery,
     method_id_of,
     nack_frame,
     return_frame,
@@ -410,10 +410,19 @@ class Channel:
         message = entry.message
         if not consumer.no_ack and queue is not None:
             self.unacked[tag] = (queue, entry, consumer)
-        number = self.number
-        self.conn.send(
-            deliver_frame(number, consumer.tag, tag, entry.redelivered, message.exchange, message.routing_key)
-            + b"".join(content_frames(number, message.properties, message.body, self.conn.frame_max))
+        conn = self.conn
+        conn.send(
+            delivery(
+                self.number,
+                consumer.tag,
+                tag,
+                entry.redelivered,
+                message.exchange,
+                message.routing_key,
+                message.properties,
+                message.body,
+                conn.frame_max,
+            )
         )
 
     def consumer_cancelled(self, consumer: Consumer) -> None:

@@ -46,21 +46,29 @@ class FrameReader:
     """Accumulates bytes and hands out complete ``(type, channel, payload)`` frames.
 
     ``frame_max`` starts at 4096 (the pre-tune limit) and is raised once tune-ok is accepted.
+    When everything received so far was handed out, the next read is kept as the ``bytes`` it came
+    in (no copy into a bytearray), so each payload is sliced out with a single copy.
     """
 
     __slots__ = ("_buf", "_pos", "frame_max")
 
     def __init__(self, frame_max: int = 4096) -> None:
-        self._buf = bytearray()
+        self._buf: bytes | bytearray = b""
         self._pos = 0
         self.frame_max = frame_max
 
     def feed(self, data: bytes) -> None:
         """Append received bytes."""
-        if self._pos:
-            del self._buf[: self._pos]
-            self._pos = 0
-        self._buf += data
+        buf, pos = self._buf, self._pos
+        if pos >= len(buf):
+            self._buf = bytes(data)
+        elif isinstance(buf, bytearray):
+            if pos:
+                del buf[:pos]
+            buf += data
+        else:
+            self._buf = bytearray(memoryview(buf)[pos:]) + data
+        self._pos = 0
 
     @property
     def buffered(self) -> int:
@@ -69,7 +77,7 @@ class FrameReader:
 
     def discard(self) -> None:
         """Drop everything buffered (the stream cannot be trusted any more)."""
-        self._buf.clear()
+        self._buf = b""
         self._pos = 0
 
     def peek(self, count: int) -> bytes:
@@ -103,6 +111,8 @@ class FrameReader:
             return None
         if buf[end] != FRAME_END:
             raise AMQPError(501, f"frame end octet should be 0xCE, got {buf[end]:#04x}")
-        payload = bytes(buf[pos + 7 : end])
+        payload = buf[pos + 7 : end]
+        if type(payload) is not bytes:
+            payload = bytes(payload)
         self._pos = end + 1
         return ftype, channel, payload

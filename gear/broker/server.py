@@ -14,7 +14,7 @@ import logging
 import os
 import shutil
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote
 
 from gear.broker.config import BrokerConfig
@@ -49,7 +49,8 @@ class _Protocol(asyncio.Protocol):
         self.reading = True
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        # a stream transport; uvloop's do not subclass asyncio.Transport, so no isinstance check here
+        transport = cast(asyncio.Transport, transport)
         self.transport = transport
         peer = transport.get_extra_info("peername")
         peer_text = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)

@@ -1,0 +1,261 @@
+"""Run every benchmark the README quotes and print its tables; optionally rewrite the README's blocks.
+
+    python benchmarks/all.py --quick                    # a few minutes of load; prints the tables
+    python benchmarks/all.py                            # the full settings (much longer)
+    python benchmarks/all.py --quick --write-readme     # also replace the generated blocks in README.md
+    python benchmarks/all.py --only rpc,broker          # a subset (--skip pipeline: all but that)
+
+Each benchmark runs as its own process (``python benchmarks/NAME.py ...``, so none shares an event
+loop or a warmed-up interpreter with another) and prints its table in the README's markdown format.
+The output starts with the machine: date (UTC), cores, load average, Python, the RabbitMQ and
+reference broker versions.
+
+The README marks every generated block with a pair of comments, ``<!-- bench:NAME -->`` and
+``<!-- /bench:NAME -->``; ``--write-readme`` replaces what lies between them (the command that
+produced it, then its output) and leaves everything else alone. Benchmarks that need something this
+machine may lack are skipped with the reason: the pipeline needs PySpark and Java; ``faults.py`` and
+``cluster.py`` need a disposable broker or a 3-node cluster and are run by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import importlib.util
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ("BENCHMARKS", "main", "replace_blocks")
+
+HERE = Path(__file__).resolve().parent
+README = HERE.parent / "README.md"
+RABBITMQ = os.environ.get("GEAR_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
+
+
+def _tracing(out: str) -> str:
+    """tracing_overhead.py prints progress, then a JSON object: turn it into a table."""
+    result = json.loads(out[out.index("{") :])
+    rows = [
+        "| tracing | calls/s | overhead vs off |",
+        "|---|---:|---:|",
+        f"| off | {result['off_calls_per_s']:,} | - |",
+        f"| JSONL events | {result['jsonl_calls_per_s']:,} | {result['overhead_jsonl']:+.1%} |",
+        f"| JSONL + OpenTelemetry API (no SDK) | {result['jsonl+otel-api_calls_per_s']:,} | "
+        f"{result['overhead_jsonl_otel_api']:+.1%} |",
+        f"| JSONL + OpenTelemetry SDK spans | {result['jsonl+otel_calls_per_s']:,} | "
+        f"{result['overhead_jsonl_otel']:+.1%} |",
+        "",
+        f"{result['events_per_call']} events per call; the event writer costs "
+        f"{result['cpu_us_per_event']} us CPU per event "
+        f"({result['cpu_share_at_off_rate']:.1%} of a core at the untraced rate); "
+        f"{result['calls_per_round']:,} calls per side per round at {result['concurrency']} in flight",
+    ]
+    return "\n".join(rows)
+
+
+def _plain(out: str) -> str:
+    return out.strip()
+
+
+def _text(out: str) -> str:
+    return "```text\n" + out.strip() + "\n```"
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One script, its arguments for a quick and a full run, and how its output becomes a block."""
+
+    name: str
+    script: str
+    quick: tuple[str, ...]
+    full: tuple[str, ...]
+    render: Callable[[str], str] = _plain
+    needs: tuple[str, ...] = ()
+    """Importable modules (and ``java`` for PySpark) it needs; missing ones skip it."""
+
+
+BENCHMARKS: tuple[Benchmark, ...] = (
+    Benchmark(
+        "rpc",
+        "rpc.py",
+        ("--rounds", "3", "--seconds", "1.5", "--loop", "both"),
+        ("--rounds", "5", "--seconds", "3", "--loop", "both"),
+        needs=("aio_pika", "uvloop"),
+    ),
+    Benchmark(
+        "broker",
+        "broker.py",
+        ("--rounds", "3", "--messages", "20000", "--backlog", "50000"),
+        ("--rounds", "5", "--messages", "60000", "--backlog", "100000"),
+    ),
+    Benchmark(
+        "store",
+        "store.py",
+        ("--rounds", "3", "--messages", "5000", "--recover", "200000"),
+        ("--rounds", "3"),
+        render=_text,
+        needs=("aio_pika",),
+    ),
+    Benchmark(
+        "scale",
+        "scale.py",
+        ("--services", "1,10,100", "--seconds", "2", "--memory-count", "100"),
+        ("--services", "1,10,100", "--seconds", "5", "--memory-count", "200"),
+    ),
+    Benchmark(
+        "tracing",
+        "tracing_overhead.py",
+        ("--calls", "1000", "--rounds", "3"),
+        ("--calls", "3000", "--rounds", "5"),
+        render=_tracing,
+    ),
+    Benchmark("dispatch", "dispatch.py", ("--requests", "10000", "--rounds", "5"), (), render=_text),
+    Benchmark(
+        "pipeline",
+        "pipeline.py",
+        ("--events", "100000,200000,500000"),
+        ("--events", "1000000,2000000,5000000"),
+        needs=("pyspark", "java"),
+    ),
+)
+
+
+def _missing(needs: tuple[str, ...]) -> list[str]:
+    missing = []
+    for need in needs:
+        found = shutil.which(need) if need == "java" else importlib.util.find_spec(need)
+        if not found:
+            missing.append(need)
+    return missing
+
+
+async def _version(url: str) -> str:
+    import aiormq
+
+    conn = await aiormq.connect(url)
+    try:
+        props = conn.server_properties
+        return f"{props.get('product', '?')!s} {props.get('version', '?')!s}"
+    finally:
+        await conn.close()
+
+
+def _reference_version() -> str:
+    code = "import gear.broker.handshake as h; print(h.server_properties()['version'])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    return out.stdout.strip() or "?"
+
+
+def machine(url: str) -> str:
+    """One line: when, where, which brokers."""
+    try:
+        rabbit = asyncio.run(_version(url))
+    except Exception as exc:  # report, do not fail: the RabbitMQ rows will show it too
+        rabbit = f"RabbitMQ unreachable ({exc.__class__.__name__})"
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    uv = "uvloop installed" if importlib.util.find_spec("uvloop") else "no uvloop"
+    return (
+        f"{now}; {os.cpu_count()} cores, load average {load} at start; Python {platform.python_version()} "
+        f"({uv}); {rabbit}; Gear reference broker {_reference_version()}"
+    )
+
+
+def run_one(bench: Benchmark, quick: bool) -> tuple[str, str]:
+    """Run one benchmark; returns (command line, rendered block)."""
+    args = bench.quick if quick else bench.full
+    command = ["python", f"benchmarks/{bench.script}", *args]
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, str(HERE / bench.script), *args],
+        capture_output=True,
+        text=True,
+        cwd=HERE.parent,
+        check=False,
+    )
+    took = time.monotonic() - started
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-5:])
+        return " ".join(command), f"FAILED (exit {done.returncode} after {took:.0f} s):\n\n    {tail}"
+    print(f"{bench.name}: {took:.0f} s", file=sys.stderr, flush=True)
+    return " ".join(command), bench.render(done.stdout)
+
+
+def _keep_markers(body: str) -> Callable[[re.Match[str]], str]:
+    def fill(match: re.Match[str]) -> str:
+        return match.group(1) + body.rstrip() + "\n" + match.group(2)
+
+    return fill
+
+
+def replace_blocks(text: str, blocks: dict[str, str]) -> tuple[str, list[str]]:
+    """Replace each ``<!-- bench:NAME -->`` ... ``<!-- /bench:NAME -->`` body; returns (text, missing)."""
+    missing = []
+    for name, body in blocks.items():
+        pattern = re.compile(
+            rf"(<!-- bench:{re.escape(name)} -->\n).*?(<!-- /bench:{re.escape(name)} -->)", re.S
+        )
+        if not pattern.search(text):
+            missing.append(name)
+            continue
+        text = pattern.sub(_keep_markers(body), text)
+    return text, missing
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run, print, optionally rewrite the README; returns the exit status."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="short runs (a few minutes in all)")
+    parser.add_argument(
+        "--only", default="", help="comma-separated subset: " + ",".join(b.name for b in BENCHMARKS)
+    )
+    parser.add_argument("--skip", default="", help="comma-separated benchmarks to leave out")
+    parser.add_argument("--write-readme", action="store_true", help="replace the README's generated blocks")
+    parser.add_argument("--url", default=RABBITMQ, help="RabbitMQ (the benchmarks' default URL)")
+    args = parser.parse_args(argv)
+    only = {x.strip() for x in args.only.split(",") if x.strip()}
+    skip = {x.strip() for x in args.skip.split(",") if x.strip()}
+    command = "python benchmarks/all.py" + (" --quick" if args.quick else "")
+    command += f" --skip {args.skip}" if args.skip else ""
+    blocks = {"machine": f"Measured {machine(args.url)}; `{command}`."}
+    print(blocks["machine"] + "\n")
+    failed = False
+    for bench in BENCHMARKS:
+        if (only and bench.name not in only) or bench.name in skip:
+            continue
+        missing = _missing(bench.needs)
+        if missing:
+            print(f"## {bench.name}: skipped (needs {', '.join(missing)})\n", flush=True)
+            continue
+        command, block = run_one(bench, args.quick)
+        if block.startswith("FAILED"):  # a shared broker hiccups now and then: one more try
+            print(f"{bench.name}: {block.splitlines()[0]}; retrying once", file=sys.stderr, flush=True)
+            command, block = run_one(bench, args.quick)
+        failed |= block.startswith("FAILED")
+        when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        blocks[bench.name] = f"`{command}` ({when}):\n\n{block}"
+        print(f"## {bench.name}\n\n{blocks[bench.name]}\n", flush=True)
+    if args.write_readme:
+        if only:  # a partial run leaves the machine line of the last full run in place
+            del blocks["machine"]
+        text, missing = replace_blocks(README.read_text(), blocks)
+        README.write_text(text)
+        if missing:
+            print(f"README has no block for: {', '.join(missing)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

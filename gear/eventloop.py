@@ -1,0 +1,47 @@
+"""``gear.run``: run a coroutine on uvloop when it is installed (``pip install 'gear[fast]'``).
+
+Gear's own entry points (``gear serve``, the other CLI commands, ``python -m gear.broker``) start
+their event loop through :func:`run`. A library user who runs their own loop keeps it: nothing here
+changes the global event-loop policy, and the SDK works on either loop. ``GEAR_LOOP=asyncio`` keeps
+the standard loop even when uvloop is installed (for comparisons and bug reports).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import os
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+__all__ = ("loop_factory", "loop_name", "run")
+
+T = TypeVar("T")
+
+
+def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's loop factory if uvloop is importable and ``GEAR_LOOP`` is not ``asyncio``, else None."""
+    if os.environ.get("GEAR_LOOP", "").strip().lower() == "asyncio":
+        return None
+    try:
+        uvloop = importlib.import_module("uvloop")
+    except ImportError:
+        return None
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory
+
+
+def loop_name() -> str:
+    """``"uvloop"`` or ``"asyncio"``: the loop :func:`run` would use."""
+    return "asyncio" if loop_factory() is None else "uvloop"
+
+
+def run(main: Coroutine[Any, Any, T], *, debug: bool | None = None) -> T:
+    """Run ``main`` to completion on a new loop (uvloop if available) and close the loop, like
+    :func:`asyncio.run`.
+
+    Raises:
+        RuntimeError: called from a running event loop.
+    """
+    with asyncio.Runner(debug=debug, loop_factory=loop_factory()) as runner:
+        return runner.run(main)
