@@ -248,8 +248,6 @@ def main(argv: list[str] | None = None) -> int:
         blocks[bench.name] = f"`{command}` ({when}):\n\n{block}"
         print(f"## {bench.name}\n\n{blocks[bench.name]}\n", flush=True)
     if args.write_readme:
-        if only:  # a partial run leaves the machine line of the last full run in place
-            del blocks["machine"]
         text, missing = replace_blocks(README.read_text(), blocks)
         README.write_text(text)
         if missing:
