@@ -347,6 +347,31 @@ class MultiTracer:
                 name, trace_id=trace_id, span_id=span_id, parent_span_id=parent_span_id, attributes=attributes
             )
 
+    def record(
+        self,
+        layout: int,
+        trace_id: str | None,
+        span_id: str | None,
+        parent_span_id: str | None,
+        values: tuple[Any, ...],
+    ) -> None:
+        """Hand one event of a layout (see :meth:`JsonlTracer.record`) to each tracer: as it is to
+        those that take layouts, as an attribute dict to the others."""
+        for tracer in self.tracers:
+            taker = getattr(tracer, "record", None)
+            if taker is not None:
+                taker(layout, trace_id, span_id, parent_span_id, values)
+            else:
+                found = LAYOUTS[layout]
+                attrs = found.attributes(values)
+                tracer.emit(
+                    found.name,
+                    trace_id=trace_id,
+                    span_id=span_id,
+                    parent_span_id=parent_span_id,
+                    attributes=attrs,
+                )
+
     def close(self) -> None:
         """Close each tracer."""
         for tracer in self.tracers:

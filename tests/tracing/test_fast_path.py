@@ -186,3 +186,21 @@ def test_plain_events_are_pasted_not_encoded(tmp_path: Path, monkeypatch: pytest
     _written(tmp_path, "fast", lambda t: t, "")
     # only the events with a missing value: three republishes without a reason, a delivery without id
     assert len(encoded) == 4
+
+
+def test_combined_tracers_get_the_same_events(tmp_path: Path) -> None:
+    from gear.tracing import InMemoryTracer, combine
+
+    files, memory = JsonlTracer(tmp_path, RESOURCE, flush_interval=3600), InMemoryTracer(RESOURCE)
+    _every_event(Emitter(combine(files, memory), "REPO.r1", spans=NO_SPANS), "")
+    files.close()
+    written = _lines(tmp_path)
+    kept = [e.model_dump(by_alias=True, exclude_none=True) for e in memory.events]
+    for row in kept:
+        for key in ("time_unix_nano", "gear.event.seq", "severity_number"):  # the last one is not written
+            row.pop(key)
+        row["attributes"].pop("gear.timeout_ms", None)
+    for row in written:
+        row.pop("gear.event.seq")
+        row["attributes"].pop("exception.message", None)  # not in the model: InMemoryTracer drops it
+    assert written == kept
