@@ -20,7 +20,7 @@ configured (the global tracer provider is still OpenTelemetry's proxy or no-op o
 at all: an incoming ``traceparent`` is still made current while its request is served, so nested calls
 pass it on, as the API's no-op spans would. With an SDK, attributes are given to ``start_span`` in one
 dict (samplers see them), and each span carries the attributes that say what it is, not copies of its
-parent's. ``benchmarks/tracing_cpu.py --spans`` tells Gear's share of the span cost from the SDK's.
+parent's. ``benchmarks/tracing_cpu.py spans sdk-bare`` tells Gear's share of the span cost from the SDK's.
 """
 
 from __future__ import annotations
@@ -71,6 +71,7 @@ class _HeaderGetter(Getter[Any]):
 _GETTER = _HeaderGetter()
 _REPLY = "gear.reply"
 _NO_OP_PROVIDERS = (ProxyTracerProvider, NoOpTracerProvider)
+_UNKNOWN: Any = object()
 
 
 class _NoClientSpan:
@@ -131,6 +132,8 @@ class OtelSpans:
 
     def __init__(self, tracer_provider: trace.TracerProvider | None = None) -> None:
         self._provider = tracer_provider
+        if tracer_provider is None:
+            trace.get_tracer_provider()  # sets the global one from OTEL_PYTHON_TRACER_PROVIDER if named
         self._live = False
         """Set once a real provider (an SDK's) is seen: a global provider can be set once and stays."""
         self._tracer = trace.get_tracer(
@@ -153,7 +156,14 @@ class OtelSpans:
             return True
         provider = self._provider
         if provider is None or isinstance(provider, ProxyTracerProvider):  # the global one
-            provider = trace.get_tracer_provider()
+            # The API's module global, read directly: get_tracer_provider() looks an environment
+            # variable up on each call while none is set, which costs more than this whole bridge
+            # (that variable was honoured by the call in __init__). Its public answer if the name goes.
+            provider = getattr(trace, "_TRACER_PROVIDER", _UNKNOWN)
+            if provider is None:
+                return False
+            if provider is _UNKNOWN:
+                provider = trace.get_tracer_provider()
         if isinstance(provider, _NO_OP_PROVIDERS):
             return False
         self._live = True
