@@ -19,7 +19,9 @@ the median of each round's own ratio (``*_per_round``, steadier when the load dr
 events were written. On a busy machine the round-to-round noise can exceed the effect, so it
 also measures the tracer's own CPU cost per event (``emit`` on the caller's thread, and in total with
 the writer thread's JSON encoding and I/O, for the 8 events of a call made through the typed emitters)
-and the share of one core that costs at the untraced call rate (``cpu_share_at_off_rate``).
+and the share of one core that costs at the untraced call rate (``cpu_share_at_off_rate``), and this
+process's CPU per call for each side (``*_cpu_us_per_call``, events written included) with what tracing
+adds to it (``cpu_overhead_*``).
 """
 
 from __future__ import annotations
@@ -60,9 +62,16 @@ def _otel_spans() -> Spans:
     return OtelSpans(provider)
 
 
+def _flush(*tracers: Tracer) -> None:
+    for tracer in tracers:
+        if isinstance(tracer, JsonlTracer):
+            tracer.flush()
+
+
 async def _round(
     url: str, calls: int, concurrency: int, trace_dir: Path | None, spans: Spans = NO_SPANS
-) -> tuple[float, int]:
+) -> tuple[float, float, int]:
+    """Calls per second, this process's CPU microseconds per call (events written included), events."""
     suffix = uuid.uuid4().hex[:6]
     server_type, client_type = f"BENCHS{suffix}", f"BENCHC{suffix}"
 
@@ -88,15 +97,19 @@ async def _round(
                 await client.rpc.call(server_type, "echo", {"i": i}, timeout=30)
 
         await asyncio.gather(*(one(i) for i in range(min(200, calls))))
+        _flush(server_tracer, client_tracer)
+        cpu = time.process_time()
         started = time.perf_counter()
         await asyncio.gather(*(one(i) for i in range(calls)))
         elapsed = time.perf_counter() - started
+        _flush(server_tracer, client_tracer)
+        cpu = time.process_time() - cpu
     written = 0
     for t in (server_tracer, client_tracer):
         t.close()
         if isinstance(t, JsonlTracer):
             written += t.sink.written
-    return calls / elapsed, written
+    return calls / elapsed, cpu / calls * 1e6, written
 
 
 @dataclass
@@ -175,23 +188,26 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
     from gear.tracing.otel import OtelSpans
 
     sides: dict[str, list[float]] = {"off": [], "jsonl": [], "jsonl+otel-api": [], "jsonl+otel": []}
+    cpu: dict[str, list[float]] = {side: [] for side in sides}
     events = 0
     otel, api_only = _otel_spans(), OtelSpans()  # the second follows the global (no-op) provider
     with tempfile.TemporaryDirectory(prefix="gear-trace-bench-") as directory:
         for n in range(args.rounds):
-            rate, _ = await _round(args.url, args.calls, args.concurrency, None)
-            sides["off"].append(rate)
-            rate, written = await _round(args.url, args.calls, args.concurrency, Path(directory) / f"j{n}")
-            sides["jsonl"].append(rate)
-            events += written
-            rate, _ = await _round(
-                args.url, args.calls, args.concurrency, Path(directory) / f"a{n}", api_only
-            )
-            sides["jsonl+otel-api"].append(rate)
-            rate, _ = await _round(args.url, args.calls, args.concurrency, Path(directory) / f"o{n}", otel)
-            sides["jsonl+otel"].append(rate)
+            for side, trace_dir, spans in (
+                ("off", None, NO_SPANS),
+                ("jsonl", Path(directory) / f"j{n}", NO_SPANS),
+                ("jsonl+otel-api", Path(directory) / f"a{n}", api_only),
+                ("jsonl+otel", Path(directory) / f"o{n}", otel),
+            ):
+                rate, us, written = await _round(args.url, args.calls, args.concurrency, trace_dir, spans)
+                sides[side].append(rate)
+                cpu[side].append(us)
+                events += written if side == "jsonl" else 0
             print(
-                f"round {n + 1}: " + ", ".join(f"{k} {v[-1]:,.0f} calls/s" for k, v in sides.items()),
+                f"round {n + 1}: "
+                + ", ".join(
+                    f"{k} {v[-1]:,.0f} calls/s {cpu[k][-1]:.0f} us CPU/call" for k, v in sides.items()
+                ),
                 flush=True,
             )
     median = {k: statistics.median(v) for k, v in sides.items()}
@@ -221,6 +237,18 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
             )
         },
         "events_written": events,
+        # this process's CPU per call (caller, server and tracing: one Python process), median of rounds,
+        # and what tracing adds to it: steadier than calls/s on a shared machine, and what the calls/s
+        # overhead comes to when this process is the bottleneck
+        **{f"{k}_cpu_us_per_call": round(statistics.median(v), 1) for k, v in cpu.items()},
+        **{
+            f"cpu_overhead_{key}": round(statistics.median(cpu[side]) / statistics.median(cpu["off"]) - 1, 4)
+            for key, side in (
+                ("jsonl", "jsonl"),
+                ("jsonl_otel_api", "jsonl+otel-api"),
+                ("jsonl_otel", "jsonl+otel"),
+            )
+        },
     }
 
 

@@ -31,8 +31,9 @@ LAYOUTS: Final[list[Layout]] = []
 ID_FIELDS: Final = ("trace_id", "span_id", "parent_span_id")
 """The id fields of a line, in the order they are written."""
 
-Encoder = Callable[[int, int, tuple[str, ...], tuple[Any, ...]], str]
-"""``(time_unix_nano, seq, id values, slot values) -> line``, made by :meth:`Layout.encoder`."""
+Encoder = Callable[[int, int, str | None, str | None, str | None, tuple[Any, ...]], str]
+"""``(time_unix_nano, seq, trace_id, span_id, parent_span_id, slot values) -> line``, made by
+:meth:`Layout.encoder`."""
 
 SPECIAL: Final = "".join(map(chr, range(0x20))) + '"'
 """Characters a pasted value must not contain (with the backslash): control characters and quotes. A
@@ -110,7 +111,7 @@ class Layout:
         that count).
 
         ``ids`` names the id fields the line has (a subsequence of :data:`ID_FIELDS`); the function
-        takes their values in that order. It is one f-string made for this layout, with the fixed text
+        takes all three and writes those. It is one f-string made for this layout, with the fixed text
         (fixed attributes, key names, the resource) held in constants. A string value is pasted between
         quotes as ``str()`` gives it, so it must need no JSON escaping: the caller checks that. The
         function raises :class:`UnfitError` for a value of another type than its slot's (``None`` included,
@@ -130,11 +131,11 @@ class Layout:
         parts.append("{t}")
         text(f',"event.name":{_json(str(self.name))},"gear.event.seq":')
         parts.append("{seq}")
-        names = [f"i{n}" for n in range(len(ids))]
-        for field, name in zip(ids, names, strict=True):
-            text(f',"{field}":"')
-            parts.append(f"{{{name}}}")
-            text('"')
+        for field, name in zip(ID_FIELDS, ("trace_id", "span_id", "parent"), strict=True):
+            if field in ids:
+                text(f',"{field}":"')
+                parts.append(f"{{{name}}}")
+                text('"')
         text(f',"resource":{resource_json},"attributes":{{')
         slots: list[str] = []
         for n, (key, value) in enumerate(self.fields):
@@ -150,12 +151,9 @@ class Layout:
             if value is str:
                 text('"')
         text("}}\n")
-        unpack = "".join(
-            f"    {', '.join(group)}, = {source}\n"
-            for group, source in ((names, "ids"), (slots, "values"))
-            if group
-        )
-        source = f'def encode(t, seq, ids, values):\n{unpack}    return f"{"".join(parts)}"\n'
+        unpack = f"    {', '.join(slots)}, = values\n" if slots else ""
+        head = "def encode(t, seq, trace_id, span_id, parent, values):\n"
+        source = f'{head}{unpack}    return f"{"".join(parts)}"\n'
         namespace: dict[str, Any] = {f"c{n}": value for n, value in enumerate(fixed)}
         namespace["unfit"] = _unfit
         exec(source, namespace)  # the source is made of identifiers only; all text is in c0, c1, ...

@@ -83,18 +83,6 @@ def _text(value: str) -> str:
     return f'"{value}"' if value.replace(".", "").isalnum() and value.isascii() else _dumps(value)
 
 
-def _ids(trace_id: str | None, span_id: str | None, parent: str | None) -> tuple[int, tuple[str, ...]]:
-    """Which id fields a line has (a bit each: trace 1, span 2, parent 4; an empty parent counts as
-    none) and their values in that order."""
-    if trace_id is not None:
-        if span_id is not None:
-            return (7, (trace_id, span_id, parent)) if parent else (3, (trace_id, span_id))
-        return (5, (trace_id, parent)) if parent else (1, (trace_id,))
-    if span_id is not None:
-        return (6, (span_id, parent)) if parent else (2, (span_id,))
-    return (4, (parent,)) if parent else (0, ())
-
-
 class JsonlTracer:
     """Writes events of one instance to size-rotated JSONL files, off the event loop."""
 
@@ -117,7 +105,8 @@ class JsonlTracer:
         """Events dropped because ``max_pending`` were already waiting."""
         self._resource_json = _dumps(resource.model_dump(by_alias=True, exclude_none=True))
         self._encoders: dict[int, tuple[Encoder, int]] = {}
-        """Line encoders by ``layout id * 8 + id bits`` (see :func:`_ids`), made on first use."""
+        """Line encoders by ``layout id * 8 + id bits`` (trace id 1, span id 2, parent 4; an empty parent
+        counts as none), made on first use."""
         self._drain_lock = threading.Lock()
         self._pending: deque[_Record] = deque()
         self._seq = 0
@@ -193,18 +182,19 @@ class JsonlTracer:
         made = self._encoders[key] = LAYOUTS[layout].encoder(names, self._resource_json)
         return made
 
-    def _encode(self, batch: list[_Record], careful: bool) -> tuple[list[str], list[str], int]:
+    def _encode(self, batch: list[_Record], careful: bool) -> tuple[list[str], list[int], int]:
         """The lines of a batch, numbering ``gear.event.seq`` on from the last one written.
 
         Quick (``careful`` false): lines are pasted by the layouts' encoders wherever the value types
-        fit; also returns the pasted lines' text and how many :data:`~gear.tracing.layout.SPECIAL`
-        characters it has if no value needed escaping, for the caller to check. Careful: each pasted
+        fit; also returns the positions of the lines the JSON encoder made, and how many
+        :data:`~gear.tracing.layout.SPECIAL` characters the others have if no value needed escaping,
+        for the caller to check. Careful: each pasted
         line is checked on its own, and made by the JSON encoder if it fails. A record that cannot be
         written at all is left out (and counted in ``sink.dropped`` by a careful pass).
         """
         encoders = self._encoders
         lines: list[str] = []
-        pasted: list[str] = []
+        generic: list[int] = []
         expected = 0
         seq = self._seq
         for item in batch:
@@ -212,39 +202,42 @@ class JsonlTracer:
             t, layout, trace_id, span_id, parent, values = item
             try:
                 if layout != _GENERIC:
-                    bits, ids = _ids(trace_id, span_id, parent)
-                    key = layout * 8 + bits
+                    key = (
+                        layout * 8 + (trace_id is not None) + 2 * (span_id is not None) + (4 if parent else 0)
+                    )
                     encode, special = encoders.get(key) or self._encoder(key)
                     try:
-                        line = encode(t, seq, ids, values)
+                        line = encode(t, seq, trace_id, span_id, parent, values)
                     except UnfitError:
                         pass
                     else:
                         if not careful:
                             lines.append(line)
-                            pasted.append(line)
                             expected += special
                             continue
                         if _pasted(line, special) is not None:
                             lines.append(line)
                             continue
+                generic.append(len(lines))
                 lines.append(self._generic_line(item, seq))
             except Exception:  # a bad attribute must never kill the writer thread
                 if careful:
                     self.sink.dropped += 1
-        return lines, pasted, expected
+        return lines, generic, expected
 
     def _lines(self, batch: list[_Record]) -> tuple[list[str], bytes | None]:
         """Encode a batch: quickly if the text of all its pasted lines shows that no value needed
         escaping (one check over all of it), else carefully, line by line. Returns the lines and, when
         they were all pasted, their UTF-8 text."""
-        lines, pasted, expected = self._encode(batch, careful=False)
+        lines, generic, expected = self._encode(batch, careful=False)
+        made = set(generic)
+        pasted = [line for n, line in enumerate(lines) if n not in made] if made else lines
         data = _pasted("".join(pasted), expected)
         if data is None or len(lines) != len(batch):
             lines, _, _ = self._encode(batch, careful=True)
             data = None
-        elif len(pasted) != len(lines):
-            data = None
+        elif made:
+            data = None  # that text lacks the encoder's lines: the sink encodes the whole batch
         self._seq += len(batch)
         return lines, data
 
