@@ -94,10 +94,6 @@ def _ms(seconds: float) -> float:
         return float(seconds)
 
 
-def _kind(kind: str) -> str:
-    return kind.removeprefix("gear.")
-
-
 def type_of(address: str) -> str:
     """The TYPE word of ``TYPE``, ``TYPE.HOST`` or ``TYPE.*``; ``*`` for broadcast."""
     head = address.partition(".")[0]
@@ -135,6 +131,10 @@ _PUBLISH: dict[EventName, tuple[int, int, int, int]] = {
     for name, extra in _PUBLISH_EXTRA.items()
 }
 """Publish-side layouts of each event, by ``has a timeout + 2 * is a reply``."""
+_PUBLISHED, _REPUBLISHED, _CONFIRMED, _NACKED, _RETURNED = (
+    _PUBLISH[name]
+    for name in (EventName.PUBLISH, EventName.REPUBLISH, EventName.CONFIRM, EventName.NACK, EventName.RETURN)
+)
 
 _CALLER_FIELDS = (
     (Attr.REQUEST_ID, str), (Attr.RPC_METHOD, str), (Attr.PEER_SERVICE, str), (Attr.CALLER, str),
@@ -275,22 +275,25 @@ class Emitter:
     # -- publishing (any side) ---------------------------------------------------------------------
 
     def _publish_event(
-        self, name: EventName, msg: OutgoingMessage, message_id: str, attempt: int, more: tuple[Any, ...] = ()
+        self,
+        layouts: tuple[int, ...],
+        msg: OutgoingMessage,
+        message_id: str,
+        attempt: int,
+        more: tuple[Any, ...] = (),
     ) -> None:
-        layouts = _PUBLISH[name]
         # a missing value (a republish without a reason) goes the way of an attribute dict, which drops it
         record = self._emit if None in more else self._record
-        key = msg.routing_key
-        deadline = msg.deadline_unix
+        key, kind, deadline = msg.routing_key, msg.kind, msg.deadline_unix
         values: tuple[Any, ...] = (
-            f"{self._exchange}:{key}", key, message_id, msg.request_id, attempt, msg.method, _kind(msg.kind),
-            self._identity, len(msg.body),
+            f"{self._exchange}:{key}", key, message_id, msg.request_id, attempt, msg.method,
+            kind.removeprefix("gear."), self._identity, len(msg.body),
         )  # fmt: skip
         if deadline is not None:
             values += (max(0.0, _ms(deadline - time.time())),)
         if more:
             values += more
-        if msg.kind == "gear.reply":
+        if kind == "gear.reply":
             layout = layouts[2 + (deadline is not None)]
             record(layout, msg.trace_id, None, msg.parent_id, (*values, msg.request_id))
         else:
@@ -305,30 +308,30 @@ class Emitter:
         if not self._tracer.enabled:
             return
         if attempt > 1:
-            self._publish_event(EventName.REPUBLISH, msg, message_id, attempt, (reason or None,))
+            self._publish_event(_REPUBLISHED, msg, message_id, attempt, (reason or None,))
         else:
-            self._publish_event(EventName.PUBLISH, msg, message_id, attempt)
+            self._publish_event(_PUBLISHED, msg, message_id, attempt)
 
     def confirmed(self, msg: OutgoingMessage, message_id: str, attempt: int) -> None:
         """``gear.publish.confirm``: the broker acked the attempt."""
         if self._spans.active:
             self._spans.attempt_done(msg, message_id, "confirm")
         if self._tracer.enabled:
-            self._publish_event(EventName.CONFIRM, msg, message_id, attempt)
+            self._publish_event(_CONFIRMED, msg, message_id, attempt)
 
     def nacked(self, msg: OutgoingMessage, message_id: str, attempt: int) -> None:
         """``gear.publish.nack``: the broker nacked the attempt."""
         if self._spans.active:
             self._spans.attempt_done(msg, message_id, "nack")
         if self._tracer.enabled:
-            self._publish_event(EventName.NACK, msg, message_id, attempt)
+            self._publish_event(_NACKED, msg, message_id, attempt)
 
     def returned(self, msg: OutgoingMessage, message_id: str, attempt: int, reply_code: int = 312) -> None:
         """``gear.publish.return``: the broker returned the attempt (312 NO_ROUTE)."""
         if self._spans.active:
             self._spans.attempt_done(msg, message_id, "return")
         if self._tracer.enabled:
-            self._publish_event(EventName.RETURN, msg, message_id, attempt, (reply_code,))
+            self._publish_event(_RETURNED, msg, message_id, attempt, (reply_code,))
 
     # -- caller side -------------------------------------------------------------------------------
 
@@ -373,7 +376,7 @@ class Emitter:
         key, message_id = delivery.routing_key, delivery.message_id
         values = (
             f"{self._exchange}:{key}:{delivery.queue}", key, message_id, delivery.delivery_tag,
-            meta.request_id, meta.method, meta.sender, _kind(meta.kind), *extra,
+            meta.request_id, meta.method, meta.sender, meta.kind.removeprefix("gear."), *extra,
         )  # fmt: skip
         record = self._record if message_id is not None else self._emit  # see _publish_event
         record(layout, meta.trace_id, meta.request_id, meta.parent_id, values)

@@ -25,8 +25,9 @@ parent's. ``benchmarks/tracing_cpu.py spans sdk-bare`` tells Gear's share of the
 
 from __future__ import annotations
 
-from collections.abc import Iterator, MutableMapping
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import MutableMapping
+from contextlib import AbstractContextManager, nullcontext
+from contextvars import Token
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -127,6 +128,25 @@ class _ClientSpan:
         self.span.end()
 
 
+class _Current:
+    """Makes ``context`` current for a ``with`` block, and ends ``span`` (if any) when it is left."""
+
+    __slots__ = ("_context", "_span", "_token")
+    _token: Token[otel_context.Context]
+
+    def __init__(self, context: otel_context.Context, span: Span | None) -> None:
+        self._context = context
+        self._span = span
+
+    def __enter__(self) -> None:
+        self._token = otel_context.attach(self._context)
+
+    def __exit__(self, *exc: object) -> None:
+        otel_context.detach(self._token)
+        if self._span is not None:
+            self._span.end()
+
+
 class OtelSpans:
     """Spans through the OpenTelemetry API (the global tracer provider unless one is given)."""
 
@@ -144,8 +164,9 @@ class OtelSpans:
         self._reply_attempts: dict[str, Span] = {}
         """Open publish-attempt spans of replies by request id: apart from the requests', since a
         service that calls an instance in its own process publishes both under one request id."""
-        self._clients: dict[str, Span] = {}
-        """Client spans of calls in flight by request id: the parents of their attempts."""
+        self._clients: dict[str, tuple[Span, otel_context.Context]] = {}
+        """Client spans of calls in flight by request id, with a context holding each: the parents of
+        their attempts."""
         self._previous: dict[str, SpanContext] = {}
         """The latest attempt of each call in flight: what a republish links to."""
 
@@ -190,8 +211,9 @@ class OtelSpans:
             Attr.REQUEST_ID: msg.request_id,
         }
         span = self._tracer.start_span(method, kind=kind, attributes=attributes)
-        propagate.inject(headers, context=trace.set_span_in_context(span))
-        self._clients[msg.request_id] = span
+        context = trace.set_span_in_context(span)
+        propagate.inject(headers, context=context)
+        self._clients[msg.request_id] = (span, context)
         return _ClientSpan(span, self, msg.request_id)
 
     def forget(self, rid: str) -> None:
@@ -207,7 +229,7 @@ class OtelSpans:
         if reply and attempt == 1:  # the server span covers a reply's first attempt
             return
         rid = msg.request_id
-        client = None if reply else self._clients.get(rid)
+        client, ctx = (None, None) if reply else self._clients.get(rid, (None, None))
         if not (client if client is not None else trace.get_current_span()).is_recording():
             # an unsampled parent, or no tracer provider at all: the attempt's span would not be
             # recorded either (parent-based sampling), so skip its cost on the publish path
@@ -218,8 +240,7 @@ class OtelSpans:
             still_open.end()
         before = None if reply else self._previous.get(rid)  # a reply links to none of the request's
         links = [Link(before, {Attr.REPUBLISH_REASON: reason or ""})] if before is not None else None
-        # a request's attempts sit under its client span; a reply's under the current (server) span
-        ctx = trace.set_span_in_context(client) if client is not None else None
+        # a request's attempts sit under its client span (ctx); a reply's under the current (server) span
         attributes: dict[str, str | int] = {
             Attr.MESSAGING_SYSTEM: "rabbitmq",
             Attr.OPERATION_TYPE: "send",
@@ -262,20 +283,12 @@ class OtelSpans:
             return self._pass_through(headers)
         return _NO_CONTEXT
 
-    @contextmanager
-    def _pass_through(self, headers: Any) -> Iterator[None]:
+    def _pass_through(self, headers: Any) -> _Current:
         """No SDK: the caller's trace context is current while the request is served, no span made."""
         remote = trace.get_current_span(propagate.extract(headers, getter=_GETTER))
-        token = otel_context.attach(trace.set_span_in_context(remote))
-        try:
-            yield
-        finally:
-            otel_context.detach(token)
+        return _Current(trace.set_span_in_context(remote), None)
 
-    @contextmanager
-    def _serve(
-        self, delivery: DeliveredMessage, meta: RequestMeta, headers: Any, exchange: str
-    ) -> Iterator[None]:
+    def _serve(self, delivery: DeliveredMessage, meta: RequestMeta, headers: Any, exchange: str) -> _Current:
         parent = propagate.extract(headers, getter=_GETTER)
         kind = SpanKind.CONSUMER if meta.kind == "gear.cast" else SpanKind.SERVER
         own_type = delivery.queue.split(".", 1)[0]
@@ -291,12 +304,7 @@ class OtelSpans:
         if delivery.redelivered:
             attributes[Attr.REDELIVERED] = True
         span = self._tracer.start_span(method, context=parent, kind=kind, attributes=attributes)
-        token = otel_context.attach(trace.set_span_in_context(span))
-        try:
-            yield
-        finally:
-            otel_context.detach(token)
-            span.end()
+        return _Current(trace.set_span_in_context(span), span)
 
     def failed(self, error: BaseException | str) -> None:
         if not self._live and not self.active:
