@@ -249,6 +249,16 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
                 ("jsonl_otel", "jsonl+otel"),
             )
         },
+        **{
+            f"cpu_overhead_{key}_per_round": round(
+                statistics.median(x / o - 1 for x, o in zip(cpu[side], cpu["off"], strict=True)), 4
+            )
+            for key, side in (
+                ("jsonl", "jsonl"),
+                ("jsonl_otel_api", "jsonl+otel-api"),
+                ("jsonl_otel", "jsonl+otel"),
+            )
+        },
     }
 
 
