@@ -1,23 +1,21 @@
 """The fence: every name of aiormq's that is not public API, in one place, checked at import.
 
 Gear uses aiormq's public API (connect, channels, declare, consume, qos, ack, close) everywhere else.
-Three things it needs are not offered publicly, so this module reaches for them, and only this module:
+Four things it needs are not offered publicly, so this module reaches for them, and only this module:
 
 * ``connection.blocked`` / ``unblocked`` are handled in name-mangled private methods of
   ``aiormq.Connection`` with no public hook: :class:`GearConnection` overrides them by their mangled
   names, calls the originals (aiormq's own bookkeeping still runs) and reports the frames.
-* Deliveries: aiormq runs every delivery in a task of the channel's task store, and closing the
-  channel throws into those tasks (killing handlers in flight). :func:`install_deliver_reader`
-  replaces the channel's per-instance ``_on_deliver_frame`` with a reader that builds the delivery
-  and hands it to a plain callback.
+* Deliveries and confirms: :mod:`gear.adapter.decode` reads them off the socket itself; for
+  confirms it keeps using the channel's confirmation map (:class:`ChannelConfirms`), so a closing
+  channel still fails the pending ones through aiormq's own code.
 * Whether the broker has already closed a channel: aiormq records the broker's ``channel.close`` (and
   queues its ``close-ok``) before the channel object reports ``is_closed``; frames sent on that
   channel number after the ``close-ok`` would be a connection error, so :func:`channel_closing` lets
   the writer drop publishes from that moment on.
 * Publishing pre-encoded frames (``gear.adapter.encode``) with aiormq's own confirm bookkeeping
-  (:func:`send_publish`): the channel's lock, delivery-tag counter, confirmation map and the message-id
-  map that routes a ``basic.return`` to its pending confirm, so acks, nacks, returns and a closing
-  channel resolve the confirmation exactly as for aiormq's own ``basic_publish``.
+  (:func:`send_publish`): the channel's delivery-tag counter, confirmation map and the message-id
+  map that routes a ``basic.return`` to its pending confirm.
 
 :func:`check_channel` verifies the per-instance attributes on the first channel of every connection;
 the class-level names are verified when this module is imported. Either check fails with
@@ -33,13 +31,15 @@ from typing import Any
 
 import aiormq
 
+from gear.adapter.decode import Verdict
+
 __all__ = (
     "SUPPORTED",
     "GearConnection",
     "UnsupportedClientError",
     "channel_closing",
     "check_channel",
-    "install_deliver_reader",
+    "ChannelConfirms",
     "send_publish",
 )
 
@@ -48,12 +48,8 @@ SUPPORTED = "aiormq >= 7.2, < 8"
 
 _ON_BLOCKED = "_Connection__handle_connection_blocked"
 _ON_UNBLOCKED = "_Connection__handle_connection_unblocked"
-_GET_HEADER = "_Channel__get_content_header"
-_READ_CONTENT = "_read_content"
-_ON_DELIVER = "_on_deliver_frame"
 _CLASS_NAMES = {
     aiormq.Connection: (_ON_BLOCKED, _ON_UNBLOCKED),
-    aiormq.Channel: (_GET_HEADER, _READ_CONTENT, _ON_DELIVER, "lock"),
 }
 _CLOSE_REASON = "_close_exception"
 _CHANNEL_ATTRIBUTES = (
@@ -127,27 +123,36 @@ def channel_closing(channel: Any) -> bool:
     return bool(channel.is_closed or getattr(channel, _CLOSE_REASON) is not None)
 
 
-DeliverFrame = Callable[[Any, Any, bytes], None]
-"""``on_deliver(basic_deliver_frame, properties, body)``, called inline in the channel's reader."""
+class ChannelConfirms:
+    """The broker's verdicts for one publish channel, settled in aiormq's confirmation map.
 
-
-def install_deliver_reader(channel: Any, on_deliver: DeliverFrame) -> None:
-    """Make ``channel`` hand each ``basic.deliver`` (with its properties and body) to ``on_deliver``.
-
-    Deliveries for consumer tags the channel no longer knows (cancelled consumers) are dropped: the
-    broker requeues them.
+    Each pending publish has a future there (see :func:`send_publish`); a verdict resolves it with a
+    :class:`~gear.adapter.decode.Verdict`. A ``basic.return`` comes before the ack of the same
+    message: it resolves the future and the ack then finds nothing left to settle.
     """
-    get_header = getattr(channel, _GET_HEADER)
-    read_content = getattr(channel, _READ_CONTENT)
-    consumers = channel.consumers
 
-    async def reader(frame: Any) -> None:
-        header = await get_header()
-        message = await read_content(frame, header)
-        if frame.consumer_tag in consumers:
-            on_deliver(frame, header.properties, message.body)
+    def __init__(self, channel: Any) -> None:
+        self._confirmations: dict[int, asyncio.Future[Any]] = channel.confirmations
+        self._by_message_id: dict[str, int] = channel.message_id_delivery_tag
 
-    setattr(channel, _ON_DELIVER, reader)
+    def confirm(self, delivery_tag: int, multiple: bool, ack: bool) -> None:
+        verdict = Verdict.ACK if ack else Verdict.NACKED
+        pending = self._confirmations
+        if not multiple:
+            self._settle(pending.pop(delivery_tag, None), verdict)
+            return
+        for tag in [tag for tag in pending if tag <= delivery_tag]:
+            self._settle(pending.pop(tag), verdict)
+
+    def returned(self, message_id: str | None) -> None:
+        tag = None if message_id is None else self._by_message_id.get(message_id)
+        if tag is not None:
+            self._settle(self._confirmations.pop(tag, None), Verdict.RETURNED)
+
+    @staticmethod
+    def _settle(confirmation: asyncio.Future[Any] | None, verdict: Verdict) -> None:
+        if confirmation is not None and not confirmation.done():
+            confirmation.set_result(verdict)
 
 
 def send_publish(
@@ -155,11 +160,11 @@ def send_publish(
 ) -> asyncio.Future[Any]:
     """Send one pre-encoded publish on ``channel`` with ``write`` and return its confirmation future.
 
-    The future resolves like aiormq's own publish: a ``basic.ack`` frame, a returned message (the
-    broker sends ``basic.return`` before the ack; matched by ``message_id``), or an exception for a
-    nack or a closing channel. The sequence number, the bookkeeping and the write happen in one step
-    with no await, so the broker sees publishes in the order of their sequence numbers without
-    aiormq's channel lock or writer task (Gear publishes nothing else on this channel).
+    The future resolves with a :class:`~gear.adapter.decode.Verdict` (set by :class:`ChannelConfirms`),
+    or fails with aiormq's exception when the channel closes first. The sequence number, the
+    bookkeeping and the write happen in one step with no await, so the broker sees publishes in the
+    order of their sequence numbers without aiormq's channel lock or writer task (Gear publishes
+    nothing else on this channel).
     """
     channel.delivery_tag += 1
     tag = channel.delivery_tag

@@ -173,6 +173,7 @@ class Link:
         if self.writer is not None:
             self.writer.guard = self._publish_on_closed_channel
         self._reader: TimedReader | None = factory.reader
+        self._demux = factory.demux
         self._closing_on_purpose = False
         self._failed = False
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -203,7 +204,7 @@ class Link:
         conn.closing.add_done_callback(self._on_conn_closed)
         for ch in (type_ch, host_ch):
             ch.closing.add_done_callback(self._on_consumer_channel_closed)
-        pub.closing.add_done_callback(functools.partial(self._on_publish_channel_closed, pub))
+        self._watch_publish_channel(pub)
         if heartbeat:
             self._spawn(self._watch())
 
@@ -253,6 +254,13 @@ class Link:
         exc = None if fut.cancelled() else fut.exception()
         self._fail(f"a consumer channel closed ({describe(exc)[1]})")
 
+    def _watch_publish_channel(self, channel: Any) -> None:
+        """Read ``channel``'s confirms and returns; when it closes, stop and react."""
+        confirms = _aiormq.ChannelConfirms(channel)
+        self._demux.on_confirm(channel.number, confirms)
+        channel.closing.add_done_callback(lambda _: self._demux.forget(channel.number, confirms))
+        channel.closing.add_done_callback(functools.partial(self._on_publish_channel_closed, channel))
+
     def _on_publish_channel_closed(self, channel: Any, fut: asyncio.Future[Any]) -> None:
         if channel is not self._pub or self._closing_on_purpose or self._failed or self._conn.is_closed:
             return
@@ -282,7 +290,7 @@ class Link:
             self._fail(f"cannot reopen the publish channel ({describe(exc)[1]})")
             return
         self._pub = pub
-        pub.closing.add_done_callback(functools.partial(self._on_publish_channel_closed, pub))
+        self._watch_publish_channel(pub)
         self._pub_ready.set()
 
     async def renew_publish_channel(self, suspect: Any, until: float) -> None:
@@ -312,7 +320,7 @@ class Link:
         finally:
             self._pub_ready.set()
         self._pub = pub
-        pub.closing.add_done_callback(functools.partial(self._on_publish_channel_closed, pub))
+        self._watch_publish_channel(pub)
         idle = asyncio.Event()
         if not self._uses.get(old):
             idle.set()
@@ -426,7 +434,7 @@ class Link:
             ConnectionLostError: the channel or connection failed.
         """
         ch = self._type if which == "type" else self._host
-        read_deliveries(ch, queue, callback, self.writer, self._spawn_work)
+        read_deliveries(ch, queue, callback, self.writer, self._spawn_work, self._demux)
         ch.on_consumer_cancel_callbacks.add(self._on_cancel)
         try:
             ok = await ch.basic_consume(queue, _never_called)

@@ -23,9 +23,9 @@ from enum import StrEnum
 from typing import Any
 
 import aiormq.exceptions as amqp
-from aiormq import spec
 
 from gear.adapter import _aiormq
+from gear.adapter.decode import Verdict
 from gear.adapter.errors import describe
 
 __all__ = ("Outcome", "PublishResult", "send")
@@ -64,6 +64,7 @@ class PublishResult:
 
 CONFIRMED = PublishResult(Outcome.CONFIRMED)
 RETURNED = PublishResult(Outcome.RETURNED)
+NACKED = PublishResult(Outcome.NACKED, "the broker nacked it")
 
 
 async def send(
@@ -86,8 +87,6 @@ async def send(
         if sent:
             return PublishResult(Outcome.UNCONFIRMED, "no confirm from the broker before the deadline")
         return PublishResult(Outcome.NOT_SENT, "not sent before the deadline")
-    except amqp.DeliveryError:
-        return PublishResult(Outcome.NACKED, "the broker nacked it")
     except asyncio.CancelledError:
         task = asyncio.current_task()
         if task is not None and task.cancelling():
@@ -96,9 +95,11 @@ async def send(
         return _lost(channel, sent, None)
     except Exception as exc:  # anything else from the library: a channel or connection failure
         return _lost(channel, sent, exc)
-    if isinstance(verdict, spec.Basic.Ack):
+    if verdict is Verdict.ACK:
         return CONFIRMED
-    return RETURNED
+    if verdict is Verdict.RETURNED:
+        return RETURNED
+    return NACKED
 
 
 def _lost(channel: Any, sent: bool, exc: BaseException | None) -> PublishResult:
