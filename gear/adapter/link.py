@@ -41,6 +41,7 @@ import aiormq.exceptions as amqp
 from yarl import URL
 
 from gear.adapter import _aiormq
+from gear.adapter.confirms import Confirms
 from gear.adapter.consume import DeliveryCallback, read_deliveries
 from gear.adapter.encode import encode_publish
 from gear.adapter.errors import LIBRARY_ERRORS, describe
@@ -174,6 +175,8 @@ class Link:
             self.writer.guard = self._publish_on_closed_channel
         self._reader: TimedReader | None = factory.reader
         self._demux = factory.demux
+        self._confirms: dict[Any, Confirms] = {}
+        """Each open publish channel's pending publishes."""
         self._closing_on_purpose = False
         self._failed = False
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -256,9 +259,17 @@ class Link:
 
     def _watch_publish_channel(self, channel: Any) -> None:
         """Read ``channel``'s confirms and returns; when it closes, stop and react."""
-        confirms = _aiormq.ChannelConfirms(channel)
+        confirms = Confirms(asyncio.get_running_loop())
+        self._confirms[channel] = confirms
         self._demux.on_confirm(channel.number, confirms)
-        channel.closing.add_done_callback(lambda _: self._demux.forget(channel.number, confirms))
+
+        def closed(fut: asyncio.Future[Any]) -> None:
+            self._demux.forget(channel.number, confirms)
+            del self._confirms[channel]
+            exc = None if fut.cancelled() else fut.exception()
+            confirms.fail_all(None if isinstance(exc, asyncio.CancelledError) else exc)
+
+        channel.closing.add_done_callback(closed)
         channel.closing.add_done_callback(functools.partial(self._on_publish_channel_closed, channel))
 
     def _on_publish_channel_closed(self, channel: Any, fut: asyncio.Future[Any]) -> None:
@@ -571,7 +582,7 @@ class Link:
         self._drained.clear()
         self._uses[ch] = self._uses.get(ch, 0) + 1
         try:
-            result = await send(ch, payload, message_id, until, self._write)
+            result = await send(ch, self._confirms.get(ch), payload, message_id, until, self._write)
             return result if result.outcome is not Outcome.NACKED else replace(result, channel=ch)
         finally:
             self._in_flight -= 1

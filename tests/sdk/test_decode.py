@@ -9,11 +9,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import pytest
 from pamqp import commands, frame, heartbeat
 from pamqp.header import ContentHeader
 
-from gear.adapter._aiormq import ChannelConfirms
+from gear.adapter.confirms import ChannelClosedError, Confirms
 from gear.adapter.decode import FrameDemux, Properties, Verdict
 
 DELIVER_CH, PUBLISH_CH, OTHER_CH = 2, 1, 3
@@ -150,41 +149,40 @@ def test_a_malformed_header_is_left_to_the_client_library() -> None:
     assert rec.deliveries == []
 
 
-class _Channel:
-    def __init__(self) -> None:
-        self.confirmations: dict[int, asyncio.Future[Any]] = {}
-        self.message_id_delivery_tag: dict[str, int] = {}
+def _confirms_with(tags: int) -> tuple[Confirms, list[asyncio.Future[Verdict]], list[bytes]]:
+    confirms, written = Confirms(asyncio.get_running_loop()), []
+    futures = [confirms.send(b"frames %d" % n, f"m{n}", written.append) for n in range(1, tags + 1)]
+    return confirms, futures, written
 
 
-async def test_channel_confirms_settle_the_pending_publishes() -> None:
-    loop = asyncio.get_running_loop()
-    channel = _Channel()
-    futures = {tag: loop.create_future() for tag in range(1, 7)}
-    channel.confirmations.update(futures)
-    channel.message_id_delivery_tag["m2"] = 2
-    confirms = ChannelConfirms(channel)
+async def test_confirms_number_publishes_and_settle_them_by_the_brokers_verdicts() -> None:
+    confirms, futures, written = _confirms_with(6)
+    assert written == [b"frames %d" % n for n in range(1, 7)]
     confirms.returned("m2")
     confirms.confirm(3, multiple=True, ack=True)  # 1, 2 (already returned) and 3
     confirms.confirm(5, multiple=False, ack=False)
     confirms.returned("unknown")
     confirms.confirm(9, multiple=False, ack=True)  # nothing pending under that tag
-    assert {tag: f.result() for tag, f in futures.items() if f.done()} == {
-        1: Verdict.ACK,
-        2: Verdict.RETURNED,
-        3: Verdict.ACK,
-        5: Verdict.NACKED,
-    }
-    assert list(channel.confirmations) == [4, 6]
+    settled = {n: f.result() for n, f in enumerate(futures, 1) if f.done()}
+    assert settled == {1: Verdict.ACK, 2: Verdict.RETURNED, 3: Verdict.ACK, 5: Verdict.NACKED}
+    assert len(confirms) == 2
 
 
-@pytest.mark.parametrize("cancelled", [True, False])
-async def test_a_verdict_for_a_publish_given_up_on_is_ignored(cancelled: bool) -> None:
-    channel = _Channel()
-    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-    if cancelled:
-        future.cancel()
-    else:
-        future.set_result(Verdict.RETURNED)
-    channel.confirmations[1] = future
-    ChannelConfirms(channel).confirm(1, multiple=False, ack=True)
-    assert not channel.confirmations
+async def test_a_verdict_for_a_publish_given_up_on_is_ignored() -> None:
+    confirms, futures, _ = _confirms_with(2)
+    futures[0].cancel()
+    confirms.confirm(2, multiple=True, ack=True)
+    assert futures[1].result() is Verdict.ACK
+    assert len(confirms) == 0
+
+
+async def test_a_closed_channel_fails_pending_and_later_publishes() -> None:
+    confirms, futures, written = _confirms_with(2)
+    reason = ConnectionResetError("gone")
+    confirms.fail_all(reason)
+    later = confirms.send(b"late", "m9", written.append)
+    assert all(f.exception() is reason for f in [*futures, later])
+    assert b"late" not in written
+    confirms, futures, _ = _confirms_with(1)
+    confirms.fail_all(None)
+    assert isinstance(futures[0].exception(), ChannelClosedError)
