@@ -47,7 +47,7 @@ class Recorder:
         self.returns: list[str | None] = []
 
     def deliver(self, *args: Any) -> None:
-        self.deliveries.append(args)  # type: ignore[arg-type]
+        self.deliveries.append(args)
 
     def confirm(self, delivery_tag: int, multiple: bool, ack: bool) -> None:
         self.confirms.append((delivery_tag, multiple, ack))
@@ -150,7 +150,7 @@ def test_a_malformed_header_is_left_to_the_client_library() -> None:
 
 
 def _confirms_with(tags: int) -> tuple[Confirms, list[asyncio.Future[Verdict]], list[bytes]]:
-    confirms, written = Confirms(asyncio.get_running_loop()), []
+    confirms, written = Confirms(asyncio.get_running_loop()), list[bytes]()
     futures = [confirms.send(b"frames %d" % n, f"m{n}", written.append) for n in range(1, tags + 1)]
     return confirms, futures, written
 
