@@ -23,6 +23,7 @@ handler author or a remote peer controls: error bodies.
 from __future__ import annotations
 
 import os
+import random
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -96,14 +97,20 @@ class Meta:
 _KINDS = {kind.value: kind for kind in Kind}
 
 
+_ids = random.Random(os.urandom(32))
+"""Ids come from a generator seeded from the OS once per process (and again in a forked child):
+unpredictable enough for ids that only need to be unique, without a ``getrandom`` call per id."""
+os.register_at_fork(after_in_child=lambda: _ids.seed(os.urandom(32)))
+
+
 def new_request_id() -> str:
-    """A fresh request id: 16 hex chars (the trace contract's span id)."""
-    return os.urandom(8).hex()
+    """A fresh request id: 16 hex chars (the trace contract's span id), never all zeros."""
+    return f"{_ids.getrandbits(64) or 1:016x}"
 
 
 def new_trace_id() -> str:
-    """A fresh trace id: 32 hex chars."""
-    return os.urandom(16).hex()
+    """A fresh trace id: 32 hex chars (W3C trace context), never all zeros."""
+    return f"{_ids.getrandbits(128) or 1:032x}"
 
 
 def attempt_message_id(request_id: str, attempt: int) -> str:

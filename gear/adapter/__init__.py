@@ -4,6 +4,8 @@
 * :mod:`gear.adapter.publish`: one confirmed publish attempt, its outcome as a value;
 * :mod:`gear.adapter.encode`: the frames of one ``basic.publish``, packed fast;
 * :mod:`gear.adapter.consume`: deliveries in Gear's form, and acknowledgements;
+* :mod:`gear.adapter.decode`: deliveries, confirms and returns read off the socket's bytes;
+* :mod:`gear.adapter.confirms`: one publish channel's sequence numbers and pending verdicts;
 * :mod:`gear.adapter.transport`: the socket (a reader that notes silence, a writer that batches);
 * :mod:`gear.adapter.logs`: the library's network-error log lines moved to DEBUG;
 * :mod:`gear.adapter._aiormq`: every private name of the library, checked at import.

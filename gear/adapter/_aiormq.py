@@ -1,23 +1,15 @@
 """The fence: every name of aiormq's that is not public API, in one place, checked at import.
 
 Gear uses aiormq's public API (connect, channels, declare, consume, qos, ack, close) everywhere else.
-Three things it needs are not offered publicly, so this module reaches for them, and only this module:
+Two things it needs are not offered publicly, so this module reaches for them, and only this module:
 
 * ``connection.blocked`` / ``unblocked`` are handled in name-mangled private methods of
   ``aiormq.Connection`` with no public hook: :class:`GearConnection` overrides them by their mangled
   names, calls the originals (aiormq's own bookkeeping still runs) and reports the frames.
-* Deliveries: aiormq runs every delivery in a task of the channel's task store, and closing the
-  channel throws into those tasks (killing handlers in flight). :func:`install_deliver_reader`
-  replaces the channel's per-instance ``_on_deliver_frame`` with a reader that builds the delivery
-  and hands it to a plain callback.
 * Whether the broker has already closed a channel: aiormq records the broker's ``channel.close`` (and
   queues its ``close-ok``) before the channel object reports ``is_closed``; frames sent on that
   channel number after the ``close-ok`` would be a connection error, so :func:`channel_closing` lets
   the writer drop publishes from that moment on.
-* Publishing pre-encoded frames (``gear.adapter.encode``) with aiormq's own confirm bookkeeping
-  (:func:`send_publish`): the channel's lock, delivery-tag counter, confirmation map and the message-id
-  map that routes a ``basic.return`` to its pending confirm, so acks, nacks, returns and a closing
-  channel resolve the confirmation exactly as for aiormq's own ``basic_publish``.
 
 :func:`check_channel` verifies the per-instance attributes on the first channel of every connection;
 the class-level names are verified when this module is imported. Either check fails with
@@ -26,7 +18,6 @@ the class-level names are verified when this module is imported. Either check fa
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from importlib.metadata import version
 from typing import Any
@@ -39,8 +30,6 @@ __all__ = (
     "UnsupportedClientError",
     "channel_closing",
     "check_channel",
-    "install_deliver_reader",
-    "send_publish",
 )
 
 SUPPORTED = "aiormq >= 7.2, < 8"
@@ -48,18 +37,11 @@ SUPPORTED = "aiormq >= 7.2, < 8"
 
 _ON_BLOCKED = "_Connection__handle_connection_blocked"
 _ON_UNBLOCKED = "_Connection__handle_connection_unblocked"
-_GET_HEADER = "_Channel__get_content_header"
-_READ_CONTENT = "_read_content"
-_ON_DELIVER = "_on_deliver_frame"
 _CLASS_NAMES = {
     aiormq.Connection: (_ON_BLOCKED, _ON_UNBLOCKED),
-    aiormq.Channel: (_GET_HEADER, _READ_CONTENT, _ON_DELIVER, "lock"),
 }
 _CLOSE_REASON = "_close_exception"
 _CHANNEL_ATTRIBUTES = (
-    "delivery_tag",
-    "confirmations",
-    "message_id_delivery_tag",
     "write_queue",
     "consumers",
     _CLOSE_REASON,
@@ -125,52 +107,3 @@ class GearConnection(aiormq.Connection):
 def channel_closing(channel: Any) -> bool:
     """True once the broker closed ``channel`` (even before aiormq marks it closed)."""
     return bool(channel.is_closed or getattr(channel, _CLOSE_REASON) is not None)
-
-
-DeliverFrame = Callable[[Any, Any, bytes], None]
-"""``on_deliver(basic_deliver_frame, properties, body)``, called inline in the channel's reader."""
-
-
-def install_deliver_reader(channel: Any, on_deliver: DeliverFrame) -> None:
-    """Make ``channel`` hand each ``basic.deliver`` (with its properties and body) to ``on_deliver``.
-
-    Deliveries for consumer tags the channel no longer knows (cancelled consumers) are dropped: the
-    broker requeues them.
-    """
-    get_header = getattr(channel, _GET_HEADER)
-    read_content = getattr(channel, _READ_CONTENT)
-    consumers = channel.consumers
-
-    async def reader(frame: Any) -> None:
-        header = await get_header()
-        message = await read_content(frame, header)
-        if frame.consumer_tag in consumers:
-            on_deliver(frame, header.properties, message.body)
-
-    setattr(channel, _ON_DELIVER, reader)
-
-
-def send_publish(
-    channel: Any, payload: bytes, message_id: str, write: Callable[[bytes], None]
-) -> asyncio.Future[Any]:
-    """Send one pre-encoded publish on ``channel`` with ``write`` and return its confirmation future.
-
-    The future resolves like aiormq's own publish: a ``basic.ack`` frame, a returned message (the
-    broker sends ``basic.return`` before the ack; matched by ``message_id``), or an exception for a
-    nack or a closing channel. The sequence number, the bookkeeping and the write happen in one step
-    with no await, so the broker sees publishes in the order of their sequence numbers without
-    aiormq's channel lock or writer task (Gear publishes nothing else on this channel).
-    """
-    channel.delivery_tag += 1
-    tag = channel.delivery_tag
-    confirmation: asyncio.Future[Any] = channel.create_future()
-    channel.confirmations[tag] = confirmation
-    channel.message_id_delivery_tag[message_id] = tag
-
-    def forget(_: Any) -> None:
-        if channel.message_id_delivery_tag.get(message_id) == tag:
-            del channel.message_id_delivery_tag[message_id]
-
-    confirmation.add_done_callback(forget)
-    write(payload)
-    return confirmation

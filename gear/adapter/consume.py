@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gear.adapter import _aiormq
+from gear.adapter.decode import FrameDemux, Properties
 from gear.adapter.errors import LIBRARY_ERRORS
 from gear.adapter.transport import CorkedWriter
 
@@ -56,15 +56,25 @@ def read_deliveries(
     callback: DeliveryCallback,
     writer: CorkedWriter | None,
     spawn: Callable[[Awaitable[None]], None],
+    demux: FrameDemux,
 ) -> None:
-    """Route every delivery on ``channel`` to ``callback`` (replies inline, requests as tasks)."""
+    """Route every delivery on ``channel`` to ``callback`` (replies inline, requests as tasks).
 
-    def on_deliver(frame: Any, p: Any, body: bytes) -> None:
+    Deliveries for consumer tags the channel no longer knows (cancelled consumers) are dropped: the
+    broker requeues them.
+    """
+    consumers = channel.consumers
+
+    def on_deliver(
+        consumer_tag: str, delivery_tag: int, redelivered: bool, routing_key: str, p: Properties, body: bytes
+    ) -> None:
+        if consumer_tag not in consumers:
+            return
         delivery = Delivery(
             body,
-            frame.routing_key,
-            frame.delivery_tag,
-            frame.redelivered,
+            routing_key,
+            delivery_tag,
+            redelivered,
             p.message_id,
             p.correlation_id,
             p.reply_to,
@@ -81,7 +91,7 @@ def read_deliveries(
         elif not _ack_lazily(delivery) and not channel.is_closed:
             spawn(_ack_now(delivery))
 
-    _aiormq.install_deliver_reader(channel, on_deliver)
+    demux.on_deliver(channel.number, on_deliver)
 
 
 async def ack(delivery: Delivery) -> bool:

@@ -41,6 +41,7 @@ import aiormq.exceptions as amqp
 from yarl import URL
 
 from gear.adapter import _aiormq
+from gear.adapter.confirms import Confirms
 from gear.adapter.consume import DeliveryCallback, read_deliveries
 from gear.adapter.encode import encode_publish
 from gear.adapter.errors import LIBRARY_ERRORS, describe
@@ -173,6 +174,9 @@ class Link:
         if self.writer is not None:
             self.writer.guard = self._publish_on_closed_channel
         self._reader: TimedReader | None = factory.reader
+        self._demux = factory.demux
+        self._confirms: dict[Any, Confirms] = {}
+        """Each open publish channel's pending publishes."""
         self._closing_on_purpose = False
         self._failed = False
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -203,7 +207,7 @@ class Link:
         conn.closing.add_done_callback(self._on_conn_closed)
         for ch in (type_ch, host_ch):
             ch.closing.add_done_callback(self._on_consumer_channel_closed)
-        pub.closing.add_done_callback(functools.partial(self._on_publish_channel_closed, pub))
+        self._watch_publish_channel(pub)
         if heartbeat:
             self._spawn(self._watch())
 
@@ -253,6 +257,21 @@ class Link:
         exc = None if fut.cancelled() else fut.exception()
         self._fail(f"a consumer channel closed ({describe(exc)[1]})")
 
+    def _watch_publish_channel(self, channel: Any) -> None:
+        """Read ``channel``'s confirms and returns; when it closes, stop and react."""
+        confirms = Confirms(asyncio.get_running_loop())
+        self._confirms[channel] = confirms
+        self._demux.on_confirm(channel.number, confirms)
+
+        def closed(fut: asyncio.Future[Any]) -> None:
+            self._demux.forget(channel.number, confirms)
+            del self._confirms[channel]
+            exc = None if fut.cancelled() else fut.exception()
+            confirms.fail_all(None if isinstance(exc, asyncio.CancelledError) else exc)
+
+        channel.closing.add_done_callback(closed)
+        channel.closing.add_done_callback(functools.partial(self._on_publish_channel_closed, channel))
+
     def _on_publish_channel_closed(self, channel: Any, fut: asyncio.Future[Any]) -> None:
         if channel is not self._pub or self._closing_on_purpose or self._failed or self._conn.is_closed:
             return
@@ -282,7 +301,7 @@ class Link:
             self._fail(f"cannot reopen the publish channel ({describe(exc)[1]})")
             return
         self._pub = pub
-        pub.closing.add_done_callback(functools.partial(self._on_publish_channel_closed, pub))
+        self._watch_publish_channel(pub)
         self._pub_ready.set()
 
     async def renew_publish_channel(self, suspect: Any, until: float) -> None:
@@ -312,7 +331,7 @@ class Link:
         finally:
             self._pub_ready.set()
         self._pub = pub
-        pub.closing.add_done_callback(functools.partial(self._on_publish_channel_closed, pub))
+        self._watch_publish_channel(pub)
         idle = asyncio.Event()
         if not self._uses.get(old):
             idle.set()
@@ -426,7 +445,7 @@ class Link:
             ConnectionLostError: the channel or connection failed.
         """
         ch = self._type if which == "type" else self._host
-        read_deliveries(ch, queue, callback, self.writer, self._spawn_work)
+        read_deliveries(ch, queue, callback, self.writer, self._spawn_work, self._demux)
         ch.on_consumer_cancel_callbacks.add(self._on_cancel)
         try:
             ok = await ch.basic_consume(queue, _never_called)
@@ -563,7 +582,7 @@ class Link:
         self._drained.clear()
         self._uses[ch] = self._uses.get(ch, 0) + 1
         try:
-            result = await send(ch, payload, message_id, until, self._write)
+            result = await send(ch, self._confirms.get(ch), payload, message_id, until, self._write)
             return result if result.outcome is not Outcome.NACKED else replace(result, channel=ch)
         finally:
             self._in_flight -= 1

@@ -23,9 +23,9 @@ from enum import StrEnum
 from typing import Any
 
 import aiormq.exceptions as amqp
-from aiormq import spec
 
-from gear.adapter import _aiormq
+from gear.adapter.confirms import ChannelClosedError, Confirms
+from gear.adapter.decode import Verdict
 from gear.adapter.errors import describe
 
 __all__ = ("Outcome", "PublishResult", "send")
@@ -64,41 +64,43 @@ class PublishResult:
 
 CONFIRMED = PublishResult(Outcome.CONFIRMED)
 RETURNED = PublishResult(Outcome.RETURNED)
+NACKED = PublishResult(Outcome.NACKED, "the broker nacked it")
 
 
 async def send(
-    channel: Any, payload: bytes, message_id: str, until: float, write: Callable[[bytes], None]
+    channel: Any,
+    confirms: Confirms | None,
+    payload: bytes,
+    message_id: str,
+    until: float,
+    write: Callable[[bytes], None],
 ) -> PublishResult:
-    """Publish pre-encoded frames on a confirm channel and wait for the broker's verdict.
+    """Publish pre-encoded frames on a confirm channel (its ``confirms``) and wait for the verdict.
 
     Never waits past loop time ``until`` and never raises for a broker or network failure: the
     outcome says what happened. Cancellation of the calling task propagates as usual.
     """
-    if channel.is_closed:
+    if confirms is None or channel.is_closed:
         return PublishResult(Outcome.NOT_SENT, "the publish channel is closed")
     sent = False
     try:
         async with asyncio.timeout_at(until):
-            confirmation = _aiormq.send_publish(channel, payload, message_id, write)
+            confirmation = confirms.send(payload, message_id, write)
             sent = True
             verdict = await confirmation
     except TimeoutError:
         if sent:
             return PublishResult(Outcome.UNCONFIRMED, "no confirm from the broker before the deadline")
         return PublishResult(Outcome.NOT_SENT, "not sent before the deadline")
-    except amqp.DeliveryError:
-        return PublishResult(Outcome.NACKED, "the broker nacked it")
-    except asyncio.CancelledError:
-        task = asyncio.current_task()
-        if task is not None and task.cancelling():
-            raise  # our caller is being cancelled
-        # aiormq rejects pending confirms with CancelledError when a channel closes without a reason
+    except ChannelClosedError:
         return _lost(channel, sent, None)
-    except Exception as exc:  # anything else from the library: a channel or connection failure
+    except Exception as exc:  # the library's reason the channel or the connection closed
         return _lost(channel, sent, exc)
-    if isinstance(verdict, spec.Basic.Ack):
+    if verdict is Verdict.ACK:
         return CONFIRMED
-    return RETURNED
+    if verdict is Verdict.RETURNED:
+        return RETURNED
+    return NACKED
 
 
 def _lost(channel: Any, sent: bool, exc: BaseException | None) -> PublishResult:

@@ -11,7 +11,9 @@ aiormq opens its TCP/TLS stream through a :class:`~aiormq.connection.TransportFa
   also runs the receiver's TCP path: the largest single cost per call under concurrency.
 * :class:`ReusedBufferProtocol` receives into one reused buffer. asyncio's default read allocates a
   fresh 256 KiB ``bytes`` per ``recv``, which glibc serves with ``mmap`` and gives back with
-  ``mremap`` + ``munmap``: three syscalls and a page fault per read, two reads per call.
+  ``mremap`` + ``munmap``: three syscalls and a page fault per read, two reads per call. Each read
+  goes through a :class:`~gear.adapter.decode.FrameDemux` first, which handles deliveries and
+  confirms inline; aiormq's reader gets the other frames.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from typing import Any, SupportsIndex
 from aiormq.connection import SSLContextProvider, TransportFactory
 from aiormq.exceptions import AMQPConnectionError
 from yarl import URL
+
+from gear.adapter.decode import FrameDemux
 
 __all__ = ("CorkedWriter", "GearTransportFactory", "ReusedBufferProtocol", "TimedReader")
 
@@ -50,20 +54,31 @@ class TimedReader(asyncio.StreamReader):
 class ReusedBufferProtocol(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
     """aiormq's stream protocol, reading into one reused 64 KiB buffer (``recv_into``).
 
-    Each read hands the reader a ``bytes`` copy of just the bytes received, so nothing refers to the
-    buffer once ``buffer_updated`` returns.
+    Each read is copied to ``bytes`` once (nothing refers to the buffer once ``buffer_updated``
+    returns), handed to the demux, and what the demux leaves goes to aiormq's reader. uvloop treats
+    any ``asyncio.Protocol`` as a plain one and calls ``data_received`` with its own buffer's bytes.
     """
 
-    def __init__(self, reader: asyncio.StreamReader, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, reader: TimedReader, loop: asyncio.AbstractEventLoop, demux: FrameDemux) -> None:
         super().__init__(reader, loop=loop)
         self._recv = bytearray(_RECV_BUFFER)
         self._recv_view = memoryview(self._recv)
+        self._timed = reader
+        self._now = loop.time
+        self._demux = demux
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._recv_view
 
     def buffer_updated(self, nbytes: int) -> None:
         self.data_received(bytes(self._recv_view[:nbytes]))
+
+    def data_received(self, data: bytes) -> None:
+        """Bytes read from the socket (uvloop calls this directly: it reads into its own buffer)."""
+        self._timed.last_received = self._now()
+        rest = self._demux.feed(data)
+        if rest:
+            super().data_received(rest)
 
 
 class CorkedWriter:
@@ -181,6 +196,7 @@ class GearTransportFactory(TransportFactory):
 
     def __init__(self) -> None:
         self.pending: asyncio.Queue[Any] | None = None
+        self.demux = FrameDemux()
         self.reader: TimedReader | None = None
         self.writer: CorkedWriter | None = None
 
@@ -191,7 +207,7 @@ class GearTransportFactory(TransportFactory):
             ssl = await provider.get_context()
         loop = asyncio.get_running_loop()
         reader = TimedReader(loop)
-        protocol = ReusedBufferProtocol(reader, loop)
+        protocol = ReusedBufferProtocol(reader, loop, self.demux)
         try:
             transport, _ = await loop.create_connection(
                 lambda: protocol, host=url.host or "localhost", port=url.port or 5672, ssl=ssl, **kwargs

@@ -111,12 +111,13 @@ def test_the_fence_names_what_is_missing_and_the_supported_versions(monkeypatch:
 
     from gear.adapter import _aiormq
 
-    monkeypatch.delattr(aiormq.Channel, "_read_content")
-    with pytest.raises(_aiormq.UnsupportedClientError, match=r"Channel\._read_content.*aiormq>=7\.2,<8"):
+    monkeypatch.delattr(aiormq.Connection, "_Connection__handle_connection_blocked")
+    missing = r"Connection\._Connection__handle_connection_blocked.*aiormq>=7\.2,<8"
+    with pytest.raises(_aiormq.UnsupportedClientError, match=missing):
         _aiormq._check_classes()
 
     class BareChannel:
         is_closed = False
 
-    with pytest.raises(_aiormq.UnsupportedClientError, match=r"Channel\.delivery_tag"):
+    with pytest.raises(_aiormq.UnsupportedClientError, match=r"Channel\.write_queue"):
         _aiormq.check_channel(BareChannel())
