@@ -187,7 +187,7 @@ appender.console.layout.pattern = %d{{HH:mm:ss}} %p %c{{1}}: %m%n
 _JIT = "-XX:MaxInlineLevel=9 -XX:InlineSmallCode=1000 -XX:+UseParallelGC"
 """Local-mode JVM options. Every query compiles new classes (Spark's generated code), and HotSpot's C2
 compiler spent about as much CPU compiling them as the tasks spent running (about 20 s each for a
-million events); the smaller inlining limits HotSpot used before JDK 14 cut that by about a third
+million events); the smaller inlining limits HotSpot used before JDK 14 cut that by about a quarter
 without slowing the tasks. The throughput collector has no concurrent threads competing with them."""
 
 
