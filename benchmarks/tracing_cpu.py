@@ -1,6 +1,6 @@
 """Benchmark: CPU per traced call on the emit path, without a broker (steady on a shared machine).
 
-    python benchmarks/tracing_cpu.py [--calls 20000] [off jsonl otel-api otel]
+    python benchmarks/tracing_cpu.py [--calls 20000] [off jsonl otel-api otel spans sdk-same sdk-bare]
 
 Drives both sides' typed emitters through the events of one call (client span, publish, confirm,
 deliver, server span, the reply's publish and confirm, reply sent, settle, response) with:
@@ -8,7 +8,13 @@ deliver, server span, the reply's publish and confirm, reply sent, settle, respo
 * ``off``: no events, no spans;
 * ``jsonl``: JSONL files (the writer thread's encoding and I/O included);
 * ``otel-api``: JSONL plus the OpenTelemetry bridge over the API's no-op spans (extra installed, no SDK);
-* ``otel``: JSONL plus spans recorded by the SDK (``BatchSpanProcessor``, an exporter that drops them).
+* ``otel``: JSONL plus spans recorded by the SDK (``BatchSpanProcessor``, an exporter that drops them);
+* ``spans``: the spans of ``otel`` alone (no JSONL): Gear's span path with the SDK;
+* ``sdk-bare``: the same three spans per call made directly with the SDK (client, its publish attempt,
+  the server span under the client's context; ``start_span`` and ``end`` only, no headers, attributes
+  or context switches): what the SDK costs by itself;
+* ``sdk-same``: those spans with what Gear asks of the API besides (the same attributes, W3C inject and
+  extract, the server span made current), made directly: ``spans - sdk-same`` is Gear's own Python.
 
 Prints, per side, the CPU microseconds per call on the calling thread and in the whole process. Unlike
 call throughput, CPU time barely moves with other jobs on the machine; multiply by the call rate to get
@@ -83,11 +89,9 @@ def _one_call(client: Emitter, server: Emitter, i: int) -> None:
     span.end()
 
 
-def _sdk_spans() -> Spans:
+def _sdk_provider() -> Any:
     from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-
-    from gear.tracing.otel import OtelSpans
 
     class Drop(SpanExporter):
         def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
@@ -95,7 +99,65 @@ def _sdk_spans() -> Spans:
 
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(Drop()))
-    return OtelSpans(provider)
+    return provider
+
+
+def _sdk_spans() -> Spans:
+    from gear.tracing.otel import OtelSpans
+
+    return OtelSpans(_sdk_provider())
+
+
+def _bare_sdk(calls: int, full: bool) -> float:
+    """CPU per call of three spans made with the SDK directly: client, its publish attempt under it,
+    the server span under the client's context. ``full``: with what Gear asks of the API besides (the
+    same attributes, W3C inject into headers and extract from them, the server span made current)."""
+    from opentelemetry import context, propagate, trace
+    from opentelemetry.trace import SpanKind
+
+    tracer = _sdk_provider().get_tracer("bare")
+    client_attrs = {"rpc.system.name": "gear", "rpc.method": "REPO/put", "service.peer.name": "REPO"}
+    client_attrs |= {"messaging.system": "rabbitmq", "gear.request.id": "ab" * 8}
+    attempt_attrs: dict[str, str | int] = {"messaging.system": "rabbitmq", "messaging.operation.type": "send"}
+    attempt_attrs |= {"messaging.operation.name": "publish", "gear.attempt": 1}
+    attempt_attrs |= {"messaging.rabbitmq.destination.routing_key": "REPO.r1", "messaging.message.id": "a.1"}
+    server_attrs = {
+        "rpc.system.name": "gear",
+        "rpc.method": "REPO/put",
+        "messaging.operation.type": "process",
+    }
+    server_attrs |= {"messaging.destination.name": "gear:REPO.r1:REPO.r1", "gear.request.id": "ab" * 8}
+    server_attrs |= {"gear.caller": "WEB.w1"}
+
+    def bare() -> None:
+        client = tracer.start_span("REPO/put", kind=SpanKind.CLIENT)
+        parent = trace.set_span_in_context(client)
+        tracer.start_span("publish REPO.r1", parent, SpanKind.PRODUCER).end()
+        tracer.start_span("REPO/put", parent, SpanKind.SERVER).end()
+        client.end()
+
+    def same() -> None:
+        client = tracer.start_span("REPO/put", kind=SpanKind.CLIENT, attributes=client_attrs)
+        parent = trace.set_span_in_context(client)
+        headers: dict[str, Any] = {}
+        propagate.inject(headers, context=parent)
+        attempt = tracer.start_span("publish REPO.r1", parent, SpanKind.PRODUCER, attempt_attrs)
+        attempt.set_attribute("gear.amqp.outcome", "confirm")
+        attempt.end()
+        extracted = propagate.extract(headers)
+        server = tracer.start_span("REPO/put", extracted, SpanKind.SERVER, server_attrs)
+        token = context.attach(trace.set_span_in_context(server))
+        context.detach(token)
+        server.end()
+        client.end()
+
+    one = same if full else bare
+    for _ in range(min(2000, calls)):
+        one()
+    started = time.process_time()
+    for _ in range(calls):
+        one()
+    return (time.process_time() - started) / calls * 1e6
 
 
 def _api_spans() -> Spans:
@@ -136,7 +198,9 @@ def _measure(jsonl: bool, spans: Callable[[], Spans], calls: int) -> tuple[float
 def main() -> None:
     """Measure the chosen sides and print one line each."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("sides", nargs="*", default=["off", "jsonl", "otel-api", "otel"])
+    parser.add_argument(
+        "sides", nargs="*", default=["off", "jsonl", "otel-api", "otel", "spans", "sdk-same", "sdk-bare"]
+    )
     parser.add_argument("--calls", type=int, default=20_000)
     args = parser.parse_args()
     sides: dict[str, tuple[bool, Callable[[], Spans]]] = {
@@ -144,8 +208,13 @@ def main() -> None:
         "jsonl": (True, lambda: NO_SPANS),
         "otel-api": (True, _api_spans),
         "otel": (True, _sdk_spans),
+        "spans": (False, _sdk_spans),
     }
     for name in args.sides:
+        if name in ("sdk-bare", "sdk-same"):
+            cpu = _bare_sdk(args.calls, full=name == "sdk-same")
+            print(f"{name:9s} calling thread {cpu:7.1f} µs CPU per call, process {cpu:7.1f} µs", flush=True)
+            continue
         jsonl, spans = sides[name]
         thread, process = _measure(jsonl, spans, args.calls)
         print(

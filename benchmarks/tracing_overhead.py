@@ -18,8 +18,10 @@ Prints the median of each side and the overheads ``1 - side/off`` (the target is
 the median of each round's own ratio (``*_per_round``, steadier when the load drifts), plus how many
 events were written. On a busy machine the round-to-round noise can exceed the effect, so it
 also measures the tracer's own CPU cost per event (``emit`` on the caller's thread, and in total with
-the writer thread's JSON encoding and I/O) and the share of one core that costs at the untraced call
-rate (``cpu_share_at_off_rate``).
+the writer thread's JSON encoding and I/O, for the 8 events of a call made through the typed emitters)
+and the share of one core that costs at the untraced call rate (``cpu_share_at_off_rate``), and this
+process's CPU per call for each side (``*_cpu_us_per_call``, events written included) with what tracing
+adds to it (``cpu_overhead_*``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import statistics
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -59,9 +62,16 @@ def _otel_spans() -> Spans:
     return OtelSpans(provider)
 
 
+def _flush(*tracers: Tracer) -> None:
+    for tracer in tracers:
+        if isinstance(tracer, JsonlTracer):
+            tracer.flush()
+
+
 async def _round(
     url: str, calls: int, concurrency: int, trace_dir: Path | None, spans: Spans = NO_SPANS
-) -> tuple[float, int]:
+) -> tuple[float, float, int]:
+    """Calls per second, this process's CPU microseconds per call (events written included), events."""
     suffix = uuid.uuid4().hex[:6]
     server_type, client_type = f"BENCHS{suffix}", f"BENCHC{suffix}"
 
@@ -87,42 +97,90 @@ async def _round(
                 await client.rpc.call(server_type, "echo", {"i": i}, timeout=30)
 
         await asyncio.gather(*(one(i) for i in range(min(200, calls))))
+        _flush(server_tracer, client_tracer)
+        cpu = time.process_time()
         started = time.perf_counter()
         await asyncio.gather(*(one(i) for i in range(calls)))
         elapsed = time.perf_counter() - started
+        _flush(server_tracer, client_tracer)
+        cpu = time.process_time() - cpu
     written = 0
     for t in (server_tracer, client_tracer):
         t.close()
         if isinstance(t, JsonlTracer):
             written += t.sink.written
-    return calls / elapsed, written
+    return calls / elapsed, cpu / calls * 1e6, written
 
 
-def _emit_cost(n: int = 200_000) -> dict[str, float]:
-    """CPU per event: on the caller's thread (``emit``) and in total including the writer thread."""
-    from gear.tracing import Attr, EventName, Resource
+@dataclass
+class _Msg:
+    routing_key: str = "REPO.repo1"
+    request_id: str = "ab" * 8
+    kind: str = "gear.call"
+    method: str = "put"
+    body: bytes = b'{"i":1}'
+    trace_id: str | None = "0af7651916cd43dd8448eb211c80319c"
+    parent_id: str | None = None
+    deadline_unix: float | None = None
+    headers: dict[str, Any] = field(default_factory=dict)
 
-    attrs = {
-        Attr.MESSAGING_SYSTEM: "rabbitmq", Attr.OPERATION_TYPE: "send", Attr.OPERATION_NAME: "publish",
-        Attr.DESTINATION: "gear:REPO.repo1", Attr.ROUTING_KEY: "REPO.repo1", Attr.MESSAGE_ID: "ab.1",
-        Attr.REQUEST_ID: "ab", Attr.ATTEMPT: 1, Attr.RPC_SYSTEM: "gear", Attr.RPC_METHOD: "put",
-        Attr.RPC_KIND: "call", Attr.CALLER: "WEB.web1", Attr.BODY_SIZE: 42, Attr.TIMEOUT_MS: 5000,
-    }  # fmt: skip
-    resource = Resource.model_validate(
-        {"service.name": "WEB", "host.name": "web1", "service.instance.id": "w"}
-    )
+
+@dataclass
+class _Delivery:
+    body: bytes = b'{"i":1}'
+    queue: str = "REPO.repo1"
+    routing_key: str = "REPO.repo1"
+    delivery_tag: int = 1
+    redelivered: bool = False
+    message_id: str | None = "abababababababab.1"
+
+
+@dataclass
+class _Meta:
+    kind: str = "gear.call"
+    request_id: str = "ab" * 8
+    method: str = "put"
+    sender: str = "WEB.web1"
+    attempt: int = 1
+    trace_id: str | None = "0af7651916cd43dd8448eb211c80319c"
+    parent_id: str | None = None
+
+
+def _emit_cost(calls: int = 25_000) -> dict[str, float]:
+    """CPU per event of the 8 events of one call, made through the typed emitters as the SDK makes them:
+    on the caller's thread (``emit``), and in total with the writer thread's encoding and I/O."""
+    from gear.tracing import Emitter, Resource, Settlement
+
+    def tracer(type_: str, host: str) -> JsonlTracer:
+        ids = {"service.name": type_, "host.name": host, "service.instance.id": f"{type_}.{host}.1"}
+        return JsonlTracer(directory, Resource.model_validate(ids), max_pending=8 * calls + 1)
+
     with tempfile.TemporaryDirectory() as directory:
-        tracer = JsonlTracer(directory, resource, max_pending=n + 1, flush_interval=3600)
+        web, repo = tracer("WEB", "web1"), tracer("REPO", "repo1")
+        caller, callee = Emitter(web, "WEB.web1", spans=NO_SPANS), Emitter(repo, "REPO.repo1", spans=NO_SPANS)
+        request = _Msg(deadline_unix=time.time() + 30)
+        reply = _Msg(routing_key="WEB.web1", kind="gear.reply", body=b"{}")
+        delivery, meta = _Delivery(), _Meta()
         cpu = time.process_time()
-        started = time.perf_counter()
-        for _ in range(n):
-            tracer.emit(EventName.PUBLISH, trace_id="t" * 32, span_id="s" * 16, attributes=attrs)
-        emit_s = time.perf_counter() - started
-        tracer.close()
+        thread = time.thread_time()
+        for n in range(calls):
+            message_id = f"{n:016x}.1"
+            caller.publish(request, message_id, 1)
+            caller.confirmed(request, message_id, 1)
+            callee.deliver(delivery, meta)
+            callee.publish(reply, message_id, 1)
+            callee.confirmed(reply, message_id, 1)
+            callee.reply_sent(meta, True, 0.0002)
+            callee.settle(delivery, meta, Settlement.ACK)
+            caller.response(meta.request_id, meta.trace_id, "put", "REPO.repo1", 0.0011, True)
+        emit_s = time.thread_time() - thread
+        web.close()
+        repo.close()
         total_cpu = time.process_time() - cpu
+    events = 8 * calls
     return {
-        "emit_us_per_event": round(emit_s / n * 1e6, 2),
-        "cpu_us_per_event": round(total_cpu / n * 1e6, 2),
+        "emit_us_per_event": round(emit_s / events * 1e6, 2),
+        "cpu_us_per_event": round(total_cpu / events * 1e6, 2),
     }
 
 
@@ -130,23 +188,26 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
     from gear.tracing.otel import OtelSpans
 
     sides: dict[str, list[float]] = {"off": [], "jsonl": [], "jsonl+otel-api": [], "jsonl+otel": []}
+    cpu: dict[str, list[float]] = {side: [] for side in sides}
     events = 0
     otel, api_only = _otel_spans(), OtelSpans()  # the second follows the global (no-op) provider
     with tempfile.TemporaryDirectory(prefix="gear-trace-bench-") as directory:
         for n in range(args.rounds):
-            rate, _ = await _round(args.url, args.calls, args.concurrency, None)
-            sides["off"].append(rate)
-            rate, written = await _round(args.url, args.calls, args.concurrency, Path(directory) / f"j{n}")
-            sides["jsonl"].append(rate)
-            events += written
-            rate, _ = await _round(
-                args.url, args.calls, args.concurrency, Path(directory) / f"a{n}", api_only
-            )
-            sides["jsonl+otel-api"].append(rate)
-            rate, _ = await _round(args.url, args.calls, args.concurrency, Path(directory) / f"o{n}", otel)
-            sides["jsonl+otel"].append(rate)
+            for side, trace_dir, spans in (
+                ("off", None, NO_SPANS),
+                ("jsonl", Path(directory) / f"j{n}", NO_SPANS),
+                ("jsonl+otel-api", Path(directory) / f"a{n}", api_only),
+                ("jsonl+otel", Path(directory) / f"o{n}", otel),
+            ):
+                rate, us, written = await _round(args.url, args.calls, args.concurrency, trace_dir, spans)
+                sides[side].append(rate)
+                cpu[side].append(us)
+                events += written if side == "jsonl" else 0
             print(
-                f"round {n + 1}: " + ", ".join(f"{k} {v[-1]:,.0f} calls/s" for k, v in sides.items()),
+                f"round {n + 1}: "
+                + ", ".join(
+                    f"{k} {v[-1]:,.0f} calls/s {cpu[k][-1]:.0f} us CPU/call" for k, v in sides.items()
+                ),
                 flush=True,
             )
     median = {k: statistics.median(v) for k, v in sides.items()}
@@ -176,6 +237,28 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
             )
         },
         "events_written": events,
+        # this process's CPU per call (caller, server and tracing: one Python process), median of rounds,
+        # and what tracing adds to it: steadier than calls/s on a shared machine, and what the calls/s
+        # overhead comes to when this process is the bottleneck
+        **{f"{k}_cpu_us_per_call": round(statistics.median(v), 1) for k, v in cpu.items()},
+        **{
+            f"cpu_overhead_{key}": round(statistics.median(cpu[side]) / statistics.median(cpu["off"]) - 1, 4)
+            for key, side in (
+                ("jsonl", "jsonl"),
+                ("jsonl_otel_api", "jsonl+otel-api"),
+                ("jsonl_otel", "jsonl+otel"),
+            )
+        },
+        **{
+            f"cpu_overhead_{key}_per_round": round(
+                statistics.median(x / o - 1 for x, o in zip(cpu[side], cpu["off"], strict=True)), 4
+            )
+            for key, side in (
+                ("jsonl", "jsonl"),
+                ("jsonl_otel_api", "jsonl+otel-api"),
+                ("jsonl_otel", "jsonl+otel"),
+            )
+        },
     }
 
 

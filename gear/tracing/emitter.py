@@ -16,11 +16,12 @@ outcomes.
 from __future__ import annotations
 
 import time
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from gear.tracing.api import Attr, EventName, Settlement, Tracer
+from gear.tracing.layout import LAYOUTS, Layout
 from gear.tracing.spans import ClientSpan, Spans, default_spans
 
 __all__ = ("DeliveredMessage", "Emitter", "OutgoingMessage", "RequestMeta", "type_of")
@@ -85,20 +86,131 @@ class RequestMeta(Protocol):
     def parent_id(self) -> str | None: ...
 
 
-def _kind(kind: str) -> str:
-    return kind.removeprefix("gear.")
+def _ms(seconds: float) -> float:
+    """Milliseconds with three decimals (``round(seconds * 1000, 3)`` but for ties, several times faster)."""
+    try:
+        return round(seconds * 1_000_000) / 1000
+    except (OverflowError, ValueError):  # inf or nan: the JSON encoder writes null
+        return float(seconds)
 
 
 def type_of(address: str) -> str:
     """The TYPE word of ``TYPE``, ``TYPE.HOST`` or ``TYPE.*``; ``*`` for broadcast."""
-    head = address.split(".", 1)[0]
+    head = address.partition(".")[0]
     return "*" if head in ("*", "@all") else head
+
+
+# -- layouts: which attributes each event carries, in order (see gear.tracing.layout) ----------------
+
+_RABBIT = (Attr.MESSAGING_SYSTEM, "rabbitmq")
+_PUBLISH_FIELDS = (
+    _RABBIT, (Attr.OPERATION_TYPE, "send"), (Attr.OPERATION_NAME, "publish"), (Attr.DESTINATION, str),
+    (Attr.ROUTING_KEY, str), (Attr.MESSAGE_ID, str), (Attr.REQUEST_ID, str), (Attr.ATTEMPT, int),
+    (Attr.RPC_SYSTEM, "gear"), (Attr.RPC_METHOD, str), (Attr.RPC_KIND, str), (Attr.CALLER, str),
+    (Attr.BODY_SIZE, int),
+)  # fmt: skip
+_PUBLISH_EXTRA: dict[EventName, tuple[tuple[str, object], ...]] = {
+    EventName.PUBLISH: (),
+    EventName.REPUBLISH: ((Attr.REPUBLISH_REASON, str),),
+    EventName.CONFIRM: (),
+    EventName.NACK: ((Attr.ERROR_TYPE, "nack"),),
+    EventName.RETURN: ((Attr.REPLY_CODE, int),),
+}
+_PUBLISH: dict[EventName, tuple[int, int, int, int]] = {
+    name: tuple(
+        Layout(
+            name,
+            _PUBLISH_FIELDS
+            + (((Attr.TIMEOUT_MS, float),) if timed else ())
+            + extra
+            + (((Attr.CONVERSATION_ID, str),) if reply else ()),
+        ).id
+        for reply in (False, True)
+        for timed in (False, True)
+    )  # type: ignore[misc]
+    for name, extra in _PUBLISH_EXTRA.items()
+}
+"""Publish-side layouts of each event, by ``has a timeout + 2 * is a reply``."""
+_PUBLISHED, _REPUBLISHED, _CONFIRMED, _NACKED, _RETURNED = (
+    _PUBLISH[name]
+    for name in (EventName.PUBLISH, EventName.REPUBLISH, EventName.CONFIRM, EventName.NACK, EventName.RETURN)
+)
+
+_CALLER_FIELDS = (
+    (Attr.REQUEST_ID, str), (Attr.RPC_METHOD, str), (Attr.PEER_SERVICE, str), (Attr.CALLER, str),
+)  # fmt: skip
+_RESPONSE = Layout(
+    EventName.REPLY_RECEIVED, (*_CALLER_FIELDS, (Attr.DURATION_MS, float), (Attr.CONVERSATION_ID, str))
+).id
+_RESPONSE_FAILED = Layout(
+    EventName.REPLY_RECEIVED,
+    (*_CALLER_FIELDS, (Attr.DURATION_MS, float), (Attr.CONVERSATION_ID, str), (Attr.ERROR_TYPE, "remote")),
+).id
+_TIMEOUT = Layout(
+    EventName.TIMEOUT, (*_CALLER_FIELDS, (Attr.ERROR_TYPE, "timeout"), (Attr.TIMEOUT_MS, float))
+).id
+_LATE_REPLY = Layout(EventName.LATE_REPLY, (*_CALLER_FIELDS, (Attr.CONVERSATION_ID, str))).id
+_UNROUTABLE = Layout(
+    EventName.UNROUTABLE, (*_CALLER_FIELDS, (Attr.ERROR_TYPE, "unroutable"), (Attr.ATTEMPT, int))
+).id
+
+_DELIVERY_FIELDS = (
+    _RABBIT, (Attr.DESTINATION, str), (Attr.ROUTING_KEY, str), (Attr.MESSAGE_ID, str),
+    (Attr.DELIVERY_TAG, int), (Attr.REQUEST_ID, str), (Attr.RPC_SYSTEM, "gear"), (Attr.RPC_METHOD, str),
+    (Attr.CALLER, str), (Attr.RPC_KIND, str),
+)  # fmt: skip
+_DELIVER_FIELDS = (
+    *_DELIVERY_FIELDS, (Attr.OPERATION_TYPE, "process"), (Attr.OPERATION_NAME, "deliver"),
+    (Attr.ATTEMPT, int), (Attr.REDELIVERED, bool), (Attr.BODY_SIZE, int),
+)  # fmt: skip
+_DELIVER = Layout(EventName.DELIVER, _DELIVER_FIELDS).id
+_DELIVER_DUPLICATE = Layout(EventName.DELIVER, (*_DELIVER_FIELDS, (Attr.DUPLICATE, True))).id
+_SETTLE = Layout(
+    EventName.SETTLE,
+    (*_DELIVERY_FIELDS, (Attr.OPERATION_TYPE, "settle"), (Attr.OPERATION_NAME, str), (Attr.REQUEUE, bool)),
+).id
+_EXPIRED = Layout(EventName.EXPIRED, (*_DELIVERY_FIELDS, (Attr.ERROR_TYPE, "expired"))).id
+_CANCELLED = Layout(EventName.CANCELLED, (*_DELIVERY_FIELDS, (Attr.ERROR_TYPE, "deadline"))).id
+_FOREIGN = Layout(
+    EventName.SETTLE,
+    (
+        _RABBIT, (Attr.OPERATION_TYPE, "settle"), (Attr.OPERATION_NAME, Settlement.REJECT.value),
+        (Attr.REQUEUE, False), (Attr.DESTINATION, str), (Attr.ROUTING_KEY, str), (Attr.MESSAGE_ID, str),
+        (Attr.DELIVERY_TAG, int), (Attr.ERROR_TYPE, "not_gear"), ("exception.message", str),
+    ),
+).id  # fmt: skip
+
+_REPLY_FIELDS = (
+    (Attr.REQUEST_ID, str), (Attr.CONVERSATION_ID, str), (Attr.RPC_METHOD, str), (Attr.RPC_KIND, "reply"),
+    (Attr.CALLER, str), (Attr.PEER_SERVICE, str),
+)  # fmt: skip
+_REPLY_SENT: dict[tuple[bool, bool], int] = {
+    (ok, timed): Layout(
+        EventName.REPLY_SENT,
+        _REPLY_FIELDS
+        + (() if ok else ((Attr.ERROR_TYPE, "remote"),))
+        + (((Attr.DURATION_MS, float),) if timed else ()),
+    ).id
+    for ok in (False, True)
+    for timed in (False, True)
+}
+"""``gear.rpc.reply`` layouts by (the handler succeeded, its time is known)."""
+_REPLY_UNROUTABLE = Layout(EventName.UNROUTABLE, (*_REPLY_FIELDS, (Attr.ERROR_TYPE, "unroutable"))).id
+
+_CONNECTION_LOST = Layout(EventName.CONNECTION_LOST, (("exception.message", str), _RABBIT)).id
+_RECONNECT = Layout(
+    EventName.RECONNECT, ((Attr.RECONNECT_ATTEMPT, int), (Attr.DOWNTIME_MS, float), _RABBIT)
+).id
+_BLOCKED = Layout(EventName.BLOCKED, ((Attr.BLOCKED_REASON, str), _RABBIT)).id
+_UNBLOCKED = Layout(EventName.UNBLOCKED, (_RABBIT,)).id
+
+_Record = Callable[[int, str | None, str | None, str | None, tuple[Any, ...]], None]
 
 
 class Emitter:
     """The trace events of one service instance (``identity`` = its ``TYPE.HOST``)."""
 
-    __slots__ = ("_exchange", "_identity", "_spans", "_tracer")
+    __slots__ = ("_exchange", "_identity", "_record", "_spans", "_tracer")
 
     def __init__(
         self, tracer: Tracer, identity: str, exchange: str = "gear", spans: Spans | None = None
@@ -107,6 +219,18 @@ class Emitter:
         self._identity = identity
         self._exchange = exchange
         self._spans = default_spans() if spans is None else spans
+        record: _Record | None = getattr(tracer, "record", None)
+        self._record: _Record = record if record is not None else self._emit
+        """Where an event goes: the tracer's own ``record`` (a layout number and a tuple of values,
+        nothing else built on this thread), else :meth:`_emit`, which makes the attribute dict. An event
+        with a ``None`` value goes to :meth:`_emit` in any case (``record`` takes no missing values)."""
+
+    def _emit(
+        self, layout: int, trace: str | None, span: str | None, parent: str | None, values: tuple[Any, ...]
+    ) -> None:
+        found = LAYOUTS[layout]
+        attrs = found.attributes(values)
+        self._tracer.emit(found.name, trace_id=trace, span_id=span, parent_span_id=parent, attributes=attrs)
 
     @property
     def spans(self) -> Spans:
@@ -150,38 +274,31 @@ class Emitter:
 
     # -- publishing (any side) ---------------------------------------------------------------------
 
-    def _publish_attrs(self, msg: OutgoingMessage, message_id: str, attempt: int) -> dict[str, Any]:
-        attrs: dict[str, Any] = {
-            Attr.MESSAGING_SYSTEM: "rabbitmq",
-            Attr.OPERATION_TYPE: "send",
-            Attr.OPERATION_NAME: "publish",
-            Attr.DESTINATION: f"{self._exchange}:{msg.routing_key}",
-            Attr.ROUTING_KEY: msg.routing_key,
-            Attr.MESSAGE_ID: message_id,
-            Attr.REQUEST_ID: msg.request_id,
-            Attr.ATTEMPT: attempt,
-            Attr.RPC_SYSTEM: "gear",
-            Attr.RPC_METHOD: msg.method,
-            Attr.RPC_KIND: _kind(msg.kind),
-            Attr.CALLER: self._identity,
-            Attr.BODY_SIZE: len(msg.body),
-        }
-        if msg.deadline_unix is not None:
-            attrs[Attr.TIMEOUT_MS] = max(0.0, round((msg.deadline_unix - time.time()) * 1000, 3))
-        return attrs
-
     def _publish_event(
-        self, name: EventName, msg: OutgoingMessage, message_id: str, attempt: int, extra: dict[str, Any]
+        self,
+        layouts: tuple[int, ...],
+        msg: OutgoingMessage,
+        message_id: str,
+        attempt: int,
+        more: tuple[Any, ...] = (),
     ) -> None:
-        attrs = self._publish_attrs(msg, message_id, attempt)
-        attrs.update(extra)
-        span: str | None = msg.request_id
-        if msg.kind == "gear.reply":
-            attrs[Attr.CONVERSATION_ID] = msg.request_id
-            span = None
-        self._tracer.emit(
-            name, trace_id=msg.trace_id, span_id=span, parent_span_id=msg.parent_id, attributes=attrs
-        )
+        # a missing value (a republish without a reason) goes the way of an attribute dict, which drops it
+        record = self._emit if None in more else self._record
+        key, kind, deadline = msg.routing_key, msg.kind, msg.deadline_unix
+        values: tuple[Any, ...] = (
+            f"{self._exchange}:{key}", key, message_id, msg.request_id, attempt, msg.method,
+            kind.removeprefix("gear."), self._identity, len(msg.body),
+        )  # fmt: skip
+        if deadline is not None:
+            values += (max(0.0, _ms(deadline - time.time())),)
+        if more:
+            values += more
+        if kind == "gear.reply":
+            layout = layouts[2 + (deadline is not None)]
+            record(layout, msg.trace_id, None, msg.parent_id, (*values, msg.request_id))
+        else:
+            layout = layouts[deadline is not None]
+            record(layout, msg.trace_id, msg.request_id, msg.parent_id, values)
 
     def publish(self, msg: OutgoingMessage, message_id: str, attempt: int, reason: str | None = None) -> None:
         """``gear.publish`` for the first attempt, ``gear.publish.republish`` (with ``reason``:
@@ -191,212 +308,152 @@ class Emitter:
         if not self._tracer.enabled:
             return
         if attempt > 1:
-            extra = {Attr.REPUBLISH_REASON: reason} if reason else {}
-            self._publish_event(EventName.REPUBLISH, msg, message_id, attempt, extra)
+            self._publish_event(_REPUBLISHED, msg, message_id, attempt, (reason or None,))
         else:
-            self._publish_event(EventName.PUBLISH, msg, message_id, attempt, {})
+            self._publish_event(_PUBLISHED, msg, message_id, attempt)
 
     def confirmed(self, msg: OutgoingMessage, message_id: str, attempt: int) -> None:
         """``gear.publish.confirm``: the broker acked the attempt."""
         if self._spans.active:
             self._spans.attempt_done(msg, message_id, "confirm")
         if self._tracer.enabled:
-            self._publish_event(EventName.CONFIRM, msg, message_id, attempt, {})
+            self._publish_event(_CONFIRMED, msg, message_id, attempt)
 
     def nacked(self, msg: OutgoingMessage, message_id: str, attempt: int) -> None:
         """``gear.publish.nack``: the broker nacked the attempt."""
         if self._spans.active:
             self._spans.attempt_done(msg, message_id, "nack")
         if self._tracer.enabled:
-            self._publish_event(EventName.NACK, msg, message_id, attempt, {Attr.ERROR_TYPE: "nack"})
+            self._publish_event(_NACKED, msg, message_id, attempt)
 
     def returned(self, msg: OutgoingMessage, message_id: str, attempt: int, reply_code: int = 312) -> None:
         """``gear.publish.return``: the broker returned the attempt (312 NO_ROUTE)."""
         if self._spans.active:
             self._spans.attempt_done(msg, message_id, "return")
         if self._tracer.enabled:
-            self._publish_event(EventName.RETURN, msg, message_id, attempt, {Attr.REPLY_CODE: reply_code})
+            self._publish_event(_RETURNED, msg, message_id, attempt, (reply_code,))
 
     # -- caller side -------------------------------------------------------------------------------
-
-    def _caller_event(
-        self, name: EventName, request_id: str, trace_id: str | None, method: str, peer: str,
-        extra: dict[str, Any],
-    ) -> None:  # fmt: skip
-        attrs: dict[str, Any] = {
-            Attr.REQUEST_ID: request_id,
-            Attr.RPC_METHOD: method,
-            Attr.PEER_SERVICE: type_of(peer),
-            Attr.CALLER: self._identity,
-        }
-        attrs.update(extra)
-        self._tracer.emit(name, trace_id=trace_id, span_id=request_id, attributes=attrs)
 
     def response(
         self, request_id: str, trace_id: str | None, method: str, sender: str, elapsed: float, ok: bool
     ) -> None:
         """``gear.rpc.response``: a reply to a pending call (``elapsed`` seconds since its publish)."""
-        if not self._tracer.enabled:
-            return
-        extra: dict[str, Any] = {
-            Attr.DURATION_MS: round(elapsed * 1000, 3),
-            Attr.CONVERSATION_ID: request_id,
-        }
-        if not ok:
-            extra[Attr.ERROR_TYPE] = "remote"
-        self._caller_event(EventName.REPLY_RECEIVED, request_id, trace_id, method, sender, extra)
+        if self._tracer.enabled:
+            self._record(
+                _RESPONSE if ok else _RESPONSE_FAILED, trace_id, request_id, None,
+                (request_id, method, type_of(sender), self._identity, _ms(elapsed), request_id),
+            )  # fmt: skip
 
     def timeout(
         self, request_id: str, trace_id: str | None, method: str, address: str, timeout: float
     ) -> None:
         """``gear.rpc.timeout``: no reply before the deadline (``timeout`` seconds)."""
         if self._tracer.enabled:
-            extra = {Attr.ERROR_TYPE: "timeout", Attr.TIMEOUT_MS: round(timeout * 1000, 3)}
-            self._caller_event(EventName.TIMEOUT, request_id, trace_id, method, address, extra)
+            ms = _ms(timeout)
+            values = (request_id, method, type_of(address), self._identity, ms)
+            self._record(_TIMEOUT, trace_id, request_id, None, values)
 
     def late_reply(self, request_id: str, method: str, sender: str) -> None:
         """``gear.rpc.late_reply``: a reply nobody waits for any more (timed out, or a duplicate)."""
         if self._tracer.enabled:
-            extra = {Attr.CONVERSATION_ID: request_id}
-            self._caller_event(EventName.LATE_REPLY, request_id, None, method, sender, extra)
+            values = (request_id, method, type_of(sender), self._identity, request_id)
+            self._record(_LATE_REPLY, None, request_id, None, values)
 
     def unroutable(
         self, request_id: str, trace_id: str | None, method: str, address: str, attempts: int
     ) -> None:
         """``gear.rpc.unroutable``: every attempt was returned until the deadline."""
         if self._tracer.enabled:
-            extra = {Attr.ERROR_TYPE: "unroutable", Attr.ATTEMPT: attempts}
-            self._caller_event(EventName.UNROUTABLE, request_id, trace_id, method, address, extra)
+            values = (request_id, method, type_of(address), self._identity, attempts)
+            self._record(_UNROUTABLE, trace_id, request_id, None, values)
 
     # -- callee side -------------------------------------------------------------------------------
 
     def _delivery_event(
-        self, name: EventName, delivery: DeliveredMessage, meta: RequestMeta, extra: dict[str, Any]
+        self, layout: int, delivery: DeliveredMessage, meta: RequestMeta, extra: tuple[Any, ...] = ()
     ) -> None:
-        attrs: dict[str, Any] = {
-            Attr.MESSAGING_SYSTEM: "rabbitmq",
-            Attr.DESTINATION: f"{self._exchange}:{delivery.routing_key}:{delivery.queue}",
-            Attr.ROUTING_KEY: delivery.routing_key,
-            Attr.MESSAGE_ID: delivery.message_id,
-            Attr.DELIVERY_TAG: delivery.delivery_tag,
-            Attr.REQUEST_ID: meta.request_id,
-            Attr.RPC_SYSTEM: "gear",
-            Attr.RPC_METHOD: meta.method,
-            Attr.CALLER: meta.sender,
-            Attr.RPC_KIND: _kind(meta.kind),
-        }
-        attrs.update(extra)
-        self._tracer.emit(
-            name, trace_id=meta.trace_id, span_id=meta.request_id, parent_span_id=meta.parent_id,
-            attributes=attrs,
+        key, message_id = delivery.routing_key, delivery.message_id
+        values = (
+            f"{self._exchange}:{key}:{delivery.queue}", key, message_id, delivery.delivery_tag,
+            meta.request_id, meta.method, meta.sender, meta.kind.removeprefix("gear."), *extra,
         )  # fmt: skip
+        record = self._record if message_id is not None else self._emit  # see _publish_event
+        record(layout, meta.trace_id, meta.request_id, meta.parent_id, values)
 
     def deliver(self, delivery: DeliveredMessage, meta: RequestMeta, *, duplicate: bool = False) -> None:
         """``gear.deliver``: exactly one per request delivery; ``duplicate`` when the idempotency window
         recognised the request id (the handler does not run again)."""
-        if not self._tracer.enabled:
-            return
-        extra: dict[str, Any] = {
-            Attr.OPERATION_TYPE: "process",
-            Attr.OPERATION_NAME: "deliver",
-            Attr.ATTEMPT: meta.attempt,
-            Attr.REDELIVERED: delivery.redelivered,
-            Attr.BODY_SIZE: len(delivery.body),
-        }
-        if duplicate:
-            extra[Attr.DUPLICATE] = True
-        self._delivery_event(EventName.DELIVER, delivery, meta, extra)
+        if self._tracer.enabled:
+            self._delivery_event(
+                _DELIVER_DUPLICATE if duplicate else _DELIVER, delivery, meta,
+                (meta.attempt, delivery.redelivered, len(delivery.body)),
+            )  # fmt: skip
 
     def settle(
         self, delivery: DeliveredMessage, meta: RequestMeta, how: Settlement, *, requeue: bool = False
     ) -> None:
         """``gear.settle``: the delivery was acked, nacked or rejected (``requeue`` for nack/reject)."""
         if self._tracer.enabled:
-            extra = {Attr.OPERATION_TYPE: "settle", Attr.OPERATION_NAME: how.value, Attr.REQUEUE: requeue}
-            self._delivery_event(EventName.SETTLE, delivery, meta, extra)
+            self._delivery_event(_SETTLE, delivery, meta, (str(how), requeue))
 
     def rejected_foreign(self, delivery: DeliveredMessage, reason: str) -> None:
         """``gear.settle`` (reject, no requeue) for a message that is not a Gear message."""
-        if not self._tracer.enabled:
-            return
-        attrs: dict[str, Any] = {
-            Attr.MESSAGING_SYSTEM: "rabbitmq",
-            Attr.OPERATION_TYPE: "settle",
-            Attr.OPERATION_NAME: Settlement.REJECT.value,
-            Attr.REQUEUE: False,
-            Attr.DESTINATION: f"{self._exchange}:{delivery.routing_key}:{delivery.queue}",
-            Attr.ROUTING_KEY: delivery.routing_key,
-            Attr.MESSAGE_ID: delivery.message_id,
-            Attr.DELIVERY_TAG: delivery.delivery_tag,
-            Attr.ERROR_TYPE: "not_gear",
-            "exception.message": reason,
-        }
-        self._tracer.emit(EventName.SETTLE, attributes=attrs)
+        if self._tracer.enabled:
+            key, message_id = delivery.routing_key, delivery.message_id
+            values = (
+                f"{self._exchange}:{key}:{delivery.queue}", key, message_id, delivery.delivery_tag, reason,
+            )  # fmt: skip
+            record = self._record if message_id is not None else self._emit  # see _publish_event
+            record(_FOREIGN, None, None, None, values)
 
     def expired(self, delivery: DeliveredMessage, meta: RequestMeta) -> None:
         """``gear.rpc.expired``: the request's deadline had passed when it arrived; it is dropped."""
         if self._tracer.enabled:
-            self._delivery_event(EventName.EXPIRED, delivery, meta, {Attr.ERROR_TYPE: "expired"})
+            self._delivery_event(_EXPIRED, delivery, meta)
 
     def cancelled(self, delivery: DeliveredMessage, meta: RequestMeta) -> None:
         """``gear.rpc.cancelled``: the handler outlived the request's deadline; no reply follows."""
         self._spans.failed("deadline")
         if self._tracer.enabled:
-            self._delivery_event(EventName.CANCELLED, delivery, meta, {Attr.ERROR_TYPE: "deadline"})
+            self._delivery_event(_CANCELLED, delivery, meta)
 
-    def _reply_event(self, name: EventName, meta: RequestMeta, extra: dict[str, Any]) -> None:
-        attrs: dict[str, Any] = {
-            Attr.REQUEST_ID: meta.request_id,
-            Attr.CONVERSATION_ID: meta.request_id,
-            Attr.RPC_METHOD: meta.method,
-            Attr.RPC_KIND: "reply",
-            Attr.CALLER: self._identity,
-            Attr.PEER_SERVICE: type_of(meta.sender),
-        }
-        attrs.update(extra)
-        self._tracer.emit(name, trace_id=meta.trace_id, attributes=attrs)
+    def _reply_values(self, meta: RequestMeta) -> tuple[Any, ...]:
+        rid = meta.request_id
+        return (rid, rid, meta.method, self._identity, type_of(meta.sender))
 
     def reply_sent(self, meta: RequestMeta, ok: bool, handler_seconds: float | None = None) -> None:
         """``gear.rpc.reply``: the reply to ``meta`` was published and confirmed."""
         if not self._tracer.enabled:
             return
-        extra: dict[str, Any] = {}
-        if not ok:
-            extra[Attr.ERROR_TYPE] = "remote"
+        values = self._reply_values(meta)
         if handler_seconds is not None:
-            extra[Attr.DURATION_MS] = round(handler_seconds * 1000, 3)
-        self._reply_event(EventName.REPLY_SENT, meta, extra)
+            values += (_ms(handler_seconds),)
+        self._record(_REPLY_SENT[ok, handler_seconds is not None], meta.trace_id, None, None, values)
 
     def reply_unroutable(self, meta: RequestMeta) -> None:
         """``gear.rpc.unroutable`` (kind reply): the reply could not be delivered to the caller."""
         if self._tracer.enabled:
-            self._reply_event(EventName.UNROUTABLE, meta, {Attr.ERROR_TYPE: "unroutable"})
+            self._record(_REPLY_UNROUTABLE, meta.trace_id, None, None, self._reply_values(meta))
 
     # -- connection --------------------------------------------------------------------------------
-
-    def _connection_event(self, name: EventName, attrs: dict[str, Any]) -> None:
-        attrs[Attr.MESSAGING_SYSTEM] = "rabbitmq"
-        self._tracer.emit(name, attributes=attrs)
 
     def connection_lost(self, reason: str) -> None:
         """``gear.connection.lost`` (``reason``: why the link failed)."""
         if self._tracer.enabled:
-            self._connection_event(EventName.CONNECTION_LOST, {"exception.message": reason})
+            self._record(_CONNECTION_LOST, None, None, None, (reason,))
 
     def reconnected(self, attempt: int, downtime: float) -> None:
         """``gear.connection.reconnect`` after ``downtime`` seconds without a link."""
         if self._tracer.enabled:
-            self._connection_event(
-                EventName.RECONNECT,
-                {Attr.RECONNECT_ATTEMPT: attempt, Attr.DOWNTIME_MS: round(downtime * 1000, 3)},
-            )
+            self._record(_RECONNECT, None, None, None, (attempt, _ms(downtime)))
 
     def blocked(self, reason: str) -> None:
         """``gear.connection.blocked`` (the broker's reason, e.g. low on memory)."""
         if self._tracer.enabled:
-            self._connection_event(EventName.BLOCKED, {Attr.BLOCKED_REASON: reason})
+            self._record(_BLOCKED, None, None, None, (reason,))
 
     def unblocked(self) -> None:
         """``gear.connection.unblocked``."""
         if self._tracer.enabled:
-            self._connection_event(EventName.UNBLOCKED, {})
+            self._record(_UNBLOCKED, None, None, None, ())

@@ -15,21 +15,34 @@ RPC and messaging semantic conventions (v1.44):
   (the server span already covers it); a republished reply does;
 * errors set the span status to ERROR with ``error.type`` and record the exception.
 
-Cost: spans are made on the event loop, so each one is kept cheap. Attributes are only computed when
-the span records (a sampled-out or API-only span skips them; samplers see the span's name and kind),
-and each span carries the attributes that say what it is, not copies of its parent's.
+Cost: spans are made on the event loop, so each one is kept cheap. With the API installed but no SDK
+configured (the global tracer provider is still OpenTelemetry's proxy or no-op one) no span is started
+at all: an incoming ``traceparent`` is still made current while its request is served, so nested calls
+pass it on, as the API's no-op spans would. With an SDK, attributes are given to ``start_span`` in one
+dict (samplers see them), and each span carries the attributes that say what it is, not copies of its
+parent's. ``benchmarks/tracing_cpu.py spans sdk-bare`` tells Gear's share of the span cost from the SDK's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, MutableMapping
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import MutableMapping
+from contextlib import AbstractContextManager, nullcontext
+from contextvars import Token
 from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.propagators.textmap import Getter
-from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode
+from opentelemetry.trace import (
+    Link,
+    NoOpTracerProvider,
+    ProxyTracerProvider,
+    Span,
+    SpanContext,
+    SpanKind,
+    Status,
+    StatusCode,
+)
 
 from gear.tracing.api import Attr
 from gear.tracing.emitter import DeliveredMessage, OutgoingMessage, RequestMeta, type_of
@@ -58,6 +71,19 @@ class _HeaderGetter(Getter[Any]):
 
 _GETTER = _HeaderGetter()
 _REPLY = "gear.reply"
+_NO_OP_PROVIDERS = (ProxyTracerProvider, NoOpTracerProvider)
+_UNKNOWN: Any = object()
+
+
+class _NoClientSpan:
+    __slots__ = ()
+
+    def end(self, error: BaseException | None = None) -> None:
+        """Nothing to end."""
+
+
+_NO_CLIENT_SPAN = _NoClientSpan()
+_NO_CONTEXT = nullcontext()
 
 
 def _error_type(error: BaseException | str) -> str:
@@ -102,12 +128,34 @@ class _ClientSpan:
         self.span.end()
 
 
+class _Current:
+    """Makes ``context`` current for a ``with`` block, and ends ``span`` (if any) when it is left."""
+
+    __slots__ = ("_context", "_span", "_token")
+    _token: Token[otel_context.Context]
+
+    def __init__(self, context: otel_context.Context, span: Span | None) -> None:
+        self._context = context
+        self._span = span
+
+    def __enter__(self) -> None:
+        self._token = otel_context.attach(self._context)
+
+    def __exit__(self, *exc: object) -> None:
+        otel_context.detach(self._token)
+        if self._span is not None:
+            self._span.end()
+
+
 class OtelSpans:
     """Spans through the OpenTelemetry API (the global tracer provider unless one is given)."""
 
-    active = True
-
     def __init__(self, tracer_provider: trace.TracerProvider | None = None) -> None:
+        self._provider = tracer_provider
+        if tracer_provider is None:
+            trace.get_tracer_provider()  # sets the global one from OTEL_PYTHON_TRACER_PROVIDER if named
+        self._live = False
+        """Set once a real provider (an SDK's) is seen: a global provider can be set once and stays."""
         self._tracer = trace.get_tracer(
             "gear", _version(), tracer_provider=tracer_provider, schema_url=SCHEMA_URL
         )
@@ -116,32 +164,56 @@ class OtelSpans:
         self._reply_attempts: dict[str, Span] = {}
         """Open publish-attempt spans of replies by request id: apart from the requests', since a
         service that calls an instance in its own process publishes both under one request id."""
-        self._clients: dict[str, Span] = {}
-        """Client spans of calls in flight by request id: the parents of their attempts."""
+        self._clients: dict[str, tuple[Span, otel_context.Context]] = {}
+        """Client spans of calls in flight by request id, with a context holding each: the parents of
+        their attempts."""
         self._previous: dict[str, SpanContext] = {}
         """The latest attempt of each call in flight: what a republish links to."""
+
+    @property
+    def active(self) -> bool:
+        """False while the tracer provider is OpenTelemetry's proxy or no-op one (no SDK configured)."""
+        if self._live:
+            return True
+        provider = self._provider
+        if provider is None or isinstance(provider, ProxyTracerProvider):  # the global one
+            # The API's module global, read directly: get_tracer_provider() looks an environment
+            # variable up on each call while none is set, which costs more than this whole bridge
+            # (that variable was honoured by the call in __init__). Its public answer if the name goes.
+            provider = getattr(trace, "_TRACER_PROVIDER", _UNKNOWN)
+            if provider is None:
+                return False
+            if provider is _UNKNOWN:
+                provider = trace.get_tracer_provider()
+        if isinstance(provider, _NO_OP_PROVIDERS):
+            return False
+        self._live = True
+        return True
 
     # -- client side -------------------------------------------------------------------------------
 
     def start_client(
         self, msg: OutgoingMessage, address: str, headers: MutableMapping[str, Any], exchange: str
-    ) -> _ClientSpan:
+    ) -> _ClientSpan | _NoClientSpan:
+        if not self.active:
+            # no span; a trace context that is current (a request served with a traceparent) goes on
+            if otel_context.get_current():
+                propagate.inject(headers)
+            return _NO_CLIENT_SPAN
         kind = SpanKind.PRODUCER if msg.kind == "gear.cast" else SpanKind.CLIENT
         callee = type_of(address)
         method = f"{callee}/{msg.method}"
-        span = self._tracer.start_span(method, kind=kind)
-        if span.is_recording():
-            span.set_attributes(
-                {
-                    Attr.RPC_SYSTEM: "gear",
-                    Attr.RPC_METHOD: method,
-                    Attr.PEER_SERVICE: callee,
-                    Attr.MESSAGING_SYSTEM: "rabbitmq",
-                    Attr.REQUEST_ID: msg.request_id,
-                }
-            )
-        propagate.inject(headers, context=trace.set_span_in_context(span))
-        self._clients[msg.request_id] = span
+        attributes = {
+            Attr.RPC_SYSTEM: "gear",
+            Attr.RPC_METHOD: method,
+            Attr.PEER_SERVICE: callee,
+            Attr.MESSAGING_SYSTEM: "rabbitmq",
+            Attr.REQUEST_ID: msg.request_id,
+        }
+        span = self._tracer.start_span(method, kind=kind, attributes=attributes)
+        context = trace.set_span_in_context(span)
+        propagate.inject(headers, context=context)
+        self._clients[msg.request_id] = (span, context)
         return _ClientSpan(span, self, msg.request_id)
 
     def forget(self, rid: str) -> None:
@@ -157,7 +229,7 @@ class OtelSpans:
         if reply and attempt == 1:  # the server span covers a reply's first attempt
             return
         rid = msg.request_id
-        client = None if reply else self._clients.get(rid)
+        client, ctx = (None, None) if reply else self._clients.get(rid, (None, None))
         if not (client if client is not None else trace.get_current_span()).is_recording():
             # an unsampled parent, or no tracer provider at all: the attempt's span would not be
             # recorded either (parent-based sampling), so skip its cost on the publish path
@@ -168,24 +240,24 @@ class OtelSpans:
             still_open.end()
         before = None if reply else self._previous.get(rid)  # a reply links to none of the request's
         links = [Link(before, {Attr.REPUBLISH_REASON: reason or ""})] if before is not None else None
-        # a request's attempts sit under its client span; a reply's under the current (server) span
-        ctx = trace.set_span_in_context(client) if client is not None else None
+        # a request's attempts sit under its client span (ctx); a reply's under the current (server) span
+        attributes: dict[str, str | int] = {
+            Attr.MESSAGING_SYSTEM: "rabbitmq",
+            Attr.OPERATION_TYPE: "send",
+            Attr.OPERATION_NAME: "publish",
+            Attr.ROUTING_KEY: msg.routing_key,
+            Attr.MESSAGE_ID: message_id,
+            Attr.ATTEMPT: attempt,
+        }
+        if reason:
+            attributes[Attr.REPUBLISH_REASON] = reason
         span = self._tracer.start_span(
-            f"publish {msg.routing_key}", context=ctx, kind=SpanKind.PRODUCER, links=links
+            f"publish {msg.routing_key}",
+            context=ctx,
+            kind=SpanKind.PRODUCER,
+            links=links,
+            attributes=attributes,
         )
-        if span.is_recording():
-            span.set_attributes(
-                {
-                    Attr.MESSAGING_SYSTEM: "rabbitmq",
-                    Attr.OPERATION_TYPE: "send",
-                    Attr.OPERATION_NAME: "publish",
-                    Attr.ROUTING_KEY: msg.routing_key,
-                    Attr.MESSAGE_ID: message_id,
-                    Attr.ATTEMPT: attempt,
-                }
-            )
-            if reason:
-                span.set_attribute(Attr.REPUBLISH_REASON, reason)
         attempts[rid] = span
         if client is not None:
             self._previous[rid] = span.get_span_context()
@@ -205,38 +277,38 @@ class OtelSpans:
     def server(
         self, delivery: DeliveredMessage, meta: RequestMeta, headers: Any, exchange: str
     ) -> AbstractContextManager[None]:
-        return self._serve(delivery, meta, headers, exchange)
+        if self.active:
+            return self._serve(delivery, meta, headers, exchange)
+        if headers and not propagate.get_global_textmap().fields.isdisjoint(headers):
+            return self._pass_through(headers)
+        return _NO_CONTEXT
 
-    @contextmanager
-    def _serve(
-        self, delivery: DeliveredMessage, meta: RequestMeta, headers: Any, exchange: str
-    ) -> Iterator[None]:
+    def _pass_through(self, headers: Any) -> _Current:
+        """No SDK: the caller's trace context is current while the request is served, no span made."""
+        remote = trace.get_current_span(propagate.extract(headers, getter=_GETTER))
+        return _Current(trace.set_span_in_context(remote), None)
+
+    def _serve(self, delivery: DeliveredMessage, meta: RequestMeta, headers: Any, exchange: str) -> _Current:
         parent = propagate.extract(headers, getter=_GETTER)
         kind = SpanKind.CONSUMER if meta.kind == "gear.cast" else SpanKind.SERVER
         own_type = delivery.queue.split(".", 1)[0]
         method = f"{own_type}/{meta.method}"
-        span = self._tracer.start_span(method, context=parent, kind=kind)
-        if span.is_recording():
-            span.set_attributes(
-                {
-                    Attr.RPC_SYSTEM: "gear",
-                    Attr.RPC_METHOD: method,
-                    Attr.OPERATION_TYPE: "process",
-                    Attr.DESTINATION: f"{exchange}:{delivery.routing_key}:{delivery.queue}",
-                    Attr.REQUEST_ID: meta.request_id,
-                    Attr.CALLER: meta.sender,
-                }
-            )
-            if delivery.redelivered:
-                span.set_attribute(Attr.REDELIVERED, True)
-        token = otel_context.attach(trace.set_span_in_context(span))
-        try:
-            yield
-        finally:
-            otel_context.detach(token)
-            span.end()
+        attributes: dict[str, str | bool] = {
+            Attr.RPC_SYSTEM: "gear",
+            Attr.RPC_METHOD: method,
+            Attr.OPERATION_TYPE: "process",
+            Attr.DESTINATION: f"{exchange}:{delivery.routing_key}:{delivery.queue}",
+            Attr.REQUEST_ID: meta.request_id,
+            Attr.CALLER: meta.sender,
+        }
+        if delivery.redelivered:
+            attributes[Attr.REDELIVERED] = True
+        span = self._tracer.start_span(method, context=parent, kind=kind, attributes=attributes)
+        return _Current(trace.set_span_in_context(span), span)
 
     def failed(self, error: BaseException | str) -> None:
+        if not self._live and not self.active:
+            return
         span = trace.get_current_span()
         if span.is_recording():
             _fail(span, error)

@@ -14,7 +14,7 @@ import logging
 import os
 import re
 from pathlib import Path
-from typing import TextIO
+from typing import BinaryIO
 
 __all__ = ("DEFAULT_MAX_BYTES", "RotatingFileSink", "safe_name")
 
@@ -46,7 +46,7 @@ class RotatingFileSink:
         """Lines written."""
         self.paths: list[Path] = []
         """Every file this sink has opened, oldest first."""
-        self._file: TextIO | None = None
+        self._file: BinaryIO | None = None
         self._size = 0
         self._index = -1
         self._warned = False
@@ -58,33 +58,35 @@ class RotatingFileSink:
         found = [int(m.group(1)) for p in self.directory.iterdir() if (m := pattern.fullmatch(p.name))]
         return max(found, default=-1) + 1
 
-    def _open(self) -> TextIO:
+    def _open(self) -> BinaryIO:
         self.directory.mkdir(parents=True, exist_ok=True)
         self._index = self._next_index()
         path = self.directory / f"{self.stem}.{self._index:05d}.jsonl"
-        handle = open(path, "a", encoding="utf-8")  # noqa: SIM115 - kept open across batches
+        handle = open(path, "ab")  # noqa: SIM115 - kept open across batches
         self.paths.append(path)
         self._size = 0
         return handle
 
-    def write(self, lines: list[str]) -> None:
-        """Append ``lines`` (each ending in ``\\n``), rotating as needed. Never raises."""
+    def write(self, lines: list[str], encoded: bytes | None = None) -> None:
+        """Append ``lines`` (each ending in ``\\n``; ``encoded``: their UTF-8 text if the caller has it),
+        rotating as needed. Never raises.
+
+        A batch that fits in the current file is written as one chunk; one that would pass
+        ``max_bytes`` is written line by line, starting a new file where needed.
+        """
         if not lines:
             return
-        done = 0
         try:
-            for line in lines:
-                size = len(line.encode("utf-8"))
-                if self._file is None or (self._size and self._size + size > self.max_bytes):
-                    self._close_file()
-                    self._file = self._open()
-                self._file.write(line)
-                self._size += size
-                done += 1
+            chunk = "".join(lines).encode("utf-8") if encoded is None else encoded
+            if self._file is not None and self._size + len(chunk) <= self.max_bytes:
+                self._file.write(chunk)
+                self._size += len(chunk)
+            else:
+                self._write_rotating(lines)
             if self._file is not None:
                 self._file.flush()
-            self.written += done
-        except (OSError, ValueError) as exc:  # ValueError: the file was closed under us
+            self.written += len(lines)
+        except (OSError, ValueError) as exc:  # ValueError: the file was closed under us, or bad text
             self.dropped += len(lines)
             self._abandon_file()
             if not self._warned:
@@ -94,6 +96,15 @@ class RotatingFileSink:
                     self.directory,
                     exc,
                 )
+
+    def _write_rotating(self, lines: list[str]) -> None:
+        for line in lines:
+            data = line.encode("utf-8")
+            if self._file is None or (self._size and self._size + len(data) > self.max_bytes):
+                self._close_file()
+                self._file = self._open()
+            self._file.write(data)
+            self._size += len(data)
 
     def _abandon_file(self) -> None:
         try:

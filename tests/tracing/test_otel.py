@@ -24,7 +24,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry.trace import NoOpTracerProvider, ProxyTracerProvider, SpanKind, StatusCode
 
 import gear
 from gear.tracing import Emitter, EventName, InMemoryTracer
@@ -301,3 +301,55 @@ def test_a_reply_attempt_has_a_span_only_when_republished(
     assert republished.attributes["gear.attempt"] == 2
     assert republished.attributes["gear.republish.reason"] == "return"
     assert not republished.links  # the first attempt of a reply had no span to link to
+
+
+@dataclass
+class _Delivered:
+    body: bytes = b"{}"
+    queue: str = "CTRL.c1"
+    routing_key: str = "CTRL.c1"
+    delivery_tag: int = 1
+    redelivered: bool = False
+    message_id: str | None = "ab.1"
+
+
+@dataclass
+class _Meta:
+    kind: str = "gear.call"
+    request_id: str = "cd" * 8
+    method: str = "lookup"
+    sender: str = "WEB.w1"
+    attempt: int = 1
+    trace_id: str | None = None
+    parent_id: str | None = None
+
+
+@pytest.mark.parametrize("provider", [NoOpTracerProvider(), ProxyTracerProvider(), None])
+def test_without_an_sdk_no_span_is_made_and_a_traceparent_passes_through(
+    provider: trace.TracerProvider | None,
+) -> None:
+    """The API installed but no SDK configured (the global provider is the proxy, or a no-op one is
+    given): no spans, but a request served with W3C context hands it on to the calls its handler makes,
+    as the API's no-op spans do."""
+    if provider is None and not isinstance(trace.get_tracer_provider(), ProxyTracerProvider):
+        pytest.skip("a global tracer provider was set in this process")
+    spans = OtelSpans(provider)
+    assert not spans.active
+    emitter = Emitter(InMemoryTracer(), "CTRL.c1", spans=spans)
+    alone = _Msg()
+    emitter.client_span(alone, "REPO.r1").end()
+    assert "traceparent" not in alone.headers  # no trace context anywhere: no header
+    parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    incoming = {"traceparent": parent.encode(), "tracestate": "vendor=1", "x-gear-method": "lookup"}
+    nested = _Msg()
+    with emitter.server_span(_Delivered(), _Meta(), incoming):
+        assert emitter.current_trace_id() == "0af7651916cd43dd8448eb211c80319c"
+        emitter.client_span(nested, "REPO.r1").end()
+        emitter.failed("KeyError")
+    assert nested.headers["traceparent"] == parent
+    assert nested.headers["tracestate"] == "vendor=1"
+    assert emitter.current_trace_id() is None
+    with emitter.server_span(_Delivered(), _Meta(), {"x-gear-method": "lookup"}):
+        untraced = _Msg()
+        emitter.client_span(untraced, "REPO.r1").end()
+    assert "traceparent" not in untraced.headers
