@@ -14,6 +14,8 @@ an element of the data (the nearest rank) and is exact on small groups.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as sf
@@ -21,7 +23,15 @@ from pyspark.sql import functions as sf
 from gear.pipeline.load import count_where
 from gear.tracing.api import EventName as E
 
-__all__ = ("CALLER_EVENTS", "build_calls", "dependency_links", "latency", "route_rates")
+__all__ = (
+    "CALLER_EVENTS",
+    "CallTotals",
+    "build_calls",
+    "call_totals",
+    "dependency_links",
+    "latency",
+    "route_rates",
+)
 
 CALLER_EVENTS = (
     E.PUBLISH,
@@ -107,6 +117,33 @@ def build_calls(
     if until_ns is not None:
         calls = calls.filter(c("t") < until_ns)
     return calls.persist(StorageLevel.MEMORY_AND_DISK), orphans, grouped
+
+
+@dataclass(frozen=True, slots=True)
+class CallTotals:
+    """What the summary needs of the calls as a whole, read in one pass."""
+
+    first_t: int | None
+    """The first publish time (ns); None without calls."""
+    last_t: int | None
+    calls: int
+    no_outcome: int
+    """Calls whose outcome is ``none``."""
+
+
+def call_totals(calls: DataFrame) -> CallTotals:
+    """The time span, the number of calls and of calls without an outcome, in one Spark job."""
+    row = calls.agg(
+        sf.min("t").alias("lo"),
+        sf.max("t").alias("hi"),
+        sf.count(sf.lit(1)).alias("calls"),
+        count_where(sf.col("outcome") == "none").alias("none"),
+    ).first()
+    assert row is not None
+    lo, hi = row["lo"], row["hi"]
+    return CallTotals(
+        None if lo is None else int(lo), None if hi is None else int(hi), int(row["calls"]), int(row["none"])
+    )
 
 
 def _delivered_types(events: DataFrame) -> DataFrame:

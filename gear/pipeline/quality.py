@@ -16,7 +16,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 from pyspark.sql import types as st
 
-from gear.pipeline.load import Loaded, count_where
+from gear.pipeline.calls import CallTotals
+from gear.pipeline.load import Loaded
 from gear.pipeline.tables import BY_NAME
 
 __all__ = ("QUALITY_SCHEMA", "data_quality")
@@ -29,17 +30,13 @@ QUALITY_SCHEMA = st.StructType(
 def data_quality(
     spark: SparkSession,
     loaded: Loaded,
-    calls: DataFrame,
+    totals: CallTotals,
     caller_orphans: DataFrame,
     delivery_orphans: DataFrame,
 ) -> DataFrame:
     """A one-row DataFrame of data-quality counters (see the module docstring)."""
-    call_counts = calls.agg(
-        sf.count(sf.lit(1)).alias("calls"), count_where(sf.col("outcome") == "none").alias("none")
-    ).first()
     orphan_caller = caller_orphans.agg(sf.coalesce(sf.sum("n_events"), sf.lit(0)).alias("n")).first()
     orphan_delivery = delivery_orphans.count()
-    assert call_counts is not None
     assert orphan_caller is not None
     row = (
         loaded.lines,
@@ -50,8 +47,8 @@ def data_quality(
         int(orphan_caller["n"]) + orphan_delivery,
         int(orphan_caller["n"]),
         orphan_delivery,
-        int(call_counts["calls"]),
-        int(call_counts["none"]),
+        totals.calls,
+        totals.no_outcome,
         loaded.instances,
     )
     # Literals in a one-row range rather than createDataFrame(list): no Python worker on executors.

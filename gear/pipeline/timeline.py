@@ -13,7 +13,7 @@ from pyspark.sql import functions as sf
 from gear.pipeline.calls import ERROR_OUTCOMES
 from gear.pipeline.load import count_where
 
-__all__ = ("BUCKETS_MS", "TARGET_BUCKETS", "choose_bucket_ms", "time_span", "timeline")
+__all__ = ("BUCKETS_MS", "TARGET_BUCKETS", "choose_bucket_ms", "timeline")
 
 TARGET_BUCKETS = 60
 """About how many buckets the time axis gets."""
@@ -34,14 +34,6 @@ def choose_bucket_ms(span_ns: int) -> int:
         if width >= wanted:
             return width
     return BUCKETS_MS[-1]
-
-
-def time_span(calls: DataFrame) -> tuple[int | None, int | None]:
-    """The first and last publish time (ns) of ``calls``; ``(None, None)`` without calls."""
-    row = calls.agg(sf.min("t").alias("lo"), sf.max("t").alias("hi")).first()
-    if row is None or row["lo"] is None:
-        return None, None
-    return int(row["lo"]), int(row["hi"])
 
 
 def timeline(calls: DataFrame, bucket_ms: int) -> DataFrame:
