@@ -41,11 +41,7 @@ _CLASS_NAMES = {
     aiormq.Connection: (_ON_BLOCKED, _ON_UNBLOCKED),
 }
 _CLOSE_REASON = "_close_exception"
-_CHANNEL_ATTRIBUTES = (
-    "write_queue",
-    "consumers",
-    _CLOSE_REASON,
-)
+_CHANNEL_ATTRIBUTES = ("consumers", _CLOSE_REASON)
 
 
 class UnsupportedClientError(ImportError):

@@ -10,10 +10,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from enum import Enum
 
-from gear.adapter.decode import Verdict
+__all__ = ("ChannelClosedError", "Confirms", "Verdict")
 
-__all__ = ("ChannelClosedError", "Confirms")
+
+class Verdict(Enum):
+    """The broker's answer to one confirmed publish (the result of its future)."""
+
+    ACK = "ack"
+    RETURNED = "returned"
+    NACKED = "nacked"
 
 
 class ChannelClosedError(ConnectionError):

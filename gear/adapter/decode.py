@@ -16,12 +16,11 @@ import logging
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any, Protocol
 
 from pamqp.decode import field_table
 
-__all__ = ("ConfirmSink", "DeliverSink", "FrameDemux", "Properties", "Verdict", "decode_properties")
+__all__ = ("ConfirmSink", "DeliverSink", "FrameDemux", "Properties", "decode_properties")
 
 log = logging.getLogger("gear.adapter")
 
@@ -53,14 +52,6 @@ class Properties:
 
 DeliverSink = Callable[[str, int, bool, str, Properties, bytes], None]
 """``sink(consumer_tag, delivery_tag, redelivered, routing_key, properties, body)``."""
-
-
-class Verdict(Enum):
-    """The broker's answer to one confirmed publish (the result of its confirmation future)."""
-
-    ACK = "ack"
-    RETURNED = "returned"
-    NACKED = "nacked"
 
 
 class ConfirmSink(Protocol):
@@ -129,16 +120,19 @@ def decode_properties(data: bytes, flags: int) -> Properties:
 
 
 class _Content:
-    """A message being assembled on one channel: its method, then header, then body frames."""
+    """A message being assembled on one channel after its method frame: header, then body frames.
 
-    __slots__ = ("body", "method", "parts", "props", "remaining")
+    ``deliver`` holds the ``basic.deliver`` fields (consumer tag, delivery tag, redelivered, routing
+    key); ``None`` means a ``basic.return``.
+    """
 
-    def __init__(self, method: tuple[Any, ...]) -> None:
-        self.method = method
+    __slots__ = ("deliver", "parts", "props", "remaining")
+
+    def __init__(self, deliver: tuple[str, int, bool, str] | None) -> None:
+        self.deliver = deliver
         self.props: Properties | None = None
         self.remaining = -1
         self.parts: list[bytes] = []
-        self.body = b""
 
 
 class FrameDemux:
@@ -221,7 +215,7 @@ class FrameDemux:
                 sink.confirm(delivery_tag, bool(data[at + 8] & 1), key == _ACK)
                 return True
             if key == _RETURN:
-                self._content[channel] = _Content(())
+                self._content[channel] = _Content(None)
                 return True
         except (IndexError, ValueError, struct.error):  # UnicodeDecodeError is a ValueError
             log.warning("malformed frame on channel %d: left to the client library", channel)
@@ -252,11 +246,10 @@ class FrameDemux:
         props = content.props
         assert props is not None
         try:
-            if len(content.method) == 4:
+            if content.deliver is not None:
                 sink = self._deliver.get(channel)
                 if sink is not None:
-                    tag, delivery_tag, redelivered, routing_key = content.method
-                    sink(tag, delivery_tag, redelivered, routing_key, props, body)
+                    sink(*content.deliver, props, body)
             else:
                 confirm = self._confirm.get(channel)
                 if confirm is not None:

@@ -24,8 +24,7 @@ from typing import Any
 
 import aiormq.exceptions as amqp
 
-from gear.adapter.confirms import ChannelClosedError, Confirms
-from gear.adapter.decode import Verdict
+from gear.adapter.confirms import ChannelClosedError, Confirms, Verdict
 from gear.adapter.errors import describe
 
 __all__ = ("Outcome", "PublishResult", "send")

@@ -19,8 +19,8 @@ aiormq opens its TCP/TLS stream through a :class:`~aiormq.connection.TransportFa
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
-from typing import Any, SupportsIndex
+from collections.abc import Callable
+from typing import Any
 
 from aiormq.connection import SSLContextProvider, TransportFactory
 from aiormq.exceptions import AMQPConnectionError
@@ -35,16 +35,13 @@ _RECV_BUFFER = 2**16
 
 
 class TimedReader(asyncio.StreamReader):
-    """A stream reader that remembers when data last arrived (``last_received``, loop time)."""
+    """aiormq's stream reader, with ``last_received``: the loop time of the last read (set by
+    :class:`ReusedBufferProtocol` on every read, also when the demux keeps all of it)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__(limit=_READ_LIMIT, loop=loop)
         self._now = loop.time
         self.last_received = loop.time()
-
-    def feed_data(self, data: Iterable[SupportsIndex]) -> None:
-        self.last_received = self._now()
-        super().feed_data(data)
 
     def silence(self) -> float:
         """Seconds since the broker last sent anything."""

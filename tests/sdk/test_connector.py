@@ -119,5 +119,5 @@ def test_the_fence_names_what_is_missing_and_the_supported_versions(monkeypatch:
     class BareChannel:
         is_closed = False
 
-    with pytest.raises(_aiormq.UnsupportedClientError, match=r"Channel\.write_queue"):
+    with pytest.raises(_aiormq.UnsupportedClientError, match=r"Channel\.consumers"):
         _aiormq.check_channel(BareChannel())

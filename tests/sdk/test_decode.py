@@ -12,8 +12,8 @@ from typing import Any
 from pamqp import commands, frame, heartbeat
 from pamqp.header import ContentHeader
 
-from gear.adapter.confirms import ChannelClosedError, Confirms
-from gear.adapter.decode import FrameDemux, Properties, Verdict
+from gear.adapter.confirms import ChannelClosedError, Confirms, Verdict
+from gear.adapter.decode import FrameDemux, Properties
 
 DELIVER_CH, PUBLISH_CH, OTHER_CH = 2, 1, 3
 
