@@ -26,9 +26,10 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
+
+from _trace_fakes import Delivery, Meta, Msg, sdk_provider
 
 from gear.tracing import Emitter, JsonlTracer, NullTracer, Resource, Settlement, Tracer
 from gear.tracing.spans import NO_SPANS, Spans
@@ -36,51 +37,16 @@ from gear.tracing.spans import NO_SPANS, Spans
 __all__ = ("main",)
 
 
-@dataclass
-class _Msg:
-    routing_key: str = "REPO.r1"
-    request_id: str = "ab" * 8
-    kind: str = "gear.call"
-    method: str = "put"
-    body: bytes = b"{}"
-    trace_id: str | None = "0af7651916cd43dd8448eb211c80319c"
-    parent_id: str | None = None
-    deadline_unix: float | None = None
-    headers: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class _Delivery:
-    body: bytes = b"{}"
-    queue: str = "REPO.r1"
-    routing_key: str = "REPO.r1"
-    delivery_tag: int = 1
-    redelivered: bool = False
-    message_id: str | None = "ab.1"
-    headers: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class _Meta:
-    kind: str = "gear.call"
-    request_id: str = "ab" * 8
-    method: str = "put"
-    sender: str = "WEB.w1"
-    attempt: int = 1
-    trace_id: str | None = "0af7651916cd43dd8448eb211c80319c"
-    parent_id: str | None = None
-
-
 def _one_call(client: Emitter, server: Emitter, i: int) -> None:
     rid = f"{i:016x}"
-    request = _Msg(request_id=rid, deadline_unix=time.time() + 5)
+    request = Msg(request_id=rid, deadline_unix=time.time() + 5)
     span = client.client_span(request, "REPO.r1")
     client.publish(request, f"{rid}.1", 1)
     client.confirmed(request, f"{rid}.1", 1)
-    delivery, meta = _Delivery(headers=request.headers), _Meta(request_id=rid)
+    delivery, meta = Delivery(headers=request.headers), Meta(request_id=rid)
     server.deliver(delivery, meta)
     with server.server_span(delivery, meta, delivery.headers):
-        reply = _Msg(routing_key="WEB.w1", request_id=rid, kind="gear.reply")
+        reply = Msg(routing_key="WEB.w1", request_id=rid, kind="gear.reply")
         server.publish(reply, f"{rid}.r", 1)
         server.confirmed(reply, f"{rid}.r", 1)
         server.reply_sent(meta, True, 0.001)
@@ -89,23 +55,10 @@ def _one_call(client: Emitter, server: Emitter, i: int) -> None:
     span.end()
 
 
-def _sdk_provider() -> Any:
-    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-
-    class Drop(SpanExporter):
-        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-            return SpanExportResult.SUCCESS
-
-    provider = TracerProvider()
-    provider.add_span_processor(BatchSpanProcessor(Drop()))
-    return provider
-
-
 def _sdk_spans() -> Spans:
     from gear.tracing.otel import OtelSpans
 
-    return OtelSpans(_sdk_provider())
+    return OtelSpans(sdk_provider())
 
 
 def _bare_sdk(calls: int, full: bool) -> float:
@@ -115,7 +68,7 @@ def _bare_sdk(calls: int, full: bool) -> float:
     from opentelemetry import context, propagate, trace
     from opentelemetry.trace import SpanKind
 
-    tracer = _sdk_provider().get_tracer("bare")
+    tracer = sdk_provider().get_tracer("bare")
     client_attrs = {"rpc.system.name": "gear", "rpc.method": "REPO/put", "service.peer.name": "REPO"}
     client_attrs |= {"messaging.system": "rabbitmq", "gear.request.id": "ab" * 8}
     attempt_attrs: dict[str, str | int] = {"messaging.system": "rabbitmq", "messaging.operation.type": "send"}

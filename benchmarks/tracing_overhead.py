@@ -33,9 +33,10 @@ import statistics
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from _trace_fakes import Delivery, Meta, Msg, sdk_provider
 
 import gear
 from gear.tracing import JsonlTracer, NullTracer, Tracer, tracer_from_env
@@ -46,20 +47,9 @@ __all__ = ("main",)
 
 def _otel_spans() -> Spans:
     """The OpenTelemetry bridge with a real SDK provider whose exporter drops what it gets."""
-    from collections.abc import Sequence
-
-    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-
     from gear.tracing.otel import OtelSpans
 
-    class Drop(SpanExporter):
-        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-            return SpanExportResult.SUCCESS
-
-    provider = TracerProvider()
-    provider.add_span_processor(BatchSpanProcessor(Drop()))
-    return OtelSpans(provider)
+    return OtelSpans(sdk_provider())
 
 
 def _flush(*tracers: Tracer) -> None:
@@ -112,40 +102,6 @@ async def _round(
     return calls / elapsed, cpu / calls * 1e6, written
 
 
-@dataclass
-class _Msg:
-    routing_key: str = "REPO.repo1"
-    request_id: str = "ab" * 8
-    kind: str = "gear.call"
-    method: str = "put"
-    body: bytes = b'{"i":1}'
-    trace_id: str | None = "0af7651916cd43dd8448eb211c80319c"
-    parent_id: str | None = None
-    deadline_unix: float | None = None
-    headers: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class _Delivery:
-    body: bytes = b'{"i":1}'
-    queue: str = "REPO.repo1"
-    routing_key: str = "REPO.repo1"
-    delivery_tag: int = 1
-    redelivered: bool = False
-    message_id: str | None = "abababababababab.1"
-
-
-@dataclass
-class _Meta:
-    kind: str = "gear.call"
-    request_id: str = "ab" * 8
-    method: str = "put"
-    sender: str = "WEB.web1"
-    attempt: int = 1
-    trace_id: str | None = "0af7651916cd43dd8448eb211c80319c"
-    parent_id: str | None = None
-
-
 def _emit_cost(calls: int = 25_000) -> dict[str, float]:
     """CPU per event of the 8 events of one call, made through the typed emitters as the SDK makes them:
     on the caller's thread (``emit``), and in total with the writer thread's encoding and I/O."""
@@ -158,9 +114,9 @@ def _emit_cost(calls: int = 25_000) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as directory:
         web, repo = tracer("WEB", "web1"), tracer("REPO", "repo1")
         caller, callee = Emitter(web, "WEB.web1", spans=NO_SPANS), Emitter(repo, "REPO.repo1", spans=NO_SPANS)
-        request = _Msg(deadline_unix=time.time() + 30)
-        reply = _Msg(routing_key="WEB.web1", kind="gear.reply", body=b"{}")
-        delivery, meta = _Delivery(), _Meta()
+        request = Msg(deadline_unix=time.time() + 30)
+        reply = Msg(routing_key="WEB.web1", kind="gear.reply", body=b"{}")
+        delivery, meta = Delivery(), Meta()
         cpu = time.process_time()
         thread = time.thread_time()
         for n in range(calls):

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -14,44 +13,11 @@ import pytest
 
 from gear.tracing import Emitter, EventName, JsonlTracer, Resource, Settlement, TraceEvent
 from gear.tracing.spans import NO_SPANS
+from tests.tracing.fakes import Delivered, Meta, Msg
 
 RESOURCE = Resource.model_validate(
     {"service.name": "REPO", "host.name": "r1", "service.instance.id": "REPO.r1.x", "process.pid": 7}
 )
-
-
-@dataclass
-class Msg:
-    routing_key: str = "REPO.r1"
-    request_id: str = "ab" * 8
-    kind: str = "gear.call"
-    method: str = "put"
-    body: bytes = b"{}"
-    trace_id: str | None = "cd" * 16
-    parent_id: str | None = None
-    deadline_unix: float | None = None
-    headers: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class Delivered:
-    body: bytes = b"{}"
-    queue: str = "REPO.r1"
-    routing_key: str = "REPO.r1"
-    delivery_tag: int = 3
-    redelivered: bool = False
-    message_id: str | None = "ab.1"
-
-
-@dataclass
-class Meta:
-    kind: str = "gear.call"
-    request_id: str = "ab" * 8
-    method: str = "put"
-    sender: str = "WEB.w1"
-    attempt: int = 1
-    trace_id: str | None = "cd" * 16
-    parent_id: str | None = "ef" * 8
 
 
 class DictOnly:

@@ -202,48 +202,15 @@ def test_combine_hands_each_event_to_every_enabled_tracer() -> None:
 
 
 def test_emitter_events_follow_the_contract() -> None:
-    from dataclasses import dataclass, field
-    from typing import Any
-
     from gear.tracing import Emitter, Settlement
     from gear.tracing.spans import NO_SPANS
-
-    @dataclass
-    class Msg:
-        routing_key: str = "REPO.r1"
-        request_id: str = "ab" * 8
-        kind: str = "gear.call"
-        method: str = "put"
-        body: bytes = b"{}"
-        trace_id: str | None = "cd" * 16
-        parent_id: str | None = None
-        deadline_unix: float | None = None
-        headers: dict[str, Any] = field(default_factory=dict)
-
-    @dataclass
-    class Delivered:
-        body: bytes = b"{}"
-        queue: str = "REPO.r1"
-        routing_key: str = "REPO.r1"
-        delivery_tag: int = 3
-        redelivered: bool = True
-        message_id: str | None = "ab.1"
-
-    @dataclass
-    class Meta:
-        kind: str = "gear.call"
-        request_id: str = "ab" * 8
-        method: str = "put"
-        sender: str = "WEB.w1"
-        attempt: int = 1
-        trace_id: str | None = "cd" * 16
-        parent_id: str | None = "ef" * 8
+    from tests.tracing.fakes import Delivered, Meta, Msg
 
     events = InMemoryTracer()
     emitter = Emitter(events, "REPO.r1", exchange="gx", spans=NO_SPANS)
     emitter.publish(Msg(), "ab.2", 2, reason="return")
-    emitter.deliver(Delivered(), Meta(), duplicate=True)
-    emitter.settle(Delivered(), Meta(), Settlement.NACK, requeue=True)
+    emitter.deliver(Delivered(redelivered=True), Meta(), duplicate=True)
+    emitter.settle(Delivered(redelivered=True), Meta(), Settlement.NACK, requeue=True)
     republish, deliver, settle = events.events
     assert republish.event_name == "gear.publish.republish"
     assert republish.attributes.republish_reason == "return"
