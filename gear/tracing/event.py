@@ -54,6 +54,13 @@ class Resource(BaseModel):
     host_name: str = Field(alias="host.name", description="The instance's HOST word.")
     instance_id: str = Field(alias="service.instance.id", description="Unique per running instance.")
     pid: int | None = Field(default=None, alias="process.pid")
+    sample_rate: float | None = Field(
+        default=None,
+        alias="gear.trace.sample_rate",
+        gt=0,
+        le=1,
+        description="The share of traces this instance records (head sampling by trace id); absent: all.",
+    )
 
 
 class Attributes(BaseModel):
