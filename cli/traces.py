@@ -105,5 +105,8 @@ def analyze(
         ["table", "rows"],
         [[name, str(info.get("rows", "?"))] for name, info in tables.items() if isinstance(info, dict)],
     )
+    sampling = summary.get("sampling") if isinstance(summary, dict) else None
+    if sampling:
+        render.line(str(sampling["note"]))
     report = summary.get("report") if isinstance(summary, dict) else None
     render.line(f"report: {report or Path(out, 'report.html')}  (tables in {out})")

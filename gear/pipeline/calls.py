@@ -10,6 +10,12 @@ reply or unroutable). Its outcome, in order of precedence:
 Latency is first response minus first publish, both on the caller's clock, so clock skew between
 machines cannot distort it. Percentiles use ``percentile_approx`` with accuracy 10 000, which returns
 an element of the data (the nearest rank) and is exact on small groups.
+
+A call weighs what its caller's events weigh (1/rate when the caller samples traces, see
+:mod:`gear.pipeline.load`): the tables' counts, latency's ``n`` included, are estimates of the whole
+traffic. Per-call facts (returns, republishes, nacks of one call) stay as seen and are weighted when
+summed. Percentiles, max and mean come from the recorded calls unweighted: sampling by trace id is
+uniform, so they estimate the whole traffic's as they are.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as sf
 
-from gear.pipeline.load import count_where
+from gear.pipeline.load import WEIGHT, count_where, estimate
 from gear.tracing.api import EventName as E
 
 __all__ = (
@@ -72,6 +78,7 @@ def build_calls(
         .agg(
             sf.min(sf.when(_is(E.PUBLISH), sf.col("t"))).alias("t"),
             sf.count(sf.lit(1)).alias("n_events"),
+            sf.max(WEIGHT).alias(WEIGHT),
             count_where(_is(E.RETURN)).alias("returns"),
             count_where(_is(E.REPUBLISH)).alias("republishes"),
             count_where(_is(E.NACK)).alias("nacks"),
@@ -127,22 +134,30 @@ class CallTotals:
     """The first publish time (ns); None without calls."""
     last_t: int | None
     calls: int
+    """Calls recorded (raw: a data-quality figure)."""
     no_outcome: int
-    """Calls whose outcome is ``none``."""
+    """Recorded calls whose outcome is ``none``."""
+    estimated_calls: int
+    """Calls of the whole traffic: :attr:`calls` weighted (equal to it when nothing was sampled)."""
 
 
 def call_totals(calls: DataFrame) -> CallTotals:
-    """The time span, the number of calls and of calls without an outcome, in one Spark job."""
+    """The time span, the number of calls (recorded and estimated) and of calls without an outcome."""
     row = calls.agg(
         sf.min("t").alias("lo"),
         sf.max("t").alias("hi"),
         sf.count(sf.lit(1)).alias("calls"),
         count_where(sf.col("outcome") == "none").alias("none"),
+        estimate().alias("estimated"),
     ).first()
     assert row is not None
     lo, hi = row["lo"], row["hi"]
     return CallTotals(
-        None if lo is None else int(lo), None if hi is None else int(hi), int(row["calls"]), int(row["none"])
+        None if lo is None else int(lo),
+        None if hi is None else int(hi),
+        int(row["calls"]),
+        int(row["none"]),
+        int(row["estimated"]),
     )
 
 
@@ -168,14 +183,14 @@ def dependency_links(calls: DataFrame, events: DataFrame) -> DataFrame:
     return (
         linked.groupBy("caller", "callee")
         .agg(
-            sf.count(sf.lit(1)).alias("calls"),
-            count_where(out.isin(*ERROR_OUTCOMES)).alias("errors"),
-            count_where(out == "remote_error").alias("remote_errors"),
-            count_where(out == "timeout").alias("timeouts"),
-            count_where(out == "unroutable").alias("unroutable"),
-            count_where(out == "nacked").alias("nacked"),
-            sf.sum("late_replies").cast("long").alias("late_replies"),
-            count_where(out == "none").alias("no_outcome"),
+            estimate().alias("calls"),
+            estimate(out.isin(*ERROR_OUTCOMES)).alias("errors"),
+            estimate(out == "remote_error").alias("remote_errors"),
+            estimate(out == "timeout").alias("timeouts"),
+            estimate(out == "unroutable").alias("unroutable"),
+            estimate(out == "nacked").alias("nacked"),
+            estimate(value="late_replies").alias("late_replies"),
+            estimate(out == "none").alias("no_outcome"),
         )
         .withColumn("parent", sf.col("caller"))
         .withColumn("child", sf.col("callee"))
@@ -191,7 +206,7 @@ def latency(calls: DataFrame) -> DataFrame:
         calls.filter(sf.col("latency_ms").isNotNull())
         .groupBy("callee", "route", "method")
         .agg(
-            sf.count(sf.lit(1)).alias("n"),
+            estimate().alias("n"),
             q.alias("q"),
             sf.max("latency_ms").alias("max_ms"),
             sf.avg("latency_ms").alias("mean_ms"),
@@ -215,17 +230,17 @@ def route_rates(calls: DataFrame) -> DataFrame:
     out = sf.col("outcome")
     republished = sf.col("republishes") > 0
     rates = calls.groupBy("callee", "route").agg(
-        sf.count(sf.lit(1)).alias("calls"),
-        sf.sum("returns").cast("long").alias("returns"),
-        sf.sum("republishes").cast("long").alias("republishes"),
-        count_where(republished).alias("republished_calls"),
-        count_where(republished & (out == "ok")).alias("republish_ok"),
-        count_where(republished & (out != "ok")).alias("republish_failed"),
-        sf.sum("nacks").cast("long").alias("nacks"),
-        count_where(out == "timeout").alias("timeouts"),
-        count_where(out == "remote_error").alias("remote_errors"),
-        count_where(out == "unroutable").alias("unroutable"),
-        count_where(out == "none").alias("no_outcome"),
+        estimate().alias("calls"),
+        estimate(value="returns").alias("returns"),
+        estimate(value="republishes").alias("republishes"),
+        estimate(republished).alias("republished_calls"),
+        estimate(republished & (out == "ok")).alias("republish_ok"),
+        estimate(republished & (out != "ok")).alias("republish_failed"),
+        estimate(value="nacks").alias("nacks"),
+        estimate(out == "timeout").alias("timeouts"),
+        estimate(out == "remote_error").alias("remote_errors"),
+        estimate(out == "unroutable").alias("unroutable"),
+        estimate(out == "none").alias("no_outcome"),
     )
     for name in ("returns", "timeouts", "remote_errors", "unroutable"):
         rates = rates.withColumn(f"{name}_rate", sf.col(name) / sf.col("calls"))

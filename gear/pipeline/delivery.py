@@ -6,6 +6,10 @@ one delivery per instance is normal, two is a duplicate. Replies (``gear.rpc.kin
 requests and are left out. ``requeues`` tells how many of the repeats followed a nack/reject with
 requeue on that instance; ``caught`` how many the idempotency window flagged (``gear.duplicate``).
 The written columns and their order are defined once, in :mod:`gear.pipeline.tables`.
+
+``redeliveries`` counts weighted (estimates of the whole traffic, see :mod:`gear.pipeline.load`);
+``duplicate_deliveries`` lists recorded requests as seen, with their weight in the unwritten column
+``w`` for an estimate of how many there were.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as sf
 
-from gear.pipeline.load import count_where
+from gear.pipeline.load import WEIGHT, count_where, estimate
 from gear.tracing.api import EventName as E
 
 __all__ = ("duplicate_deliveries", "orphan_deliveries", "redeliveries", "request_deliveries")
@@ -51,6 +55,7 @@ def duplicate_deliveries(events: DataFrame) -> DataFrame:
             count_where(_true("redelivered")).alias("redelivered"),
             count_where(_true("duplicate")).alias("caught"),
             sf.min("t").alias("first_t"),
+            sf.max(WEIGHT).alias(WEIGHT),
         )
         .filter(sf.col("deliveries") > 1)
         .join(_requeues(events), ["instance", "rid"], "left")
@@ -65,8 +70,8 @@ def redeliveries(events: DataFrame) -> DataFrame:
         request_deliveries(events)
         .groupBy("service", "instance")
         .agg(
-            sf.count(sf.lit(1)).alias("deliveries"),
-            count_where(_true("redelivered")).alias("redelivered"),
+            estimate().alias("deliveries"),
+            estimate(_true("redelivered")).alias("redelivered"),
         )
     )
     op = sf.col("op_name")
@@ -74,9 +79,9 @@ def redeliveries(events: DataFrame) -> DataFrame:
         events.filter(sf.col("name") == str(E.SETTLE))
         .groupBy("instance")
         .agg(
-            count_where(op == "nack").alias("nacks"),
-            count_where(op == "reject").alias("rejects"),
-            count_where(_true("requeue")).alias("requeued"),
+            estimate(op == "nack").alias("nacks"),
+            estimate(op == "reject").alias("rejects"),
+            estimate(_true("requeue")).alias("requeued"),
         )
     )
     return (

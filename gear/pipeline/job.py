@@ -18,6 +18,11 @@ else to ``./gear-report``.
 used, so a call near the end keeps its outcome), deliveries by delivery time, and blocked periods and
 reconnects by their start; corrupt lines and orphans are counted over the whole input.
 
+Traces from instances that sample (``gear.trace.sample_rate`` in their resource) are scaled up: each
+recorded trace counts 1/rate, so the tables' counts are estimates of the whole traffic, and the
+summary's ``sampling`` entry (None when nothing was sampled) gives the rates, the estimated totals and
+a note the report and the CLI show. The data-quality row stays raw: it counts what the files hold.
+
 Every table is written with ``mode("overwrite")`` and the summary and report are rewritten, so running
 again on the same input replaces the previous results and never adds to them.
 """
@@ -39,12 +44,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 
 from gear.pipeline import STAGES, TABLE_NAMES
-from gear.pipeline.calls import build_calls, call_totals, dependency_links, latency, route_rates
+from gear.pipeline.calls import CallTotals, build_calls, call_totals, dependency_links, latency, route_rates
 from gear.pipeline.connection import blocked_periods, reconnects
 from gear.pipeline.delivery import duplicate_deliveries, orphan_deliveries, redeliveries
-from gear.pipeline.load import load_events, resolve_paths
+from gear.pipeline.load import Loaded, estimate, load_events, resolve_paths
 from gear.pipeline.quality import data_quality
-from gear.pipeline.report import write_report
+from gear.pipeline.report import sampling_note, write_report
 from gear.pipeline.tables import BY_NAME
 from gear.pipeline.tables import TABLES as TABLE_SPECS
 from gear.pipeline.timeline import choose_bucket_ms, timeline
@@ -119,6 +124,7 @@ def analyze(
         "spark": {"version": spark.version, "master": spark.sparkContext.master},
         "time_range_ns": [first_t, last_t],
         "timeline_bucket_ms": bucket_ms,
+        "sampling": _sampling(loaded, totals, tables["duplicate_deliveries"]),
         "tables": {},
     }
     for name, df in tables.items():
@@ -147,6 +153,23 @@ def analyze(
     write_report(local / "report.html", summary)
     say(STAGES[-1])
     return summary
+
+
+def _sampling(loaded: Loaded, totals: CallTotals, duplicates: DataFrame) -> dict[str, Any] | None:
+    """The summary's ``sampling`` entry: None when no instance sampled, else rates and estimated totals."""
+    rates = loaded.sample_rates
+    if not rates:
+        return None
+    row = duplicates.agg(estimate().alias("n")).first()
+    assert row is not None
+    entry: dict[str, Any] = {
+        "rate": min(rates.values()),
+        "rates": rates,
+        "estimated_calls": totals.estimated_calls,
+        "estimated_duplicate_requests": int(row["n"]),
+    }
+    entry["note"] = sampling_note(entry, loaded.instances)
+    return entry
 
 
 def _write(df: DataFrame, path: str, order: tuple[str, ...], limit: int) -> dict[str, Any]:
@@ -282,7 +305,8 @@ def main(argv: list[str] | None = None) -> None:
         conf=dict(item.split("=", 1) for item in args.conf),
     )
     quality = summary["data_quality"]
-    print(json.dumps({"links": summary["zipkin_links"], "data_quality": quality}, default=str))
+    found = {"links": summary["zipkin_links"], "data_quality": quality, "sampling": summary["sampling"]}
+    print(json.dumps(found, default=str))
 
 
 if __name__ == "__main__":

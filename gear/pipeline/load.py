@@ -2,6 +2,12 @@
 
 A line Spark cannot parse with the schema (not JSON, or a value of the wrong type) is *corrupt*; a
 parsed line without a time, an event name or a service instance is *invalid*. Neither stops the job.
+
+Sampled traces: an instance that records only a share r of the traces (head sampling by trace id)
+writes ``gear.trace.sample_rate`` = r in its resource. Each of its events with a ``trace_id`` stands
+for 1/r events of the whole traffic, so it gets the weight ``w`` = 1/r; an event without a trace id
+(connection events, a rejected foreign message) is never sampled away and weighs 1, as does every
+event of an instance without a rate. Tables count with :func:`estimate`; the line counts here stay raw.
 """
 
 from __future__ import annotations
@@ -12,13 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as sf
 
 from gear.pipeline.schema import CORRUPT_COLUMN, read_schema
 from gear.tracing.api import Attr, EventName
 
-__all__ = ("Loaded", "attr", "count_where", "load_events", "resolve_paths")
+__all__ = ("WEIGHT", "Loaded", "attr", "count_where", "estimate", "load_events", "resolve_paths")
 
 _ATTRS = {
     "kind": Attr.RPC_KIND,
@@ -41,8 +47,11 @@ _ATTRS = {
 }
 
 
-_RESOURCE = {"service": "service.name", "instance": "service.instance.id"}
+_RESOURCE = {"service": "service.name", "instance": "service.instance.id", "rate": "gear.trace.sample_rate"}
 """The resource fields the tables use (the only ones parsed)."""
+
+WEIGHT = "w"
+"""The column of each event's weight: how many events of the whole traffic it stands for."""
 
 
 def attr(key: str) -> Column:
@@ -53,6 +62,22 @@ def attr(key: str) -> Column:
 def count_where(condition: Column) -> Column:
     """An aggregate: how many rows satisfy ``condition`` (0 when none do)."""
     return sf.coalesce(sf.sum(sf.when(condition, 1).otherwise(0)), sf.lit(0)).cast("long")
+
+
+def estimate(condition: Column | None = None, value: str | None = None) -> Column:
+    """An aggregate: how many rows of the whole traffic satisfy ``condition`` (every row when None),
+    each row counting its weight; with ``value``, the weighted sum of that column. Rounded to a long."""
+    term = sf.col(WEIGHT) if value is None else sf.col(WEIGHT) * sf.col(value)
+    if condition is not None:
+        term = sf.when(condition, term)
+    return sf.coalesce(sf.round(sf.sum(term)), sf.lit(0)).cast("long")
+
+
+def _weight() -> Column:
+    """1/rate for an event that could have been sampled away (it has a trace id), else 1."""
+    rate = sf.col("rate")
+    sampled = sf.col("trace_id").isNotNull() & (rate > 0) & (rate <= 1)
+    return sf.when(sampled, 1.0 / rate).otherwise(sf.lit(1.0))
 
 
 def _peer_from_key() -> Column:
@@ -85,6 +110,8 @@ class Loaded:
     unknown: int
     """Valid lines whose event name is not an ``EventName``."""
     instances: int
+    sample_rates: dict[str, float]
+    """The instances that sampled, with their rates (read off the weights of their traced events)."""
 
 
 def resolve_paths(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[str]:
@@ -101,6 +128,15 @@ def resolve_paths(path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]
             raise FileNotFoundError(f"no trace files at {text}")
         out.append(text)
     return out
+
+
+def _rates(rows: list[Row]) -> dict[str, float]:
+    """Instance -> its lowest rate, from ``(instance, w)`` rows (12 digits undo the 1/w rounding)."""
+    rates: dict[str, float] = {}
+    for row in rows:
+        rate = float(f"{1 / row[WEIGHT]:.12g}")
+        rates[row["instance"]] = min(rate, rates.get(row["instance"], rate))
+    return dict(sorted(rates.items()))
 
 
 def load_events(spark: SparkSession, paths: list[str]) -> Loaded:
@@ -120,6 +156,7 @@ def load_events(spark: SparkSession, paths: list[str]) -> Loaded:
         sf.col("time_unix_nano").alias("t"),
         sf.col("`event.name`").alias("name"),
         sf.col("`gear.event.seq`").alias("seq"),
+        "trace_id",
         "span_id",
         *[resource.getField(key).alias(name) for name, key in _RESOURCE.items()],
         *[attr(key).alias(name) for name, key in _ATTRS.items()],
@@ -132,7 +169,8 @@ def load_events(spark: SparkSession, paths: list[str]) -> Loaded:
         flat.withColumn("rid", sf.coalesce("span_id", "request_id", "conversation_id"))
         .withColumn("peer", sf.coalesce("peer", _peer_from_key()))
         .withColumn("route", sf.coalesce("route", _route_from_key()))
-        .drop("span_id", "request_id", "conversation_id", "routing_key")
+        .withColumn(WEIGHT, _weight())
+        .drop("trace_id", "span_id", "request_id", "conversation_id", "routing_key", "rate")
         .sortWithinPartitions("name")
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
@@ -150,6 +188,7 @@ def load_events(spark: SparkSession, paths: list[str]) -> Loaded:
         count_where(sf.col("corrupt").isNull() & ~ok).alias("invalid"),
         count_where(ok & ~sf.col("name").isin(known)).alias("unknown"),
         sf.countDistinct(sf.when(ok, sf.col("instance"))).alias("instances"),
+        sf.collect_set(sf.when(ok & (sf.col(WEIGHT) > 1), sf.struct("instance", WEIGHT))).alias("sampled"),
     ).first()
     assert counts is not None
     valid = flat.filter(ok).drop("corrupt")
@@ -161,4 +200,5 @@ def load_events(spark: SparkSession, paths: list[str]) -> Loaded:
         invalid=int(counts["invalid"]),
         unknown=int(counts["unknown"]),
         instances=int(counts["instances"]),
+        sample_rates=_rates(counts["sampled"]),
     )

@@ -5,7 +5,8 @@ time), the dependency graph (:mod:`gear.pipeline.svg`; edges coloured by error r
 volume), the latency chart, then the tables. A table shows its first :data:`TOP_ROWS` rows (the most
 important first) and folds the rest under a ``<details>`` element; rows past the summary's sample stay
 in the Parquet table, and the page says how many. ``graph.dot`` is written beside the report for
-Graphviz users.
+Graphviz users. When instances sampled their traces, a note under the title says so and the count cards
+show estimates (marked ≈).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from gear.pipeline.charts import latency_svg, timeline_svg
 from gear.pipeline.svg import dependency_svg, dot_source
 from gear.pipeline.tables import BY_NAME, TABLES
 
-__all__ = ("TOP_ROWS", "render_report", "write_report")
+__all__ = ("TOP_ROWS", "render_report", "sampling_note", "write_report")
 
 TOP_ROWS = 10
 """Rows of each table shown before the fold."""
@@ -78,6 +79,17 @@ def _level(value: float, warn: float, bad: float) -> str:
     return "bad" if value >= bad else "warn" if value >= warn else "ok"
 
 
+def sampling_note(sampling: dict[str, Any], instances: int) -> str:
+    """One line for the summary's ``sampling`` entry: the rate(s) and that counts are estimates."""
+    rates = sorted(set(sampling["rates"].values()))
+    text = f"sampled: {rates[0]:g}"
+    if len(rates) > 1:
+        text += f" to {rates[-1]:g} by instance"
+    if len(sampling["rates"]) < instances:
+        text += f" on {len(sampling['rates'])} of {instances} instances"
+    return f"{text}; counts are estimates scaled from the sampled traces, percentiles are the sampled calls'"
+
+
 def _cards(summary: dict[str, Any]) -> str:
     tables = summary["tables"]
     links = tables["dependency_links"]["sample"]
@@ -92,18 +104,30 @@ def _cards(summary: dict[str, Any]) -> str:
     reconnects = tables["reconnects"]["rows"]
     bad_lines = quality.get("corrupt_lines", 0) + quality.get("invalid_events", 0)
     no_outcome = quality.get("calls_without_outcome", 0)
+    sampling = summary.get("sampling")
+    about = "≈" if sampling else ""
+    if sampling:
+        calls_seen, dups = sampling["estimated_calls"], sampling["estimated_duplicate_requests"]
+    else:
+        calls_seen = quality.get("calls", calls)
     cards = (
-        _card("calls", f"{quality.get('calls', calls):,}", "ok"),
+        _card("calls", f"{about}{calls_seen:,}", "ok"),
         _card("error rate", f"{rate:.2%}", _level(rate, 0.01, 0.05)),
-        _card("timeouts", f"{timeouts:,}", _level(timeouts / calls if calls else 0.0, 0.01, 0.05)),
-        _card("unroutable", f"{unroutable:,}", _level(unroutable, 1, 10)),
-        _card("duplicate requests", f"{dups:,}", _level(dups, 1, 100)),
+        _card("timeouts", f"{about}{timeouts:,}", _level(timeouts / calls if calls else 0.0, 0.01, 0.05)),
+        _card("unroutable", f"{about}{unroutable:,}", _level(unroutable, 1, 10)),
+        _card("duplicate requests", f"{about}{dups:,}", _level(dups, 1, 100)),
         _card("blocked", f"{blocked_ms / 1000:,.1f} s", _level(blocked_ms, 1, 10_000)),
         _card("reconnects", f"{reconnects:,}", _level(reconnects, 1, 5)),
         _card("bad lines", f"{bad_lines:,}", _level(bad_lines, 1, 1000)),
         _card("calls w/o outcome", f"{no_outcome:,}", _level(no_outcome, 1, 100)),
     )
     return "<div class=cards>" + "".join(cards) + "</div>"
+
+
+def _sampling_html(sampling: dict[str, Any] | None) -> str:
+    if not sampling:
+        return ""
+    return f"<p class=note id=sampling><b>Sampled traces</b> · {html.escape(sampling['note'])}</p>"
 
 
 def render_report(summary: dict[str, Any]) -> str:
@@ -122,6 +146,7 @@ def render_report(summary: dict[str, Any]) -> str:
         f"<div class=meta>inputs: {html.escape(', '.join(summary.get('inputs', [])))} · window: "
         f"{html.escape(window)} · generated {html.escape(str(summary.get('generated_at')))} · Spark "
         f"{html.escape(str(summary.get('spark', {}).get('version')))}</div>",
+        _sampling_html(summary.get("sampling")),
         _cards(summary),
         "<h2>Over time</h2><p class=note>Per callee TYPE: calls per bucket (bars), errors and timeouts "
         "over them, p99 latency (line, right scale). A call counts in the bucket of its first publish.</p>",

@@ -2,7 +2,8 @@
 
 A call belongs to the bucket of its first publish (the caller's clock, like its latency). The bucket
 width is chosen from the calls' time span so that the report shows about :data:`TARGET_BUCKETS`
-points, rounded to a width people read easily (100 ms, 1 s, 5 s, 1 min, ...).
+points, rounded to a width people read easily (100 ms, 1 s, 5 s, 1 min, ...). Counts are weighted
+estimates and percentiles come from the recorded calls, as in :mod:`gear.pipeline.calls`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as sf
 
 from gear.pipeline.calls import ERROR_OUTCOMES
-from gear.pipeline.load import count_where
+from gear.pipeline.load import estimate
 
 __all__ = ("BUCKETS_MS", "TARGET_BUCKETS", "choose_bucket_ms", "timeline")
 
@@ -45,10 +46,10 @@ def timeline(calls: DataFrame, bucket_ms: int) -> DataFrame:
         calls.withColumn("bucket_ns", sf.floor(sf.col("t") / width).cast("long") * width)
         .groupBy("callee", "bucket_ns")
         .agg(
-            sf.count(sf.lit(1)).alias("calls"),
-            count_where(out.isin(*ERROR_OUTCOMES)).alias("errors"),
-            count_where(out == "timeout").alias("timeouts"),
-            count_where(out == "remote_error").alias("remote_errors"),
+            estimate().alias("calls"),
+            estimate(out.isin(*ERROR_OUTCOMES)).alias("errors"),
+            estimate(out == "timeout").alias("timeouts"),
+            estimate(out == "remote_error").alias("remote_errors"),
             q.alias("q"),
         )
         .select(

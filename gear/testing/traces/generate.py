@@ -65,13 +65,16 @@ def generate(
     seed: int = 7,
     corrupt: int = 2,
     events: int | None = None,
+    sample_rate: float | None = None,
 ) -> Truth:
     """Write trace files for ``roots`` top-level requests into ``directory``; return the truth.
 
-    ``events`` (approximate total) overrides ``roots``. ``corrupt`` broken lines are appended.
+    ``events`` (approximate total) overrides ``roots``. ``corrupt`` broken lines are appended. With
+    ``sample_rate`` every instance writes it in its resource and records only the traces it selects
+    (plus the events without a trace); the truth is still that of the whole traffic, except ``lines``.
     """
     plan = _Plan(roots=_roots_for(events) if events else roots, seed=seed, corrupt=corrupt)
-    sim = Sim(Path(directory), random.Random(plan.seed))
+    sim = Sim(Path(directory), random.Random(plan.seed), sample_rate)
     names = list(plan.scenario_weights)
     weights = list(plan.scenario_weights.values())
     rng = sim.rng
@@ -167,14 +170,17 @@ def _bad_lines(sim: Sim, corrupt: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m gear.testing.traces.generate DIR [--events N | --roots N] [--seed S]``."""
+    """``python -m gear.testing.traces.generate DIR [--events N | --roots N] [--seed S] [--sample-rate R]``"""
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("directory")
     parser.add_argument("--events", type=int, default=None)
     parser.add_argument("--roots", type=int, default=200)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--sample-rate", type=float, default=None)
     args = parser.parse_args(argv)
-    truth = generate(args.directory, roots=args.roots, seed=args.seed, events=args.events)
+    truth = generate(
+        args.directory, roots=args.roots, seed=args.seed, events=args.events, sample_rate=args.sample_rate
+    )
     print(json.dumps({"lines": truth.lines, "calls": len(truth.calls)}))
 
 

@@ -1,7 +1,8 @@
 """A simulated service instance for the generator: a skewed clock and a JSONL file.
 
 Times passed in are "true" nanoseconds; the instance adds its own skew when it writes, as a real node
-with a wrong clock would.
+with a wrong clock would. With a sample rate it writes the rate in its resource and only the events of
+the traces :func:`selected` picks, plus every event without a trace id.
 """
 
 from __future__ import annotations
@@ -12,21 +13,36 @@ from typing import Any
 
 from gear.tracing.api import EventName
 
-__all__ = ("MS", "Instance")
+__all__ = ("MS", "Instance", "selected")
 
 MS = 1_000_000
 """One millisecond in nanoseconds."""
+
+RATE_KEY = "gear.trace.sample_rate"
+"""The resource attribute holding an instance's sample rate."""
+
+
+def selected(trace_id: str, rate: float) -> bool:
+    """Whether head sampling at ``rate`` records this trace (OpenTelemetry's TraceIdRatioBased rule:
+    the trace id's lower 64 bits, as an integer, below ``round(rate * 2**64)``)."""
+    return int(trace_id, 16) & (2**64 - 1) < round(rate * 2**64)
 
 
 class Instance:
     """One simulated service instance and its trace file."""
 
-    def __init__(self, directory: Path, type_: str, host: str, skew_ns: int) -> None:
+    def __init__(
+        self, directory: Path, type_: str, host: str, skew_ns: int, sample_rate: float | None = None
+    ) -> None:
         self.type = type_
         self.host = host
         self.id = f"{type_}.{host}"
         self.skew_ns = skew_ns
-        self.resource = {"service.name": type_, "host.name": host, "service.instance.id": self.id}
+        self.sample_rate = sample_rate
+        self.resource: dict[str, Any] = {"service.name": type_, "host.name": host}
+        self.resource["service.instance.id"] = self.id
+        if sample_rate is not None:
+            self.resource[RATE_KEY] = sample_rate
         self.path = directory / f"{type_}.{host}.{self.id}.00000.jsonl"
         self._seq = 0
         self._lines: list[str] = []
@@ -41,7 +57,9 @@ class Instance:
         parent: str | None,
         attrs: dict[str, Any],
     ) -> None:
-        """Write one event at true time ``t`` (the instance's skew is added)."""
+        """Write one event at true time ``t`` (the instance's skew is added) unless sampling drops it."""
+        if trace and self.sample_rate is not None and not selected(trace, self.sample_rate):
+            return
         self._seq += 1
         record: dict[str, Any] = {
             "time_unix_nano": t + self.skew_ns,

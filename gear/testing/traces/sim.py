@@ -1,7 +1,8 @@
 """The simulator behind :mod:`gear.testing.traces.generate`: instances with skewed clocks that write events.
 
 Times passed around are "true" nanoseconds; each instance adds its own clock skew when it writes, as a
-real node would. Event shapes follow the contract in :mod:`gear.tracing.event`.
+real node would. Event shapes follow the contract in :mod:`gear.tracing.event`. With a sample rate every
+instance samples at it (see :class:`~gear.testing.traces.instance.Instance`); the truth stays whole.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ _TOPOLOGY = {
 class Sim:
     """Builds calls event by event and records the truth."""
 
-    def __init__(self, directory: Path, rng: random.Random) -> None:
+    def __init__(self, directory: Path, rng: random.Random, sample_rate: float | None = None) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.rng = rng
         self.base = 1_763_784_000_000_000_000
@@ -39,7 +40,7 @@ class Sim:
         self.by_type: dict[str, list[Instance]] = defaultdict(list)
         for type_, hosts in _TOPOLOGY.items():
             for n, host in enumerate(hosts):
-                inst = Instance(directory, type_, host, skew_ns=(n * 3 - 2) * 1_000 * MS)
+                inst = Instance(directory, type_, host, (n * 3 - 2) * 1_000 * MS, sample_rate)
                 self.instances[inst.id] = inst
                 self.by_type[type_].append(inst)
 
