@@ -8,6 +8,10 @@
   (typically the edges of the input: files from before the window, or an instance not collected);
 * ``calls_without_outcome``: calls with neither a response, a timeout, an unroutable nor a fatal nack
   (casts: no confirm) -- usually an instance stopped before its calls ended.
+
+These count what the files hold: they are not scaled up when instances sample their traces. Instances
+sampling at different rates show up in the orphans: a callee at a higher rate than its caller records
+deliveries of requests the caller did not record.
 """
 
 from __future__ import annotations

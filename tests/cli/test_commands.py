@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -275,6 +276,19 @@ def test_traces_passes_options_through(monkeypatch: pytest.MonkeyPatch, tmp_path
     assert "dependency_links" in result.stdout
     bad = run_cli("traces", "analyze", str(tmp_path), "--out", str(tmp_path), "--until", "yesterday")
     assert bad.exit_code == ExitCode.USAGE
+
+
+def test_traces_says_when_counts_are_estimates(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from gear import pipeline
+
+    note = "sampled: 0.25; counts are estimates scaled from the sampled traces"
+    summary = {"tables": {}, "sampling": {"rate": 0.25, "note": note}}
+    monkeypatch.setattr(pipeline, "run_analyze", lambda *_args, **_kwargs: summary)
+    human = run_cli("traces", "analyze", str(tmp_path), "--out", str(tmp_path / "o"))
+    assert human.exit_code == 0, human.output
+    assert note in human.stdout
+    as_json = run_cli("traces", "analyze", str(tmp_path), "--out", str(tmp_path / "o"), "--json")
+    assert json.loads(as_json.stdout)["sampling"]["rate"] == 0.25
 
 
 def test_traces_missing_input_is_a_usage_error(tmp_path: Path) -> None:
