@@ -178,7 +178,7 @@ _FOREIGN = Layout(
     (
         _RABBIT, (Attr.OPERATION_TYPE, "settle"), (Attr.OPERATION_NAME, Settlement.REJECT.value),
         (Attr.REQUEUE, False), (Attr.DESTINATION, str), (Attr.ROUTING_KEY, str), (Attr.MESSAGE_ID, str),
-        (Attr.DELIVERY_TAG, int), (Attr.ERROR_TYPE, "not_gear"), ("exception.message", str),
+        (Attr.DELIVERY_TAG, int), (Attr.ERROR_TYPE, "not_gear"), (Attr.EXCEPTION_MESSAGE, str),
     ),
 ).id  # fmt: skip
 
@@ -199,7 +199,7 @@ _REPLY_SENT: dict[tuple[bool, bool], int] = {
 """``gear.rpc.reply`` layouts by (the handler succeeded, its time is known)."""
 _REPLY_UNROUTABLE = Layout(EventName.UNROUTABLE, (*_REPLY_FIELDS, (Attr.ERROR_TYPE, "unroutable"))).id
 
-_CONNECTION_LOST = Layout(EventName.CONNECTION_LOST, (("exception.message", str), _RABBIT)).id
+_CONNECTION_LOST = Layout(EventName.CONNECTION_LOST, ((Attr.EXCEPTION_MESSAGE, str), _RABBIT)).id
 _RECONNECT = Layout(
     EventName.RECONNECT, ((Attr.RECONNECT_ATTEMPT, int), (Attr.DOWNTIME_MS, float), _RABBIT)
 ).id
