@@ -57,6 +57,15 @@ def test_the_rule_is_opentelemetrys_trace_id_ratio(rate: float) -> None:
     assert 0 < len(kept) < len(ids)
 
 
+def test_a_trace_gets_the_same_answer_every_time_it_is_asked() -> None:
+    """Decisions are remembered for a while and then forgotten: neither changes them."""
+    sampler = TraceSampler(0.3)
+    ids = _trace_ids(10_000, seed=7)
+    first = [sampler.keeps(t) for t in ids]
+    assert first == [sampler.keeps(t) for t in reversed(ids)][::-1]
+    assert first == [int(t[16:], 16) < round(0.3 * 2**64) for t in ids]
+
+
 def test_events_outside_any_trace_are_always_kept() -> None:
     sampler = TraceSampler(1e-9)
     assert sampler.keeps(None)
