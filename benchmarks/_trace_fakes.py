@@ -47,15 +47,17 @@ class Meta:
     parent_id: str | None = None
 
 
-def sdk_provider() -> Any:
-    """An OpenTelemetry SDK ``TracerProvider`` with a batch processor whose exporter drops the spans."""
+def sdk_provider(sample: float = 1.0) -> Any:
+    """An OpenTelemetry SDK ``TracerProvider`` with a batch processor whose exporter drops the spans;
+    below 1, ``sample`` configures the ``parentbased_traceidratio`` sampler at that rate."""
     from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+    from opentelemetry.sdk.trace.sampling import ParentBasedTraceIdRatio
 
     class Drop(SpanExporter):
         def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
             return SpanExportResult.SUCCESS
 
-    provider = TracerProvider()
+    provider = TracerProvider(sampler=ParentBasedTraceIdRatio(sample)) if sample < 1 else TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(Drop()))
     return provider

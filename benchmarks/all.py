@@ -45,11 +45,18 @@ RABBITMQ = os.environ.get("GEAR_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:56
 def _tracing(out: str) -> str:
     """tracing_overhead.py prints progress, then a JSON object: turn it into a table."""
     result = json.loads(out[out.index("{") :])
-    sides = (
+    every = (
         ("JSONL events", "jsonl", "jsonl"),
         ("JSONL + OpenTelemetry API (no SDK)", "jsonl+otel-api", "jsonl_otel_api"),
         ("JSONL + OpenTelemetry SDK spans", "jsonl+otel", "jsonl_otel"),
     )
+    rate = result.get("sample_rate")
+    sampled = tuple(
+        (f"{label}, sampled {rate:g}", f"{side} sampled", f"{key}_sampled")
+        for label, side, key in every
+        if rate is not None and f"{side} sampled_calls_per_s" in result
+    )
+    sides = every + sampled
     rows = [
         "| tracing | calls/s | overhead vs off (calls/s) | CPU us per call | overhead vs off (CPU) |",
         "|---|---:|---:|---:|---:|",
@@ -65,7 +72,13 @@ def _tracing(out: str) -> str:
         f"{result['events_per_call']} events per call; {result['cpu_us_per_event']} us of CPU per event "
         f"all in (emit, encode, write); {result['calls_per_round']:,} calls per side per round at "
         f"{result['concurrency']} in flight; CPU per call is this process's (caller, server and tracing "
-        "in one Python process), the median of rounds",
+        "in one Python process), the median of rounds"
+        + (
+            f"; sampled: both instances at `GEAR_TRACE_SAMPLE={rate:g}`, the SDK at "
+            f"`parentbased_traceidratio` {rate:g}"
+            if sampled
+            else ""
+        ),
     ]
     return "\n".join(rows)
 

@@ -1,6 +1,7 @@
 """Benchmark: CPU per traced call on the emit path, without a broker (steady on a shared machine).
 
-    python benchmarks/tracing_cpu.py [--calls 20000] [off jsonl otel-api otel spans sdk-same sdk-bare]
+    python benchmarks/tracing_cpu.py [--calls 20000] [--sample 0.05] [off jsonl otel-api otel spans sdk-same
+        sdk-bare jsonl-sampled otel-sampled]
 
 Drives both sides' typed emitters through the events of one call (client span, publish, confirm,
 deliver, server span, the reply's publish and confirm, reply sent, settle, response) with:
@@ -14,7 +15,9 @@ deliver, server span, the reply's publish and confirm, reply sent, settle, respo
   the server span under the client's context; ``start_span`` and ``end`` only, no headers, attributes
   or context switches): what the SDK costs by itself;
 * ``sdk-same``: those spans with what Gear asks of the API besides (the same attributes, W3C inject and
-  extract, the server span made current), made directly: ``spans - sdk-same`` is Gear's own Python.
+  extract, the server span made current), made directly: ``spans - sdk-same`` is Gear's own Python;
+* ``jsonl-sampled``, ``otel-sampled``: ``jsonl`` and ``otel`` with both emitters sampling at ``--sample``
+  (and the SDK at ``parentbased_traceidratio`` at that rate); each call is a trace of its own.
 
 Prints, per side, the CPU microseconds per call on the calling thread and in the whole process. Unlike
 call throughput, CPU time barely moves with other jobs on the machine; multiply by the call rate to get
@@ -31,22 +34,27 @@ from typing import Any
 
 from _trace_fakes import Delivery, Meta, Msg, sdk_provider
 
-from gear.tracing import Emitter, JsonlTracer, NullTracer, Resource, Settlement, Tracer
+from gear.tracing import Emitter, JsonlTracer, NullTracer, Resource, Settlement, Tracer, TraceSampler
 from gear.tracing.spans import NO_SPANS, Spans
 
 __all__ = ("main",)
 
 
+_SPREAD = 0x9E3779B97F4A7C15F39CC0605CEDC835
+"""An odd 128-bit constant: ``i * _SPREAD`` spreads consecutive call numbers over the trace-id space."""
+
+
 def _one_call(client: Emitter, server: Emitter, i: int) -> None:
     rid = f"{i:016x}"
-    request = Msg(request_id=rid, deadline_unix=time.time() + 5)
+    trace = f"{i * _SPREAD % (1 << 128):032x}"  # a trace per call, as the SDK makes them
+    request = Msg(request_id=rid, deadline_unix=time.time() + 5, trace_id=trace)
     span = client.client_span(request, "REPO.r1")
     client.publish(request, f"{rid}.1", 1)
     client.confirmed(request, f"{rid}.1", 1)
-    delivery, meta = Delivery(headers=request.headers), Meta(request_id=rid)
+    delivery, meta = Delivery(headers=request.headers), Meta(request_id=rid, trace_id=trace)
     server.deliver(delivery, meta)
     with server.server_span(delivery, meta, delivery.headers):
-        reply = Msg(routing_key="WEB.w1", request_id=rid, kind="gear.reply")
+        reply = Msg(routing_key="WEB.w1", request_id=rid, kind="gear.reply", trace_id=trace)
         server.publish(reply, f"{rid}.r", 1)
         server.confirmed(reply, f"{rid}.r", 1)
         server.reply_sent(meta, True, 0.001)
@@ -55,10 +63,10 @@ def _one_call(client: Emitter, server: Emitter, i: int) -> None:
     span.end()
 
 
-def _sdk_spans() -> Spans:
+def _sdk_spans(sample: float = 1.0) -> Spans:
     from gear.tracing.otel import OtelSpans
 
-    return OtelSpans(sdk_provider())
+    return OtelSpans(sdk_provider(sample))
 
 
 def _bare_sdk(calls: int, full: bool) -> float:
@@ -129,13 +137,14 @@ def _side(directory: str, jsonl: bool) -> Callable[[str], Tracer]:
     return make
 
 
-def _measure(jsonl: bool, spans: Callable[[], Spans], calls: int) -> tuple[float, float]:
+def _measure(jsonl: bool, spans: Callable[[], Spans], calls: int, sample: float = 1.0) -> tuple[float, float]:
     with tempfile.TemporaryDirectory(prefix="gear-trace-cpu-") as directory:
         make = _side(directory, jsonl)
         client_tracer, server_tracer = make("WEB"), make("REPO")
         chosen = spans()
-        client = Emitter(client_tracer, "WEB.w1", spans=chosen)
-        server = Emitter(server_tracer, "REPO.r1", spans=chosen)
+        sampler = TraceSampler(sample)
+        client = Emitter(client_tracer, "WEB.w1", spans=chosen, sampler=sampler)
+        server = Emitter(server_tracer, "REPO.r1", spans=chosen, sampler=sampler)
         for i in range(min(2000, calls)):  # warm up
             _one_call(client, server, i)
         process, thread = time.process_time(), time.thread_time()
@@ -152,26 +161,42 @@ def main() -> None:
     """Measure the chosen sides and print one line each."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
-        "sides", nargs="*", default=["off", "jsonl", "otel-api", "otel", "spans", "sdk-same", "sdk-bare"]
+        "sides",
+        nargs="*",
+        default=[
+            "off",
+            "jsonl",
+            "otel-api",
+            "otel",
+            "spans",
+            "sdk-same",
+            "sdk-bare",
+            "jsonl-sampled",
+            "otel-sampled",
+        ],
     )
     parser.add_argument("--calls", type=int, default=20_000)
+    parser.add_argument("--sample", type=float, default=0.05, help="the rate of the *-sampled sides")
     args = parser.parse_args()
-    sides: dict[str, tuple[bool, Callable[[], Spans]]] = {
-        "off": (False, lambda: NO_SPANS),
-        "jsonl": (True, lambda: NO_SPANS),
-        "otel-api": (True, _api_spans),
-        "otel": (True, _sdk_spans),
-        "spans": (False, _sdk_spans),
+    rate = args.sample
+    sides: dict[str, tuple[bool, Callable[[], Spans], float]] = {
+        "off": (False, lambda: NO_SPANS, 1.0),
+        "jsonl": (True, lambda: NO_SPANS, 1.0),
+        "otel-api": (True, _api_spans, 1.0),
+        "otel": (True, _sdk_spans, 1.0),
+        "spans": (False, _sdk_spans, 1.0),
+        "jsonl-sampled": (True, lambda: NO_SPANS, rate),
+        "otel-sampled": (True, lambda: _sdk_spans(rate), rate),
     }
     for name in args.sides:
         if name in ("sdk-bare", "sdk-same"):
             cpu = _bare_sdk(args.calls, full=name == "sdk-same")
-            print(f"{name:9s} calling thread {cpu:7.1f} µs CPU per call, process {cpu:7.1f} µs", flush=True)
+            print(f"{name:13s} calling thread {cpu:7.1f} µs CPU per call, process {cpu:7.1f} µs", flush=True)
             continue
-        jsonl, spans = sides[name]
-        thread, process = _measure(jsonl, spans, args.calls)
+        jsonl, spans, sample = sides[name]
+        thread, process = _measure(jsonl, spans, args.calls, sample)
         print(
-            f"{name:9s} calling thread {thread:7.1f} µs CPU per call, process {process:7.1f} µs", flush=True
+            f"{name:13s} calling thread {thread:7.1f} µs CPU per call, process {process:7.1f} µs", flush=True
         )
 
 

@@ -1,7 +1,7 @@
 """Benchmark: call throughput with tracing off and on, with and without OpenTelemetry, same run.
 
     python benchmarks/tracing_overhead.py [--url amqp://guest:guest@127.0.0.1:5672/] [--calls 3000]
-        [--concurrency 32] [--rounds 3]
+        [--concurrency 32] [--rounds 3] [--sample 0.05]
 
 One server instance (an echo handler) and one caller instance. Each round measures calls per second
 for every side, interleaved so that machine noise hits them alike:
@@ -12,7 +12,10 @@ for every side, interleaved so that machine noise hits them alike:
   OpenTelemetry API's no-op spans): what installing the extra costs by itself;
 * ``jsonl+otel``: JSONL events plus OpenTelemetry spans and W3C headers, recorded by the SDK
   (``TracerProvider`` with a ``BatchSpanProcessor`` and an exporter that drops the spans), which is
-  what an application with the ``otel`` extra and a configured SDK pays.
+  what an application with the ``otel`` extra and a configured SDK pays;
+* each of the three again as ``... sampled``: both instances at ``GEAR_TRACE_SAMPLE=--sample`` (head
+  sampling by trace id), the SDK with ``parentbased_traceidratio`` at the same rate, as a service that
+  traces in production would run.
 
 Prints the median of each side and the overheads ``1 - side/off`` (the target is under 5 %), also as
 the median of each round's own ratio (``*_per_round``, steadier when the load drifts), plus how many
@@ -45,11 +48,12 @@ from gear.tracing.spans import NO_SPANS, Spans, using_spans
 __all__ = ("main",)
 
 
-def _otel_spans() -> Spans:
-    """The OpenTelemetry bridge with a real SDK provider whose exporter drops what it gets."""
+def _otel_spans(sample: float = 1.0) -> Spans:
+    """The OpenTelemetry bridge with a real SDK provider whose exporter drops what it gets (sampling
+    parent-based by trace-id ratio at ``sample``)."""
     from gear.tracing.otel import OtelSpans
 
-    return OtelSpans(sdk_provider())
+    return OtelSpans(sdk_provider(sample))
 
 
 def _flush(*tracers: Tracer) -> None:
@@ -59,7 +63,12 @@ def _flush(*tracers: Tracer) -> None:
 
 
 async def _round(
-    url: str, calls: int, concurrency: int, trace_dir: Path | None, spans: Spans = NO_SPANS
+    url: str,
+    calls: int,
+    concurrency: int,
+    trace_dir: Path | None,
+    spans: Spans = NO_SPANS,
+    sample: float = 1.0,
 ) -> tuple[float, float, int]:
     """Calls per second, this process's CPU microseconds per call (events written included), events."""
     suffix = uuid.uuid4().hex[:6]
@@ -68,12 +77,14 @@ async def _round(
     def tracer(type_: str, host: str) -> Tracer:
         if trace_dir is None:
             return NullTracer()
-        return tracer_from_env(type_, host, f"{type_}.{host}", directory=trace_dir)
+        return tracer_from_env(type_, host, f"{type_}.{host}", directory=trace_dir, sample_rate=sample)
 
     server_tracer, client_tracer = tracer(server_type, "s1"), tracer(client_type, "c1")
     with using_spans(spans):
-        server = gear.Service(server_type, "s1", url=url, tracer=server_tracer)
-        client = gear.Service(client_type, "c1", url=url, tracer=client_tracer, serve=False)
+        server = gear.Service(server_type, "s1", url=url, tracer=server_tracer, trace_sample=sample)
+        client = gear.Service(
+            client_type, "c1", url=url, tracer=client_tracer, serve=False, trace_sample=sample
+        )
 
     @server.handler("echo")
     async def echo(payload: dict[str, Any]) -> dict[str, Any]:
@@ -140,22 +151,42 @@ def _emit_cost(calls: int = 25_000) -> dict[str, float]:
     }
 
 
+_SIDES = ("off", "jsonl", "jsonl+otel-api", "jsonl+otel")
+"""The sides at full rate; each but ``off`` is also run sampled (``--sample``)."""
+
+
+def _key(side: str) -> str:
+    """A side's name as a JSON key fragment: ``jsonl+otel-api sampled`` -> ``jsonl_otel_api_sampled``."""
+    return side.replace("+", "_").replace("-", "_").replace(" ", "_")
+
+
 async def _main(args: argparse.Namespace) -> dict[str, Any]:
     from gear.tracing.otel import OtelSpans
 
-    sides: dict[str, list[float]] = {"off": [], "jsonl": [], "jsonl+otel-api": [], "jsonl+otel": []}
-    cpu: dict[str, list[float]] = {side: [] for side in sides}
+    names = [*_SIDES, *(f"{side} sampled" for side in _SIDES[1:])]
+    sides: dict[str, list[float]] = {name: [] for name in names}
+    cpu: dict[str, list[float]] = {name: [] for name in names}
     events = 0
-    otel, api_only = _otel_spans(), OtelSpans()  # the second follows the global (no-op) provider
+    api_only = OtelSpans()  # follows the global (no-op) provider
+    # the SDK as an application that samples would configure it: parent-based, trace-id ratio at the
+    # same rate as Gear's, so both keep the same traces
+    spans = {
+        "off": NO_SPANS,
+        "jsonl": NO_SPANS,
+        "jsonl+otel-api": api_only,
+        "jsonl+otel": _otel_spans(),
+        "jsonl sampled": NO_SPANS,
+        "jsonl+otel-api sampled": api_only,
+        "jsonl+otel sampled": _otel_spans(args.sample),
+    }
     with tempfile.TemporaryDirectory(prefix="gear-trace-bench-") as directory:
         for n in range(args.rounds):
-            for side, trace_dir, spans in (
-                ("off", None, NO_SPANS),
-                ("jsonl", Path(directory) / f"j{n}", NO_SPANS),
-                ("jsonl+otel-api", Path(directory) / f"a{n}", api_only),
-                ("jsonl+otel", Path(directory) / f"o{n}", otel),
-            ):
-                rate, us, written = await _round(args.url, args.calls, args.concurrency, trace_dir, spans)
+            for i, side in enumerate(names):
+                trace_dir = None if side == "off" else Path(directory) / f"{i}-{n}"
+                sample = args.sample if side.endswith("sampled") else 1.0
+                rate, us, written = await _round(
+                    args.url, args.calls, args.concurrency, trace_dir, spans[side], sample
+                )
                 sides[side].append(rate)
                 cpu[side].append(us)
                 events += written if side == "jsonl" else 0
@@ -167,8 +198,10 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
                 flush=True,
             )
     median = {k: statistics.median(v) for k, v in sides.items()}
+    cpu_median = {k: statistics.median(v) for k, v in cpu.items()}
     cost = _emit_cost()
     per_call = events / max(1, args.rounds * (args.calls + min(200, args.calls)))
+    traced = names[1:]
     return {
         **cost,
         "events_per_call": round(per_call, 2),
@@ -176,44 +209,31 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         "url": args.url,
         "calls_per_round": args.calls,
         "concurrency": args.concurrency,
+        "sample_rate": args.sample,
         **{f"{k}_calls_per_s": round(v) for k, v in median.items()},
-        "overhead_jsonl": round(1 - median["jsonl"] / median["off"], 4),
-        "overhead_jsonl_otel_api": round(1 - median["jsonl+otel-api"] / median["off"], 4),
-        "overhead_jsonl_otel": round(1 - median["jsonl+otel"] / median["off"], 4),
+        **{f"overhead_{_key(side)}": round(1 - median[side] / median["off"], 4) for side in traced},
         # the same, as the median of each round's own ratio (side and off measured back to back): steadier
         # when the machine's load drifts between rounds
         **{
-            f"overhead_{key}_per_round": round(
+            f"overhead_{_key(side)}_per_round": round(
                 statistics.median(1 - x / o for x, o in zip(sides[side], sides["off"], strict=True)), 4
             )
-            for key, side in (
-                ("jsonl", "jsonl"),
-                ("jsonl_otel_api", "jsonl+otel-api"),
-                ("jsonl_otel", "jsonl+otel"),
-            )
+            for side in traced
         },
         "events_written": events,
         # this process's CPU per call (caller, server and tracing: one Python process), median of rounds,
         # and what tracing adds to it: steadier than calls/s on a shared machine, and what the calls/s
         # overhead comes to when this process is the bottleneck
-        **{f"{k}_cpu_us_per_call": round(statistics.median(v), 1) for k, v in cpu.items()},
+        **{f"{k}_cpu_us_per_call": round(v, 1) for k, v in cpu_median.items()},
         **{
-            f"cpu_overhead_{key}": round(statistics.median(cpu[side]) / statistics.median(cpu["off"]) - 1, 4)
-            for key, side in (
-                ("jsonl", "jsonl"),
-                ("jsonl_otel_api", "jsonl+otel-api"),
-                ("jsonl_otel", "jsonl+otel"),
-            )
+            f"cpu_overhead_{_key(side)}": round(cpu_median[side] / cpu_median["off"] - 1, 4)
+            for side in traced
         },
         **{
-            f"cpu_overhead_{key}_per_round": round(
+            f"cpu_overhead_{_key(side)}_per_round": round(
                 statistics.median(x / o - 1 for x, o in zip(cpu[side], cpu["off"], strict=True)), 4
             )
-            for key, side in (
-                ("jsonl", "jsonl"),
-                ("jsonl_otel_api", "jsonl+otel-api"),
-                ("jsonl_otel", "jsonl+otel"),
-            )
+            for side in traced
         },
     }
 
@@ -225,6 +245,9 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=3000)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--sample", type=float, default=0.05, help="the rate of the sampled sides (GEAR_TRACE_SAMPLE)"
+    )
     print(json.dumps(asyncio.run(_main(parser.parse_args())), indent=2))
 
 

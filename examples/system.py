@@ -92,7 +92,10 @@ async def running_system(
     """
     names = names or Names()
     urls = [url] if isinstance(url, str) else list(url)
-    settings = gear.Settings(url=tuple(urls), exchange=names.exchange, timeout=timeout, connect_wait=timeout)
+    # every trace, whatever GEAR_TRACE_SAMPLE says: the delivery logs must see every delivery
+    settings = gear.Settings(
+        url=tuple(urls), exchange=names.exchange, timeout=timeout, connect_wait=timeout, trace_sample=1.0
+    )
     logs: dict[str, DeliveryLog] = {}
     tracers: list[Tracer] = []
 

@@ -136,7 +136,7 @@ class Router:
             return self._server.on_request(delivery, meta)
         if not self._calls.take_reply(meta, delivery.body) and not self._replies.take(meta, delivery.body):
             self.late_replies += 1
-            self._events.late_reply(meta.request_id, meta.method, meta.sender)
+            self._events.late_reply(meta.request_id, meta.method, meta.sender, meta.trace_id)
         return None
 
     async def _reject_foreign(self, delivery: Delivery, reason: str) -> None:

@@ -45,6 +45,7 @@ from gear.tls import client_context
 from gear.topology import Topology
 from gear.tracing.api import Tracer
 from gear.tracing.emitter import Emitter
+from gear.tracing.sampling import TraceSampler
 
 __all__ = ("PING_METHOD", "Service")
 
@@ -129,11 +130,15 @@ class Service:
             from gear.tracing.tracer import tracer_from_env
 
             tracer = tracer_from_env(
-                self.type, self.host, f"{self.identity}.{os.getpid()}", directory=self.settings.trace
+                self.type,
+                self.host,
+                f"{self.identity}.{os.getpid()}",
+                directory=self.settings.trace,
+                sample_rate=self.settings.trace_sample,
             )
         self._tracer: Tracer = tracer
         s = self.settings
-        events = Emitter(self._tracer, self.identity, s.exchange)
+        events = Emitter(self._tracer, self.identity, s.exchange, sampler=TraceSampler(s.trace_sample))
         self._connector = Connector(
             s.url,
             name=f"gear {self.identity} pid {os.getpid()}",

@@ -88,6 +88,10 @@ class Settings(BaseSettings):
     """Verify the broker's certificate and host name (``False`` lets anyone in between listen in)."""
     trace: str | None = None
     """Directory for JSON-lines trace events (``GEAR_TRACE``); unset, empty or ``off``: tracing off."""
+    trace_sample: float = Field(default=1.0, gt=0, le=1)
+    """The share of traces this instance records, events and spans (``GEAR_TRACE_SAMPLE=0.05``): head
+    sampling by trace id, the same traces on every instance (see :mod:`gear.tracing.sampling`). Give
+    every instance the same rate; 1 records everything."""
 
     def __repr_args__(self) -> Any:
         for name, value in super().__repr_args__():

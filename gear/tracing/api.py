@@ -66,6 +66,7 @@ class Attr:
     DELIVERY_TAG = "messaging.rabbitmq.message.delivery_tag"
     BODY_SIZE = "messaging.message.body.size"
     ERROR_TYPE = "error.type"  # e.g. "timeout", "unroutable", "nack", or the remote exception type
+    EXCEPTION_MESSAGE = "exception.message"  # why a connection was lost, why a message is not Gear's
     RPC_SYSTEM = "rpc.system.name"  # always "gear"
     RPC_METHOD = "rpc.method"
     PEER_SERVICE = "service.peer.name"  # the callee TYPE ("*" for broadcast)

@@ -10,7 +10,8 @@ Every method returns at once when tracing is off (one attribute read); hot paths
 :attr:`Emitter.enabled` before computing arguments. Which event carries what is documented in
 :mod:`gear.tracing.event`. The same emitter drives the OpenTelemetry spans (:mod:`gear.tracing.spans`):
 ``client_span``/``server_span`` around calls and handled requests, attempts from ``publish`` and its
-outcomes.
+outcomes. With a :class:`~gear.tracing.sampling.TraceSampler` below 1, a trace it drops gets neither
+events nor spans; the check comes first, before any argument is read.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any, Protocol
 
 from gear.tracing.api import Attr, EventName, Settlement, Tracer
 from gear.tracing.layout import LAYOUTS, Layout
+from gear.tracing.sampling import ALL, TraceSampler
 from gear.tracing.spans import ClientSpan, Spans, default_spans
 
 __all__ = ("DeliveredMessage", "Emitter", "OutgoingMessage", "RequestMeta", "type_of")
@@ -176,7 +178,7 @@ _FOREIGN = Layout(
     (
         _RABBIT, (Attr.OPERATION_TYPE, "settle"), (Attr.OPERATION_NAME, Settlement.REJECT.value),
         (Attr.REQUEUE, False), (Attr.DESTINATION, str), (Attr.ROUTING_KEY, str), (Attr.MESSAGE_ID, str),
-        (Attr.DELIVERY_TAG, int), (Attr.ERROR_TYPE, "not_gear"), ("exception.message", str),
+        (Attr.DELIVERY_TAG, int), (Attr.ERROR_TYPE, "not_gear"), (Attr.EXCEPTION_MESSAGE, str),
     ),
 ).id  # fmt: skip
 
@@ -197,7 +199,7 @@ _REPLY_SENT: dict[tuple[bool, bool], int] = {
 """``gear.rpc.reply`` layouts by (the handler succeeded, its time is known)."""
 _REPLY_UNROUTABLE = Layout(EventName.UNROUTABLE, (*_REPLY_FIELDS, (Attr.ERROR_TYPE, "unroutable"))).id
 
-_CONNECTION_LOST = Layout(EventName.CONNECTION_LOST, (("exception.message", str), _RABBIT)).id
+_CONNECTION_LOST = Layout(EventName.CONNECTION_LOST, ((Attr.EXCEPTION_MESSAGE, str), _RABBIT)).id
 _RECONNECT = Layout(
     EventName.RECONNECT, ((Attr.RECONNECT_ATTEMPT, int), (Attr.DOWNTIME_MS, float), _RABBIT)
 ).id
@@ -210,15 +212,24 @@ _Record = Callable[[int, str | None, str | None, str | None, tuple[Any, ...]], N
 class Emitter:
     """The trace events of one service instance (``identity`` = its ``TYPE.HOST``)."""
 
-    __slots__ = ("_exchange", "_identity", "_record", "_spans", "_tracer")
+    __slots__ = ("_exchange", "_identity", "_keeps", "_record", "_sampled", "_spans", "_tracer", "sampler")
 
     def __init__(
-        self, tracer: Tracer, identity: str, exchange: str = "gear", spans: Spans | None = None
+        self,
+        tracer: Tracer,
+        identity: str,
+        exchange: str = "gear",
+        spans: Spans | None = None,
+        sampler: TraceSampler = ALL,
     ) -> None:
         self._tracer = tracer
         self._identity = identity
         self._exchange = exchange
         self._spans = default_spans() if spans is None else spans
+        self.sampler = sampler
+        """Which traces get events and spans (see :mod:`gear.tracing.sampling`); all by default."""
+        self._sampled = not sampler.everything
+        self._keeps = sampler.keeps
         record: _Record | None = getattr(tracer, "record", None)
         self._record: _Record = record if record is not None else self._emit
         """Where an event goes: the tracer's own ``record`` (a layout number and a tuple of values,
@@ -241,13 +252,15 @@ class Emitter:
 
     def client_span(self, msg: OutgoingMessage, address: str) -> ClientSpan:
         """Start the span of an outgoing call/cast/gather and put its context in ``msg.headers``."""
-        return self._spans.start_client(msg, address, msg.headers, self._exchange)
+        record = not (self._sampled and not self._keeps(msg.trace_id))
+        return self._spans.start_client(msg, address, msg.headers, self._exchange, record=record)
 
     def server_span(
         self, delivery: DeliveredMessage, meta: RequestMeta, headers: Any
     ) -> AbstractContextManager[None]:
         """The context in which one request is served (its span current, parented by ``headers``)."""
-        return self._spans.server(delivery, meta, headers, self._exchange)
+        record = not (self._sampled and not self._keeps(meta.trace_id))
+        return self._spans.server(delivery, meta, headers, self._exchange, record=record)
 
     def failed(self, error: BaseException | str) -> None:
         """The request being served failed (handler exception, bad payload, unknown method)."""
@@ -303,6 +316,8 @@ class Emitter:
     def publish(self, msg: OutgoingMessage, message_id: str, attempt: int, reason: str | None = None) -> None:
         """``gear.publish`` for the first attempt, ``gear.publish.republish`` (with ``reason``:
         return, nack, connection_lost) for the later ones."""
+        if self._sampled and not self._keeps(msg.trace_id):
+            return
         if self._spans.active:
             self._spans.attempt(msg, message_id, attempt, reason)
         if not self._tracer.enabled:
@@ -314,6 +329,8 @@ class Emitter:
 
     def confirmed(self, msg: OutgoingMessage, message_id: str, attempt: int) -> None:
         """``gear.publish.confirm``: the broker acked the attempt."""
+        if self._sampled and not self._keeps(msg.trace_id):
+            return
         if self._spans.active:
             self._spans.attempt_done(msg, message_id, "confirm")
         if self._tracer.enabled:
@@ -321,6 +338,8 @@ class Emitter:
 
     def nacked(self, msg: OutgoingMessage, message_id: str, attempt: int) -> None:
         """``gear.publish.nack``: the broker nacked the attempt."""
+        if self._sampled and not self._keeps(msg.trace_id):
+            return
         if self._spans.active:
             self._spans.attempt_done(msg, message_id, "nack")
         if self._tracer.enabled:
@@ -328,6 +347,8 @@ class Emitter:
 
     def returned(self, msg: OutgoingMessage, message_id: str, attempt: int, reply_code: int = 312) -> None:
         """``gear.publish.return``: the broker returned the attempt (312 NO_ROUTE)."""
+        if self._sampled and not self._keeps(msg.trace_id):
+            return
         if self._spans.active:
             self._spans.attempt_done(msg, message_id, "return")
         if self._tracer.enabled:
@@ -339,7 +360,7 @@ class Emitter:
         self, request_id: str, trace_id: str | None, method: str, sender: str, elapsed: float, ok: bool
     ) -> None:
         """``gear.rpc.response``: a reply to a pending call (``elapsed`` seconds since its publish)."""
-        if self._tracer.enabled:
+        if self._tracer.enabled and not (self._sampled and not self._keeps(trace_id)):
             self._record(
                 _RESPONSE if ok else _RESPONSE_FAILED, trace_id, request_id, None,
                 (request_id, method, type_of(sender), self._identity, _ms(elapsed), request_id),
@@ -349,14 +370,14 @@ class Emitter:
         self, request_id: str, trace_id: str | None, method: str, address: str, timeout: float
     ) -> None:
         """``gear.rpc.timeout``: no reply before the deadline (``timeout`` seconds)."""
-        if self._tracer.enabled:
+        if self._tracer.enabled and not (self._sampled and not self._keeps(trace_id)):
             ms = _ms(timeout)
             values = (request_id, method, type_of(address), self._identity, ms)
             self._record(_TIMEOUT, trace_id, request_id, None, values)
 
-    def late_reply(self, request_id: str, method: str, sender: str) -> None:
+    def late_reply(self, request_id: str, method: str, sender: str, trace_id: str | None = None) -> None:
         """``gear.rpc.late_reply``: a reply nobody waits for any more (timed out, or a duplicate)."""
-        if self._tracer.enabled:
+        if self._tracer.enabled and not (self._sampled and not self._keeps(trace_id)):
             values = (request_id, method, type_of(sender), self._identity, request_id)
             self._record(_LATE_REPLY, None, request_id, None, values)
 
@@ -364,7 +385,7 @@ class Emitter:
         self, request_id: str, trace_id: str | None, method: str, address: str, attempts: int
     ) -> None:
         """``gear.rpc.unroutable``: every attempt was returned until the deadline."""
-        if self._tracer.enabled:
+        if self._tracer.enabled and not (self._sampled and not self._keeps(trace_id)):
             values = (request_id, method, type_of(address), self._identity, attempts)
             self._record(_UNROUTABLE, trace_id, request_id, None, values)
 
@@ -373,6 +394,8 @@ class Emitter:
     def _delivery_event(
         self, layout: int, delivery: DeliveredMessage, meta: RequestMeta, extra: tuple[Any, ...] = ()
     ) -> None:
+        if self._sampled and not self._keeps(meta.trace_id):
+            return
         key, message_id = delivery.routing_key, delivery.message_id
         values = (
             f"{self._exchange}:{key}:{delivery.queue}", key, message_id, delivery.delivery_tag,
@@ -424,7 +447,7 @@ class Emitter:
 
     def reply_sent(self, meta: RequestMeta, ok: bool, handler_seconds: float | None = None) -> None:
         """``gear.rpc.reply``: the reply to ``meta`` was published and confirmed."""
-        if not self._tracer.enabled:
+        if not self._tracer.enabled or (self._sampled and not self._keeps(meta.trace_id)):
             return
         values = self._reply_values(meta)
         if handler_seconds is not None:
@@ -433,7 +456,7 @@ class Emitter:
 
     def reply_unroutable(self, meta: RequestMeta) -> None:
         """``gear.rpc.unroutable`` (kind reply): the reply could not be delivered to the caller."""
-        if self._tracer.enabled:
+        if self._tracer.enabled and not (self._sampled and not self._keeps(meta.trace_id)):
             self._record(_REPLY_UNROUTABLE, meta.trace_id, None, None, self._reply_values(meta))
 
     # -- connection --------------------------------------------------------------------------------

@@ -78,6 +78,7 @@ class Attributes(BaseModel):
     delivery_tag: int | None = Field(default=None, alias=Attr.DELIVERY_TAG)
     body_size: int | None = Field(default=None, alias=Attr.BODY_SIZE)
     error_type: str | None = Field(default=None, alias=Attr.ERROR_TYPE)
+    exception_message: str | None = Field(default=None, alias=Attr.EXCEPTION_MESSAGE)
     rpc_system: str | None = Field(default=None, alias=Attr.RPC_SYSTEM)
     rpc_method: str | None = Field(default=None, alias=Attr.RPC_METHOD)
     peer_service: str | None = Field(default=None, alias=Attr.PEER_SERVICE)

@@ -13,7 +13,9 @@ RPC and messaging semantic conventions (v1.44):
 * one **producer** span per publish attempt of a request (``publish {routing key}``) under the client
   span; a republish *links* to the attempt it repeats. A reply's first attempt gets no span of its own
   (the server span already covers it); a republished reply does;
-* errors set the span status to ERROR with ``error.type`` and record the exception.
+* errors set the span status to ERROR with ``error.type`` and record the exception;
+* a trace Gear's sampler drops (``GEAR_TRACE_SAMPLE``) gets no spans: its context is passed on as
+  without an SDK.
 
 Cost: spans are made on the event loop, so each one is kept cheap. With the API installed but no SDK
 configured (the global tracer provider is still OpenTelemetry's proxy or no-op one) no span is started
@@ -193,9 +195,15 @@ class OtelSpans:
     # -- client side -------------------------------------------------------------------------------
 
     def start_client(
-        self, msg: OutgoingMessage, address: str, headers: MutableMapping[str, Any], exchange: str
+        self,
+        msg: OutgoingMessage,
+        address: str,
+        headers: MutableMapping[str, Any],
+        exchange: str,
+        *,
+        record: bool = True,
     ) -> _ClientSpan | _NoClientSpan:
-        if not self.active:
+        if not record or not self.active:
             # no span; a trace context that is current (a request served with a traceparent) goes on
             if otel_context.get_current():
                 propagate.inject(headers)
@@ -275,9 +283,15 @@ class OtelSpans:
     # -- server side -------------------------------------------------------------------------------
 
     def server(
-        self, delivery: DeliveredMessage, meta: RequestMeta, headers: Any, exchange: str
+        self,
+        delivery: DeliveredMessage,
+        meta: RequestMeta,
+        headers: Any,
+        exchange: str,
+        *,
+        record: bool = True,
     ) -> AbstractContextManager[None]:
-        if self.active:
+        if record and self.active:
             return self._serve(delivery, meta, headers, exchange)
         if headers and not propagate.get_global_textmap().fields.isdisjoint(headers):
             return self._pass_through(headers)

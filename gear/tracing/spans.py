@@ -44,16 +44,29 @@ class Spans(Protocol):
         ...
 
     def start_client(
-        self, msg: OutgoingMessage, address: str, headers: MutableMapping[str, Any], exchange: str
+        self,
+        msg: OutgoingMessage,
+        address: str,
+        headers: MutableMapping[str, Any],
+        exchange: str,
+        *,
+        record: bool = True,
     ) -> ClientSpan:
         """Start the client (or producer, for a cast) span of ``msg`` and write its trace context into
-        ``headers``."""
+        ``headers``. ``record`` false (a trace sampled away): no span, the current context goes on."""
         ...
 
     def server(
-        self, delivery: DeliveredMessage, meta: RequestMeta, headers: Any, exchange: str
+        self,
+        delivery: DeliveredMessage,
+        meta: RequestMeta,
+        headers: Any,
+        exchange: str,
+        *,
+        record: bool = True,
     ) -> AbstractContextManager[None]:
-        """A context in which the server (or consumer, for a cast) span of one request is current."""
+        """A context in which the server (or consumer, for a cast) span of one request is current.
+        ``record`` false: no span; the caller's trace context is current."""
         ...
 
     def failed(self, error: BaseException | str) -> None:
@@ -91,12 +104,24 @@ class _NoSpans:
     active = False
 
     def start_client(
-        self, msg: OutgoingMessage, address: str, headers: MutableMapping[str, Any], exchange: str
+        self,
+        msg: OutgoingMessage,
+        address: str,
+        headers: MutableMapping[str, Any],
+        exchange: str,
+        *,
+        record: bool = True,
     ) -> ClientSpan:
         return _NO_CLIENT_SPAN
 
     def server(
-        self, delivery: DeliveredMessage, meta: RequestMeta, headers: Any, exchange: str
+        self,
+        delivery: DeliveredMessage,
+        meta: RequestMeta,
+        headers: Any,
+        exchange: str,
+        *,
+        record: bool = True,
     ) -> AbstractContextManager[None]:
         return _NO_CONTEXT
 

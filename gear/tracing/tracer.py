@@ -387,11 +387,13 @@ def tracer_from_env(
     host: str,
     instance_id: str,
     directory: str | os.PathLike[str] | None = None,
+    sample_rate: float = 1.0,
 ) -> Tracer:
     """The tracer for one service instance.
 
     ``directory`` wins; otherwise ``GEAR_TRACE`` names the directory. With neither (or a value of
     ``0``/``off``/``false``/``no``/empty) tracing is off and a :class:`NullTracer` is returned.
+    ``sample_rate`` below 1 is written in the resource (the emitter does the sampling).
     ``GEAR_TRACE_MAX_BYTES`` overrides the rotation size. Never raises for an unwritable directory:
     the problem is logged once when the first events are written.
     """
@@ -404,6 +406,7 @@ def tracer_from_env(
             "host.name": host,
             "service.instance.id": instance_id,
             "process.pid": os.getpid(),
+            "gear.trace.sample_rate": sample_rate if sample_rate < 1.0 else None,
         }
     )
     max_bytes = DEFAULT_MAX_BYTES

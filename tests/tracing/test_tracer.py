@@ -13,6 +13,7 @@ import pytest
 
 from gear.tracing import (
     Attr,
+    Emitter,
     EventName,
     InMemoryTracer,
     JsonlTracer,
@@ -138,6 +139,13 @@ def test_in_memory_tracer() -> None:
     tracer = InMemoryTracer(RESOURCE)
     tracer.emit(EventName.TIMEOUT, span_id="s", attributes={Attr.TIMEOUT_MS: 10})
     assert tracer.named(EventName.TIMEOUT)[0].attributes.timeout_ms == 10.0
+
+
+def test_in_memory_tracer_keeps_why_a_connection_was_lost() -> None:
+    tracer = InMemoryTracer(RESOURCE)
+    Emitter(tracer, "WEB.w1").connection_lost("heartbeat: nothing received for 7.5 s")
+    lost = tracer.named(EventName.CONNECTION_LOST)[0]
+    assert lost.attributes.exception_message == "heartbeat: nothing received for 7.5 s"
 
 
 def test_sdk_never_imports_pyspark() -> None:
