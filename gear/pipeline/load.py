@@ -4,10 +4,10 @@ A line Spark cannot parse with the schema (not JSON, or a value of the wrong typ
 parsed line without a time, an event name or a service instance is *invalid*. Neither stops the job.
 
 Sampled traces: an instance that records only a share r of the traces (head sampling by trace id)
-writes ``gear.trace.sample_rate`` = r in its resource. Each of its events with a ``trace_id`` stands
-for 1/r events of the whole traffic, so it gets the weight ``w`` = 1/r; an event without a trace id
-(connection events, a rejected foreign message) is never sampled away and weighs 1, as does every
-event of an instance without a rate. Tables count with :func:`estimate`; the line counts here stay raw.
+writes ``gear.trace.sample_rate`` = r in its resource. Each of its events with a (hex) ``trace_id``
+stands for 1/r events of the whole traffic, so it gets the weight ``w`` = 1/r; an event without a
+trace id (connection events, a rejected foreign message) is never sampled away and weighs 1, as does
+every event of an instance without a rate. Tables count with :func:`estimate`; the line counts here stay raw.
 """
 
 from __future__ import annotations
@@ -74,10 +74,15 @@ def estimate(condition: Column | None = None, value: str | None = None) -> Colum
 
 
 def _weight() -> Column:
-    """1/rate for an event that could have been sampled away (it has a trace id), else 1."""
+    """1/rate for an event that could have been sampled away, else 1.
+
+    Sampling reads the last 16 hex digits of the trace id (``gear.tracing.sampling``): an event without
+    a trace id, or with one that is not hex, is always written. The rate is tested first, so events of
+    instances that do not sample never run the pattern.
+    """
     rate = sf.col("rate")
-    sampled = sf.col("trace_id").isNotNull() & (rate > 0) & (rate <= 1)
-    return sf.when(sampled, 1.0 / rate).otherwise(sf.lit(1.0))
+    traced = sf.substring(sf.col("trace_id"), -16, 16).rlike("^[0-9a-fA-F]+$")
+    return sf.when((rate > 0) & (rate < 1) & traced, 1.0 / rate).otherwise(sf.lit(1.0))
 
 
 def _peer_from_key() -> Column:

@@ -134,3 +134,31 @@ def test_sampled_generator_estimates_the_truth(spark: Any, tmp_path: Path) -> No
     assert summary["data_quality"]["calls"] < 0.4 * len(truth.calls)
     assert summary["sampling"]["estimated_calls"] == pytest.approx(len(truth.calls), rel=0.15)
     assert estimated == pytest.approx(errors, rel=0.15)
+
+
+def test_weights_follow_the_sdks_rule(spark: Any, tmp_path: Path) -> None:
+    """1/rate for an event sampling could drop (a hex trace id at a rate below 1); 1 for the rest."""
+    from gear.pipeline.load import WEIGHT, load_events
+
+    def line(seq: int, trace: str | None, rate: float | None) -> str:
+        resource: dict[str, Any] = {"service.name": "WEB", "service.instance.id": "WEB.w"}
+        if rate is not None:
+            resource[RATE_KEY] = rate
+        record = {
+            "time_unix_nano": 1,
+            "event.name": "gear.publish",
+            "gear.event.seq": seq,
+            "resource": resource,
+        }
+        if trace:
+            record["trace_id"] = trace
+        return json.dumps(record)
+
+    cases = [("ab" * 16, RATE, 4.0), ("abc", RATE, 4.0), (None, RATE, 1.0), ("not-hex", RATE, 1.0),
+             ("ab" * 16, None, 1.0), ("ab" * 16, 1.0, 1.0), ("ab" * 16, 0.0, 1.0)]  # fmt: skip
+    (tmp_path / "w.jsonl").write_text("".join(f"{line(i, t, r)}\n" for i, (t, r, _) in enumerate(cases)))
+    loaded = load_events(spark, [str(tmp_path / "w.jsonl")])
+    weights = {row["seq"]: row[WEIGHT] for row in loaded.events.collect()}
+    loaded.cached.unpersist()
+    assert weights == {i: w for i, (_, _, w) in enumerate(cases)}
+    assert loaded.sample_rates == {"WEB.w": RATE}
