@@ -100,18 +100,15 @@ def _cards(summary: dict[str, Any]) -> str:
     rate = errors / calls if calls else 0.0
     quality = summary.get("data_quality", {})
     blocked_ms = sum(r["duration_ms"] or 0.0 for r in tables["blocked_periods"]["sample"])
-    dups = tables["duplicate_deliveries"]["rows"]
     reconnects = tables["reconnects"]["rows"]
     bad_lines = quality.get("corrupt_lines", 0) + quality.get("invalid_events", 0)
     no_outcome = quality.get("calls_without_outcome", 0)
-    sampling = summary.get("sampling")
+    sampling = summary.get("sampling") or {}  # estimates replace the raw totals
     about = "≈" if sampling else ""
-    if sampling:
-        calls_seen, dups = sampling["estimated_calls"], sampling["estimated_duplicate_requests"]
-    else:
-        calls_seen = quality.get("calls", calls)
+    all_calls = sampling.get("estimated_calls", quality.get("calls", calls))
+    dups = sampling.get("estimated_duplicate_requests", tables["duplicate_deliveries"]["rows"])
     cards = (
-        _card("calls", f"{about}{calls_seen:,}", "ok"),
+        _card("calls", f"{about}{all_calls:,}", "ok"),
         _card("error rate", f"{rate:.2%}", _level(rate, 0.01, 0.05)),
         _card("timeouts", f"{about}{timeouts:,}", _level(timeouts / calls if calls else 0.0, 0.01, 0.05)),
         _card("unroutable", f"{about}{unroutable:,}", _level(unroutable, 1, 10)),
