@@ -206,13 +206,18 @@ _RECONNECT = Layout(
 _BLOCKED = Layout(EventName.BLOCKED, ((Attr.BLOCKED_REASON, str), _RABBIT)).id
 _UNBLOCKED = Layout(EventName.UNBLOCKED, (_RABBIT,)).id
 
+_ENDED_REMEMBERED = 4096
+"""Ended calls whose trace a sampling emitter remembers for their late replies (then it starts over)."""
+
 _Record = Callable[[int, str | None, str | None, str | None, tuple[Any, ...]], None]
 
 
 class Emitter:
     """The trace events of one service instance (``identity`` = its ``TYPE.HOST``)."""
 
-    __slots__ = ("_exchange", "_identity", "_keeps", "_record", "_sampled", "_spans", "_tracer", "sampler")
+    __slots__ = (
+        "_ended", "_exchange", "_identity", "_keeps", "_record", "_sampled", "_spans", "_tracer", "sampler"
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -230,6 +235,9 @@ class Emitter:
         """Which traces get events and spans (see :mod:`gear.tracing.sampling`); all by default."""
         self._sampled = not sampler.everything
         self._keeps = sampler.keeps
+        self._ended: dict[str, str | None] = {}
+        """While sampling: the trace ids of calls that ended lately (answered or timed out), by request
+        id, so that a late reply, which carries no trace id, is kept or dropped with its call."""
         record: _Record | None = getattr(tracer, "record", None)
         self._record: _Record = record if record is not None else self._emit
         """Where an event goes: the tracer's own ``record`` (a layout number and a tuple of values,
@@ -360,6 +368,8 @@ class Emitter:
         self, request_id: str, trace_id: str | None, method: str, sender: str, elapsed: float, ok: bool
     ) -> None:
         """``gear.rpc.response``: a reply to a pending call (``elapsed`` seconds since its publish)."""
+        if self._sampled:
+            self._ended_call(request_id, trace_id)
         if self._tracer.enabled and not (self._sampled and not self._keeps(trace_id)):
             self._record(
                 _RESPONSE if ok else _RESPONSE_FAILED, trace_id, request_id, None,
@@ -370,16 +380,27 @@ class Emitter:
         self, request_id: str, trace_id: str | None, method: str, address: str, timeout: float
     ) -> None:
         """``gear.rpc.timeout``: no reply before the deadline (``timeout`` seconds)."""
+        if self._sampled:
+            self._ended_call(request_id, trace_id)
         if self._tracer.enabled and not (self._sampled and not self._keeps(trace_id)):
             ms = _ms(timeout)
             values = (request_id, method, type_of(address), self._identity, ms)
             self._record(_TIMEOUT, trace_id, request_id, None, values)
 
     def late_reply(self, request_id: str, method: str, sender: str, trace_id: str | None = None) -> None:
-        """``gear.rpc.late_reply``: a reply nobody waits for any more (timed out, or a duplicate)."""
+        """``gear.rpc.late_reply``: a reply nobody waits for any more (timed out, or a duplicate). Its
+        trace, if not given, is its call's when that ended lately (else it is kept: it may be a sign)."""
+        if self._sampled and trace_id is None:
+            trace_id = self._ended.get(request_id)
         if self._tracer.enabled and not (self._sampled and not self._keeps(trace_id)):
             values = (request_id, method, type_of(sender), self._identity, request_id)
-            self._record(_LATE_REPLY, None, request_id, None, values)
+            self._record(_LATE_REPLY, trace_id, request_id, None, values)
+
+    def _ended_call(self, request_id: str, trace_id: str | None) -> None:
+        ended = self._ended
+        if len(ended) >= _ENDED_REMEMBERED:
+            ended.clear()
+        ended[request_id] = trace_id
 
     def unroutable(
         self, request_id: str, trace_id: str | None, method: str, address: str, attempts: int

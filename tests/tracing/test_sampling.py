@@ -14,7 +14,7 @@ import pydantic
 import pytest
 
 import gear
-from gear.tracing import EventName, InMemoryTracer, TraceSampler
+from gear.tracing import Emitter, EventName, InMemoryTracer, TraceSampler
 from gear.tracing.spans import NO_SPANS, using_spans
 from tests.backends import BrokerHandle
 from tests.conftest import unique
@@ -64,6 +64,23 @@ def test_a_trace_gets_the_same_answer_every_time_it_is_asked() -> None:
     first = [sampler.keeps(t) for t in ids]
     assert first == [sampler.keeps(t) for t in reversed(ids)][::-1]
     assert first == [int(t[16:], 16) < round(0.3 * 2**64) for t in ids]
+
+
+def test_a_late_reply_goes_with_its_call() -> None:
+    """A reply carries no trace id; a late one is kept or dropped as its call was."""
+    sampler = TraceSampler(0.5)
+    kept, dropped = (
+        next(t for t in _trace_ids(100, seed=3) if sampler.keeps(t) is want) for want in (True, False)
+    )
+    tracer = InMemoryTracer()
+    emitter = Emitter(tracer, "WEB.w1", spans=NO_SPANS, sampler=sampler)
+    emitter.timeout("a" * 16, kept, "get", "REPO", 1.0)
+    emitter.response("b" * 16, dropped, "get", "REPO.r1", 0.01, True)
+    emitter.late_reply("a" * 16, "get", "REPO.r1")
+    emitter.late_reply("b" * 16, "get", "REPO.r1")
+    emitter.late_reply("c" * 16, "get", "REPO.r1")  # a call it knows nothing of: kept, a sign of trouble
+    late = tracer.named(EventName.LATE_REPLY)
+    assert [(e.span_id, e.trace_id) for e in late] == [("a" * 16, kept), ("c" * 16, None)]
 
 
 def test_events_outside_any_trace_are_always_kept() -> None:
