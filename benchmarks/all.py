@@ -136,7 +136,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "tracing",
         "tracing_overhead.py",
         ("--calls", "1000", "--rounds", "3"),
-        ("--calls", "3000", "--rounds", "5"),
+        ("--calls", "3000", "--rounds", "7"),
         render=_tracing,
     ),
     Benchmark("dispatch", "dispatch.py", ("--requests", "10000", "--rounds", "5"), (), render=_text),

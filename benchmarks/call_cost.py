@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiormq
+from _cleanup import delete_queues, service_queues
 
 import gear
 
@@ -69,6 +70,7 @@ async def _gear(url: str) -> tuple[Call, Callable[[], Awaitable[None]]]:
     async def stop() -> None:
         await client.stop()
         await server.stop()
+        await delete_queues(url, service_queues(server, client))
 
     return call, stop
 

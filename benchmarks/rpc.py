@@ -32,6 +32,8 @@ import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
+from _cleanup import delete_queues, service_queues
+
 __all__ = ("main",)
 
 PAYLOAD = {"data": "x" * 80}
@@ -110,7 +112,12 @@ async def client_gear(url: str, tag: str) -> tuple[Call, Callable[[], Awaitable[
     async def call() -> Any:
         return await svc.rpc.call(target, "echo", PAYLOAD)
 
-    return call, svc.stop
+    async def stop() -> None:
+        await svc.stop()
+        # the server (another process) is stopped after this: its shared queue would stay forever
+        await delete_queues(url, [*service_queues(svc), f"BENCH{tag}", target])
+
+    return call, stop
 
 
 async def client_aio_pika(url: str, tag: str) -> tuple[Call, Callable[[], Awaitable[None]]]:

@@ -4,7 +4,9 @@
         [--concurrency 32] [--rounds 3] [--sample 0.05]
 
 One server instance (an echo handler) and one caller instance. Each round measures calls per second
-for every side, interleaved so that machine noise hits them alike:
+for every side, interleaved so that machine noise hits them alike (in a new order each round; before
+each side the SDK's span processors catch up, trace files are written out and garbage is collected, so
+no side pays for the one before):
 
 * ``off``: no Gear events, no spans (``NullTracer``, OpenTelemetry bridge off);
 * ``jsonl``: Gear's JSONL events (both instances writing), no spans: Gear without the ``otel`` extra;
@@ -31,7 +33,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
+import os
+import random
 import statistics
 import tempfile
 import time
@@ -39,6 +44,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from _cleanup import delete_queues, service_queues
 from _trace_fakes import Delivery, Meta, Msg, sdk_provider
 
 import gear
@@ -48,12 +54,28 @@ from gear.tracing.spans import NO_SPANS, Spans, using_spans
 __all__ = ("main",)
 
 
+_PROVIDERS: list[Any] = []
+"""Every SDK provider made: each side starts after their span processors have caught up."""
+
+
 def _otel_spans(sample: float = 1.0) -> Spans:
     """The OpenTelemetry bridge with a real SDK provider whose exporter drops what it gets (sampling
     parent-based by trace-id ratio at ``sample``)."""
     from gear.tracing.otel import OtelSpans
 
-    return OtelSpans(sdk_provider(sample))
+    provider = sdk_provider(sample)
+    _PROVIDERS.append(provider)
+    return OtelSpans(provider)
+
+
+def _quiesce() -> None:
+    """Let the SDK's batch processors export what the last side left (their thread's CPU would count
+    against the next side), have the kernel write the last side's trace files out (its writeback would
+    compete with the next side for the cores) and collect the last side's garbage."""
+    for provider in _PROVIDERS:
+        provider.force_flush()
+    os.sync()
+    gc.collect()
 
 
 def _flush(*tracers: Tracer) -> None:
@@ -99,12 +121,16 @@ async def _round(
 
         await asyncio.gather(*(one(i) for i in range(min(200, calls))))
         _flush(server_tracer, client_tracer)
+        _quiesce()
         cpu = time.process_time()
         started = time.perf_counter()
         await asyncio.gather(*(one(i) for i in range(calls)))
         elapsed = time.perf_counter() - started
         _flush(server_tracer, client_tracer)
+        for provider in _PROVIDERS:  # this side's spans still queued are this side's cost
+            provider.force_flush()
         cpu = time.process_time() - cpu
+    await delete_queues(url, service_queues(server, client))
     written = 0
     for t in (server_tracer, client_tracer):
         t.close()
@@ -181,7 +207,10 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
     }
     with tempfile.TemporaryDirectory(prefix="gear-trace-bench-") as directory:
         for n in range(args.rounds):
-            for i, side in enumerate(names):
+            order = list(names)
+            random.Random(n).shuffle(order)  # no side always follows the same one
+            for side in order:
+                i = names.index(side)
                 trace_dir = None if side == "off" else Path(directory) / f"{i}-{n}"
                 sample = args.sample if side.endswith("sampled") else 1.0
                 rate, us, written = await _round(
