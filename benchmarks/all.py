@@ -63,16 +63,18 @@ def _tracing(out: str) -> str:
         f"| off | {result['off_calls_per_s']:,} | - | {result['off_cpu_us_per_call']} | - |",
     ]
     for label, side, key in sides:
+        calls, cpu = result[f"overhead_{key}_per_round"], result[f"cpu_overhead_{key}_per_round"]
         rows.append(
-            f"| {label} | {result[side + '_calls_per_s']:,} | {result['overhead_' + key]:+.1%} | "
-            f"{result[side + '_cpu_us_per_call']} | {result['cpu_overhead_' + key]:+.1%} |"
+            f"| {label} | {result[side + '_calls_per_s']:,} | {calls:+.1%} | "
+            f"{result[side + '_cpu_us_per_call']} | {cpu:+.1%} |"
         )
     rows += [
         "",
         f"{result['events_per_call']} events per call; {result['cpu_us_per_event']} us of CPU per event "
         f"all in (emit, encode, write); {result['calls_per_round']:,} calls per side per round at "
         f"{result['concurrency']} in flight; CPU per call is this process's (caller, server and tracing "
-        "in one Python process), the median of rounds"
+        "in one Python process); calls/s and CPU are medians of rounds, overheads the median of each round's "
+        "own ratio to `off` (steadier when the machine's speed drifts)"
         + (
             f"; sampled: both instances at `GEAR_TRACE_SAMPLE={rate:g}`, the SDK at "
             f"`parentbased_traceidratio` {rate:g}"
@@ -136,8 +138,15 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "tracing",
         "tracing_overhead.py",
         ("--calls", "1000", "--rounds", "3"),
-        ("--calls", "3000", "--rounds", "7"),
+        ("--calls", "3000", "--rounds", "9", "--sample", "0.02"),
         render=_tracing,
+    ),
+    Benchmark(
+        "tracing-cpu",
+        "tracing_cpu.py",
+        ("--calls", "20000", "off", "jsonl", "otel-api", "otel", "jsonl-sampled", "otel-sampled"),
+        ("--calls", "60000", "off", "jsonl", "otel-api", "otel", "jsonl-sampled", "otel-sampled"),
+        render=_text,
     ),
     Benchmark("dispatch", "dispatch.py", ("--requests", "10000", "--rounds", "5"), (), render=_text),
     Benchmark(

@@ -1,12 +1,14 @@
 """Benchmark: call throughput with tracing off and on, with and without OpenTelemetry, same run.
 
     python benchmarks/tracing_overhead.py [--url amqp://guest:guest@127.0.0.1:5672/] [--calls 3000]
-        [--concurrency 32] [--rounds 3] [--sample 0.05]
+        [--concurrency 32] [--rounds 3] [--slices 10] [--sample 0.05]
 
-One server instance (an echo handler) and one caller instance. Each round measures calls per second
-for every side, interleaved so that machine noise hits them alike (in a new order each round; before
-each side the SDK's span processors catch up, trace files are written out and garbage is collected, so
-no side pays for the one before):
+Every side has its own server instance (an echo handler) and caller instance, all started at once.
+Each round gives every side ``--slices`` turns of ``calls / slices`` calls, in a new order each time,
+so that a drift in the machine's speed hits all sides alike (one side after another, a few seconds
+each, the sides differed by 10-20% from drift alone on a 2-core VM). Before each turn the SDK's span
+processors catch up, trace files are written out and garbage is collected; each turn's own events
+are written and its spans exported inside it. The sides:
 
 * ``off``: no Gear events, no spans (``NullTracer``, OpenTelemetry bridge off);
 * ``jsonl``: Gear's JSONL events (both instances writing), no spans: Gear without the ``otel`` extra;
@@ -69,9 +71,9 @@ def _otel_spans(sample: float = 1.0) -> Spans:
 
 
 def _quiesce() -> None:
-    """Let the SDK's batch processors export what the last side left (their thread's CPU would count
-    against the next side), have the kernel write the last side's trace files out (its writeback would
-    compete with the next side for the cores) and collect the last side's garbage."""
+    """Let the SDK's batch processors export what the last slice left (their thread's CPU would count
+    against the next one), have the kernel write the trace files out (its writeback would compete with
+    the next slice for the cores) and collect garbage."""
     for provider in _PROVIDERS:
         provider.force_flush()
     os.sync()
@@ -84,59 +86,65 @@ def _flush(*tracers: Tracer) -> None:
             tracer.flush()
 
 
-async def _round(
-    url: str,
-    calls: int,
-    concurrency: int,
-    trace_dir: Path | None,
-    spans: Spans = NO_SPANS,
-    sample: float = 1.0,
-) -> tuple[float, float, int]:
-    """Calls per second, this process's CPU microseconds per call (events written included), events."""
-    suffix = uuid.uuid4().hex[:6]
-    server_type, client_type = f"BENCHS{suffix}", f"BENCHC{suffix}"
+class _Pair:
+    """One side's server (an echo handler) and caller, started once and measured in short slices taken
+    in turn with the other sides', so that a drift in the machine's speed hits every side alike."""
 
-    def tracer(type_: str, host: str) -> Tracer:
-        if trace_dir is None:
-            return NullTracer()
-        return tracer_from_env(type_, host, f"{type_}.{host}", directory=trace_dir, sample_rate=sample)
+    def __init__(self, url: str, trace_dir: Path | None, spans: Spans, sample: float) -> None:
+        suffix = uuid.uuid4().hex[:6]
+        self.url, self.server_type, client_type = url, f"BENCHS{suffix}", f"BENCHC{suffix}"
 
-    server_tracer, client_tracer = tracer(server_type, "s1"), tracer(client_type, "c1")
-    with using_spans(spans):
-        server = gear.Service(server_type, "s1", url=url, tracer=server_tracer, trace_sample=sample)
-        client = gear.Service(
-            client_type, "c1", url=url, tracer=client_tracer, serve=False, trace_sample=sample
-        )
+        def tracer(type_: str, host: str) -> Tracer:
+            if trace_dir is None:
+                return NullTracer()
+            return tracer_from_env(type_, host, f"{type_}.{host}", directory=trace_dir, sample_rate=sample)
 
-    @server.handler("echo")
-    async def echo(payload: dict[str, Any]) -> dict[str, Any]:
-        return payload
+        self.tracers = (tracer(self.server_type, "s1"), tracer(client_type, "c1"))
+        with using_spans(spans):
+            self.server = gear.Service(
+                self.server_type, "s1", url=url, tracer=self.tracers[0], trace_sample=sample
+            )
+            self.client = gear.Service(
+                client_type, "c1", url=url, tracer=self.tracers[1], serve=False, trace_sample=sample
+            )
 
-    async with server, client:
+        @self.server.handler("echo")
+        async def echo(payload: dict[str, Any]) -> dict[str, Any]:
+            return payload
+
+    async def start(self) -> None:
+        await self.server.start()
+        await self.client.start()
+
+    async def run(self, calls: int, concurrency: int) -> tuple[float, float]:
+        """Make ``calls`` calls; the seconds they took and this process's CPU seconds, including
+        writing their events and exporting their spans."""
         semaphore = asyncio.Semaphore(concurrency)
 
         async def one(i: int) -> None:
             async with semaphore:
-                await client.rpc.call(server_type, "echo", {"i": i}, timeout=30)
+                await self.client.rpc.call(self.server_type, "echo", {"i": i}, timeout=30)
 
-        await asyncio.gather(*(one(i) for i in range(min(200, calls))))
-        _flush(server_tracer, client_tracer)
-        _quiesce()
         cpu = time.process_time()
         started = time.perf_counter()
         await asyncio.gather(*(one(i) for i in range(calls)))
         elapsed = time.perf_counter() - started
-        _flush(server_tracer, client_tracer)
+        _flush(*self.tracers)
         for provider in _PROVIDERS:  # this side's spans still queued are this side's cost
             provider.force_flush()
-        cpu = time.process_time() - cpu
-    await delete_queues(url, service_queues(server, client))
-    written = 0
-    for t in (server_tracer, client_tracer):
-        t.close()
-        if isinstance(t, JsonlTracer):
-            written += t.sink.written
-    return calls / elapsed, cpu / calls * 1e6, written
+        return elapsed, time.process_time() - cpu
+
+    async def close(self) -> int:
+        """Stop both, delete their queues; the number of events written."""
+        await self.client.stop()
+        await self.server.stop()
+        await delete_queues(self.url, service_queues(self.server, self.client))
+        written = 0
+        for t in self.tracers:
+            t.close()
+            if isinstance(t, JsonlTracer):
+                written += t.sink.written
+        return written
 
 
 def _emit_cost(calls: int = 25_000) -> dict[str, float]:
@@ -205,31 +213,45 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         "jsonl+otel-api sampled": api_only,
         "jsonl+otel sampled": _otel_spans(args.sample),
     }
+    per_slice = max(1, args.calls // args.slices)
     with tempfile.TemporaryDirectory(prefix="gear-trace-bench-") as directory:
-        for n in range(args.rounds):
-            order = list(names)
-            random.Random(n).shuffle(order)  # no side always follows the same one
-            for side in order:
-                i = names.index(side)
-                trace_dir = None if side == "off" else Path(directory) / f"{i}-{n}"
-                sample = args.sample if side.endswith("sampled") else 1.0
-                rate, us, written = await _round(
-                    args.url, args.calls, args.concurrency, trace_dir, spans[side], sample
+        pairs = {}
+        for i, side in enumerate(names):
+            trace_dir = None if side == "off" else Path(directory) / str(i)
+            sample = args.sample if side.endswith("sampled") else 1.0
+            pairs[side] = _Pair(args.url, trace_dir, spans[side], sample)
+        try:
+            for pair in pairs.values():
+                await pair.start()
+                await pair.run(min(200, args.calls), args.concurrency)  # warm up
+            for n in range(args.rounds):
+                spent = {side: [0.0, 0.0] for side in names}
+                for j in range(args.slices):
+                    order = list(names)
+                    random.Random(n * 1000 + j).shuffle(order)  # no side always follows the same one
+                    for side in order:
+                        _quiesce()
+                        elapsed, used = await pairs[side].run(per_slice, args.concurrency)
+                        spent[side][0] += elapsed
+                        spent[side][1] += used
+                for side, (elapsed, used) in spent.items():
+                    sides[side].append(per_slice * args.slices / elapsed)
+                    cpu[side].append(used / (per_slice * args.slices) * 1e6)
+                print(
+                    f"round {n + 1}: "
+                    + ", ".join(
+                        f"{k} {v[-1]:,.0f} calls/s {cpu[k][-1]:.0f} us CPU/call" for k, v in sides.items()
+                    ),
+                    flush=True,
                 )
-                sides[side].append(rate)
-                cpu[side].append(us)
+        finally:
+            for side, pair in pairs.items():
+                written = await pair.close()
                 events += written if side == "jsonl" else 0
-            print(
-                f"round {n + 1}: "
-                + ", ".join(
-                    f"{k} {v[-1]:,.0f} calls/s {cpu[k][-1]:.0f} us CPU/call" for k, v in sides.items()
-                ),
-                flush=True,
-            )
     median = {k: statistics.median(v) for k, v in sides.items()}
     cpu_median = {k: statistics.median(v) for k, v in cpu.items()}
     cost = _emit_cost()
-    per_call = events / max(1, args.rounds * (args.calls + min(200, args.calls)))
+    per_call = events / max(1, args.rounds * per_slice * args.slices + min(200, args.calls))
     traced = names[1:]
     return {
         **cost,
@@ -274,6 +296,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=3000)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--slices", type=int, default=10, help="turns each side takes per round")
     parser.add_argument(
         "--sample", type=float, default=0.05, help="the rate of the sampled sides (GEAR_TRACE_SAMPLE)"
     )
