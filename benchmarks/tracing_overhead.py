@@ -3,12 +3,15 @@
     python benchmarks/tracing_overhead.py [--url amqp://guest:guest@127.0.0.1:5672/] [--calls 3000]
         [--concurrency 32] [--rounds 3] [--slices 10] [--sample 0.05]
 
-Every side has its own server instance (an echo handler) and caller instance, all started at once.
-Each round gives every side ``--slices`` turns of ``calls / slices`` calls, in a new order each time,
-so that a drift in the machine's speed hits all sides alike (one side after another, a few seconds
-each, the sides differed by 10-20% from drift alone on a 2-core VM). Before each turn the SDK's span
-processors catch up, trace files are written out and garbage is collected; each turn's own events
-are written and its spans exported inside it. The sides:
+Each round starts, for every side, its own server instance (an echo handler) and caller instance, and
+gives every side ``--slices`` turns of ``calls / slices`` calls, in a new order each time, so that a
+drift in the machine's speed hits all sides alike (one side after another, a few seconds each, the
+sides differed by 10-20% from drift alone on a 2-core VM); the services are new each round because one
+pair of connections and queues can run a few percent faster than another for the same work (with
+fresh pairs, three identical untraced sides agreed within 2%). ``off`` is three untraced pairs taken
+together, so the baseline every ratio divides by is the steadiest figure of the round. Before each
+turn the SDK's span processors catch up, trace files are written out and garbage is collected; each
+turn's own events are written and its spans exported inside it. The sides:
 
 * ``off``: no Gear events, no spans (``NullTracer``, OpenTelemetry bridge off);
 * ``jsonl``: Gear's JSONL events (both instances writing), no spans: Gear without the ``otel`` extra;
@@ -214,44 +217,51 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         "jsonl+otel sampled": _otel_spans(args.sample),
     }
     per_slice = max(1, args.calls // args.slices)
+    # the baseline is three untraced pairs taken together: one pair alone can be a few percent off
+    turns = [*names, "off#2", "off#3"]
+    warm_up = min(200, args.calls)
     with tempfile.TemporaryDirectory(prefix="gear-trace-bench-") as directory:
-        pairs = {}
-        for i, side in enumerate(names):
-            trace_dir = None if side == "off" else Path(directory) / str(i)
-            sample = args.sample if side.endswith("sampled") else 1.0
-            pairs[side] = _Pair(args.url, trace_dir, spans[side], sample)
-        try:
-            for pair in pairs.values():
-                await pair.start()
-                await pair.run(min(200, args.calls), args.concurrency)  # warm up
-            for n in range(args.rounds):
-                spent = {side: [0.0, 0.0] for side in names}
+        for n in range(args.rounds):
+            # fresh services each round: a pair's own connections and queues can make it a few percent
+            # faster or slower than another for the same work, and that must not stick to one side
+            pairs = {}
+            for i, side in enumerate(turns):
+                trace_dir = None if side.startswith("off") else Path(directory) / f"{i}-{n}"
+                sample = args.sample if side.endswith("sampled") else 1.0
+                pairs[side] = _Pair(args.url, trace_dir, spans[side.split("#")[0]], sample)
+            try:
+                for pair in pairs.values():
+                    await pair.start()
+                    await pair.run(warm_up, args.concurrency)
+                spent = {side: [0.0, 0.0] for side in turns}
                 for j in range(args.slices):
-                    order = list(names)
+                    order = list(turns)
                     random.Random(n * 1000 + j).shuffle(order)  # no side always follows the same one
                     for side in order:
                         _quiesce()
                         elapsed, used = await pairs[side].run(per_slice, args.concurrency)
                         spent[side][0] += elapsed
                         spent[side][1] += used
-                for side, (elapsed, used) in spent.items():
-                    sides[side].append(per_slice * args.slices / elapsed)
-                    cpu[side].append(used / (per_slice * args.slices) * 1e6)
-                print(
-                    f"round {n + 1}: "
-                    + ", ".join(
-                        f"{k} {v[-1]:,.0f} calls/s {cpu[k][-1]:.0f} us CPU/call" for k, v in sides.items()
-                    ),
-                    flush=True,
-                )
-        finally:
-            for side, pair in pairs.items():
-                written = await pair.close()
-                events += written if side == "jsonl" else 0
+            finally:
+                for side, pair in pairs.items():
+                    written = await pair.close()
+                    events += written if side == "jsonl" else 0
+            for side in names:
+                mine = [spent[t] for t in turns if t.split("#")[0] == side]  # off: all its pairs together
+                calls = per_slice * args.slices * len(mine)
+                sides[side].append(calls / sum(e for e, _ in mine))
+                cpu[side].append(sum(u for _, u in mine) / calls * 1e6)
+            print(
+                f"round {n + 1}: "
+                + ", ".join(
+                    f"{k} {v[-1]:,.0f} calls/s {cpu[k][-1]:.0f} us CPU/call" for k, v in sides.items()
+                ),
+                flush=True,
+            )
     median = {k: statistics.median(v) for k, v in sides.items()}
     cpu_median = {k: statistics.median(v) for k, v in cpu.items()}
     cost = _emit_cost()
-    per_call = events / max(1, args.rounds * per_slice * args.slices + min(200, args.calls))
+    per_call = events / max(1, args.rounds * (per_slice * args.slices + warm_up))
     traced = names[1:]
     return {
         **cost,
