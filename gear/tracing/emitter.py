@@ -216,7 +216,7 @@ class Emitter:
     """The trace events of one service instance (``identity`` = its ``TYPE.HOST``)."""
 
     __slots__ = (
-        "_ended", "_exchange", "_identity", "_keeps", "_record", "_sampled", "_spans", "_tracer", "sampler"
+        "_ended", "_exchange", "_identity", "_keeps", "_record", "_sampled", "_spans", "_tracer"
     )  # fmt: skip
 
     def __init__(
@@ -231,9 +231,8 @@ class Emitter:
         self._identity = identity
         self._exchange = exchange
         self._spans = default_spans() if spans is None else spans
-        self.sampler = sampler
-        """Which traces get events and spans (see :mod:`gear.tracing.sampling`); all by default."""
         self._sampled = not sampler.everything
+        """False when every trace is kept: :meth:`_dropped` then asks the sampler nothing."""
         self._keeps = sampler.keeps
         self._ended: dict[str, str | None] = {}
         """While sampling: the trace ids of calls that ended lately (answered or timed out), by request
@@ -243,6 +242,10 @@ class Emitter:
         """Where an event goes: the tracer's own ``record`` (a layout number and a tuple of values,
         nothing else built on this thread), else :meth:`_emit`, which makes the attribute dict. An event
         with a ``None`` value goes to :meth:`_emit` in any case (``record`` takes no missing values)."""
+
+    def _dropped(self, trace_id: str | None) -> bool:
+        """True when the sampler drops the trace ``trace_id``: no event, no span."""
+        return self._sampled and not self._keeps(trace_id)
 
     def _emit(
         self, layout: int, trace: str | None, span: str | None, parent: str | None, values: tuple[Any, ...]
@@ -260,14 +263,14 @@ class Emitter:
 
     def client_span(self, msg: OutgoingMessage, address: str) -> ClientSpan:
         """Start the span of an outgoing call/cast/gather and put its context in ``msg.headers``."""
-        record = not (self._sampled and not self._keeps(msg.trace_id))
+        record = not self._dropped(msg.trace_id)
         return self._spans.start_client(msg, address, msg.headers, self._exchange, record=record)
 
     def server_span(
         self, delivery: DeliveredMessage, meta: RequestMeta, headers: Any
     ) -> AbstractContextManager[None]:
         """The context in which one request is served (its span current, parented by ``headers``)."""
-        record = not (self._sampled and not self._keeps(meta.trace_id))
+        record = not self._dropped(meta.trace_id)
         return self._spans.server(delivery, meta, headers, self._exchange, record=record)
 
     def failed(self, error: BaseException | str) -> None:
@@ -324,7 +327,7 @@ class Emitter:
     def publish(self, msg: OutgoingMessage, message_id: str, attempt: int, reason: str | None = None) -> None:
         """``gear.publish`` for the first attempt, ``gear.publish.republish`` (with ``reason``:
         return, nack, connection_lost) for the later ones."""
-        if self._sampled and not self._keeps(msg.trace_id):
+        if self._dropped(msg.trace_id):
             return
         if self._spans.active:
             self._spans.attempt(msg, message_id, attempt, reason)
@@ -337,7 +340,7 @@ class Emitter:
 
     def confirmed(self, msg: OutgoingMessage, message_id: str, attempt: int) -> None:
         """``gear.publish.confirm``: the broker acked the attempt."""
-        if self._sampled and not self._keeps(msg.trace_id):
+        if self._dropped(msg.trace_id):
             return
         if self._spans.active:
             self._spans.attempt_done(msg, message_id, "confirm")
@@ -346,7 +349,7 @@ class Emitter:
 
     def nacked(self, msg: OutgoingMessage, message_id: str, attempt: int) -> None:
         """``gear.publish.nack``: the broker nacked the attempt."""
-        if self._sampled and not self._keeps(msg.trace_id):
+        if self._dropped(msg.trace_id):
             return
         if self._spans.active:
             self._spans.attempt_done(msg, message_id, "nack")
@@ -355,7 +358,7 @@ class Emitter:
 
     def returned(self, msg: OutgoingMessage, message_id: str, attempt: int, reply_code: int = 312) -> None:
         """``gear.publish.return``: the broker returned the attempt (312 NO_ROUTE)."""
-        if self._sampled and not self._keeps(msg.trace_id):
+        if self._dropped(msg.trace_id):
             return
         if self._spans.active:
             self._spans.attempt_done(msg, message_id, "return")
@@ -370,7 +373,7 @@ class Emitter:
         """``gear.rpc.response``: a reply to a pending call (``elapsed`` seconds since its publish)."""
         if self._sampled:
             self._ended_call(request_id, trace_id)
-        if self._tracer.enabled and not (self._sampled and not self._keeps(trace_id)):
+        if self._tracer.enabled and not self._dropped(trace_id):
             self._record(
                 _RESPONSE if ok else _RESPONSE_FAILED, trace_id, request_id, None,
                 (request_id, method, type_of(sender), self._identity, _ms(elapsed), request_id),
@@ -382,7 +385,7 @@ class Emitter:
         """``gear.rpc.timeout``: no reply before the deadline (``timeout`` seconds)."""
         if self._sampled:
             self._ended_call(request_id, trace_id)
-        if self._tracer.enabled and not (self._sampled and not self._keeps(trace_id)):
+        if self._tracer.enabled and not self._dropped(trace_id):
             ms = _ms(timeout)
             values = (request_id, method, type_of(address), self._identity, ms)
             self._record(_TIMEOUT, trace_id, request_id, None, values)
@@ -392,7 +395,7 @@ class Emitter:
         trace, if not given, is its call's when that ended lately (else it is kept: it may be a sign)."""
         if self._sampled and trace_id is None:
             trace_id = self._ended.get(request_id)
-        if self._tracer.enabled and not (self._sampled and not self._keeps(trace_id)):
+        if self._tracer.enabled and not self._dropped(trace_id):
             values = (request_id, method, type_of(sender), self._identity, request_id)
             self._record(_LATE_REPLY, trace_id, request_id, None, values)
 
@@ -406,7 +409,7 @@ class Emitter:
         self, request_id: str, trace_id: str | None, method: str, address: str, attempts: int
     ) -> None:
         """``gear.rpc.unroutable``: every attempt was returned until the deadline."""
-        if self._tracer.enabled and not (self._sampled and not self._keeps(trace_id)):
+        if self._tracer.enabled and not self._dropped(trace_id):
             values = (request_id, method, type_of(address), self._identity, attempts)
             self._record(_UNROUTABLE, trace_id, request_id, None, values)
 
@@ -415,7 +418,7 @@ class Emitter:
     def _delivery_event(
         self, layout: int, delivery: DeliveredMessage, meta: RequestMeta, extra: tuple[Any, ...] = ()
     ) -> None:
-        if self._sampled and not self._keeps(meta.trace_id):
+        if self._dropped(meta.trace_id):
             return
         key, message_id = delivery.routing_key, delivery.message_id
         values = (
@@ -468,7 +471,7 @@ class Emitter:
 
     def reply_sent(self, meta: RequestMeta, ok: bool, handler_seconds: float | None = None) -> None:
         """``gear.rpc.reply``: the reply to ``meta`` was published and confirmed."""
-        if not self._tracer.enabled or (self._sampled and not self._keeps(meta.trace_id)):
+        if not self._tracer.enabled or self._dropped(meta.trace_id):
             return
         values = self._reply_values(meta)
         if handler_seconds is not None:
@@ -477,7 +480,7 @@ class Emitter:
 
     def reply_unroutable(self, meta: RequestMeta) -> None:
         """``gear.rpc.unroutable`` (kind reply): the reply could not be delivered to the caller."""
-        if self._tracer.enabled and not (self._sampled and not self._keeps(meta.trace_id)):
+        if self._tracer.enabled and not self._dropped(meta.trace_id):
             self._record(_REPLY_UNROUTABLE, meta.trace_id, None, None, self._reply_values(meta))
 
     # -- connection --------------------------------------------------------------------------------
