@@ -10,7 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +30,6 @@ import gear
 from gear.tracing import Emitter, EventName, InMemoryTracer
 from gear.tracing.otel import OtelSpans
 from gear.tracing.spans import using_spans
-from tests.backends import BrokerHandle
 from tests.conftest import unique
 from tests.sdk.conftest import Fleet, eventually
 
@@ -43,15 +42,6 @@ def exporter() -> Iterator[tuple[InMemorySpanExporter, TracerProvider]]:
     with using_spans(OtelSpans(provider)):
         yield spans, provider
     provider.shutdown()
-
-
-@pytest.fixture
-async def fleet(broker: BrokerHandle) -> AsyncIterator[Fleet]:
-    f = Fleet(broker)
-    try:
-        yield f
-    finally:
-        await f.stop()
 
 
 def _not_attempts(spans: InMemorySpanExporter) -> int:

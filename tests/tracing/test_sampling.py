@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import random
 from collections import defaultdict
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,18 +16,8 @@ import pytest
 import gear
 from gear.tracing import Emitter, EventName, InMemoryTracer, TraceSampler
 from gear.tracing.spans import NO_SPANS, using_spans
-from tests.backends import BrokerHandle
 from tests.conftest import unique
 from tests.sdk.conftest import Fleet, eventually
-
-
-@pytest.fixture
-async def fleet(broker: BrokerHandle) -> AsyncIterator[Fleet]:
-    f = Fleet(broker)
-    try:
-        yield f
-    finally:
-        await f.stop()
 
 
 @pytest.fixture
