@@ -289,6 +289,7 @@ class Dispatcher:
             headers=headers,
             method=meta.method,
             trace_id=meta.trace_id,
+            traced=self._events.traces(meta.trace_id),
         )
         loop = asyncio.get_running_loop()
         budget = 1.0 if meta.deadline_ms is None else meta.deadline_ms / 1000 - time.time()

@@ -112,6 +112,9 @@ class Outgoing:
     method: str = ""
     trace_id: str | None = None
     parent_id: str | None = None
+    traced: bool = True
+    """Whether its trace is recorded (see :meth:`gear.tracing.Emitter.traces`): when not, no attempt
+    of it asks the emitter anything."""
 
 
 class Publisher:
@@ -192,7 +195,8 @@ class Publisher:
                     raise self._budget_spent(msg, maybe_routed, returned)
             message_id = attempt_message_id(msg.request_id, attempt)
             events = self._events
-            if events.active:
+            tracing = msg.traced and events.active
+            if tracing:
                 events.publish(msg, message_id, attempt, reason or None)
             result = await link.publish(
                 self._exchange,
@@ -211,13 +215,13 @@ class Publisher:
             )
             outcome = result.outcome
             if outcome is Outcome.CONFIRMED:
-                if events.active:
+                if tracing:
                     events.confirmed(msg, message_id, attempt)
                 return True
             if outcome is Outcome.RETURNED:
                 self.returns += 1
                 returned += 1
-                if events.active:
+                if tracing:
                     events.returned(msg, message_id, attempt)
                 if not policy.retry:
                     return False
@@ -229,7 +233,7 @@ class Publisher:
                 await asyncio.sleep(delay)
                 continue
             if outcome is Outcome.NACKED:
-                if events.active:
+                if tracing:
                     events.nacked(msg, message_id, attempt)
                 nacks += 1
                 pause = _NACK_PAUSES[nacks - 1] if nacks <= len(_NACK_PAUSES) else None

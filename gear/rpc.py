@@ -189,6 +189,7 @@ class RPC:
             method=method,
             trace_id=trace_id,
             parent_id=parent,
+            traced=self._events.traces(trace_id),
         )
         remaining = deadline - now
         return addr, msg, remaining, asyncio.get_running_loop().time() + remaining

@@ -216,7 +216,7 @@ class Emitter:
     """The trace events of one service instance (``identity`` = its ``TYPE.HOST``)."""
 
     __slots__ = (
-        "_ended", "_exchange", "_identity", "_keeps", "_record", "_sampled", "_spans", "_tracer"
+        "_drops", "_ended", "_exchange", "_identity", "_live", "_record", "_sampled", "_spans", "_tracer"
     )  # fmt: skip
 
     def __init__(
@@ -231,9 +231,14 @@ class Emitter:
         self._identity = identity
         self._exchange = exchange
         self._spans = default_spans() if spans is None else spans
+        self._live = self._spans.active
+        """Whether spans are recorded, as the backend said when the latest call or request began: every
+        publish follows one, and asking the backend for each attempt and outcome costs more than a
+        call's whole span path when OpenTelemetry's API is installed without an SDK."""
         self._sampled = not sampler.everything
-        """False when every trace is kept: :meth:`_dropped` then asks the sampler nothing."""
-        self._keeps = sampler.keeps
+        """False when every trace is kept: then no event asks the sampler (``self._sampled and
+        self._drops(trace_id)`` is the check every method makes first)."""
+        self._drops = sampler.drops
         self._ended: dict[str, str | None] = {}
         """While sampling: the trace ids of calls that ended lately (answered or timed out), by request
         id, so that a late reply, which carries no trace id, is kept or dropped with its call."""
@@ -242,10 +247,6 @@ class Emitter:
         """Where an event goes: the tracer's own ``record`` (a layout number and a tuple of values,
         nothing else built on this thread), else :meth:`_emit`, which makes the attribute dict. An event
         with a ``None`` value goes to :meth:`_emit` in any case (``record`` takes no missing values)."""
-
-    def _dropped(self, trace_id: str | None) -> bool:
-        """True when the sampler drops the trace ``trace_id``: no event, no span."""
-        return self._sampled and not self._keeps(trace_id)
 
     def _emit(
         self, layout: int, trace: str | None, span: str | None, parent: str | None, values: tuple[Any, ...]
@@ -263,14 +264,16 @@ class Emitter:
 
     def client_span(self, msg: OutgoingMessage, address: str) -> ClientSpan:
         """Start the span of an outgoing call/cast/gather and put its context in ``msg.headers``."""
-        record = not self._dropped(msg.trace_id)
+        live = self._live = self._spans.active
+        record = live and not (self._sampled and self._drops(msg.trace_id))
         return self._spans.start_client(msg, address, msg.headers, self._exchange, record=record)
 
     def server_span(
         self, delivery: DeliveredMessage, meta: RequestMeta, headers: Any
     ) -> AbstractContextManager[None]:
         """The context in which one request is served (its span current, parented by ``headers``)."""
-        record = not self._dropped(meta.trace_id)
+        live = self._live = self._spans.active
+        record = live and not (self._sampled and self._drops(meta.trace_id))
         return self._spans.server(delivery, meta, headers, self._exchange, record=record)
 
     def failed(self, error: BaseException | str) -> None:
@@ -281,6 +284,12 @@ class Emitter:
         """The current OpenTelemetry trace id, so Gear's own trace id can be the same."""
         return self._spans.current_trace_id()
 
+    def traces(self, trace_id: str | None) -> bool:
+        """Whether anything is recorded for the trace ``trace_id``: events or spans are on and the
+        sampler keeps it. The SDK asks once per message and skips the emitter when not."""
+        on = self._tracer.enabled or self._spans.active
+        return on and not (self._sampled and self._drops(trace_id))
+
     @property
     def enabled(self) -> bool:
         """False when events are dropped."""
@@ -289,7 +298,7 @@ class Emitter:
     @property
     def active(self) -> bool:
         """False when neither events nor spans are recorded (publish attempts may skip the calls)."""
-        return self._tracer.enabled or self._spans.active
+        return self._tracer.enabled or self._live
 
     @property
     def tracer(self) -> Tracer:
@@ -327,9 +336,9 @@ class Emitter:
     def publish(self, msg: OutgoingMessage, message_id: str, attempt: int, reason: str | None = None) -> None:
         """``gear.publish`` for the first attempt, ``gear.publish.republish`` (with ``reason``:
         return, nack, connection_lost) for the later ones."""
-        if self._dropped(msg.trace_id):
+        if self._sampled and self._drops(msg.trace_id):
             return
-        if self._spans.active:
+        if self._live:
             self._spans.attempt(msg, message_id, attempt, reason)
         if not self._tracer.enabled:
             return
@@ -340,27 +349,27 @@ class Emitter:
 
     def confirmed(self, msg: OutgoingMessage, message_id: str, attempt: int) -> None:
         """``gear.publish.confirm``: the broker acked the attempt."""
-        if self._dropped(msg.trace_id):
+        if self._sampled and self._drops(msg.trace_id):
             return
-        if self._spans.active:
+        if self._live:
             self._spans.attempt_done(msg, message_id, "confirm")
         if self._tracer.enabled:
             self._publish_event(_CONFIRMED, msg, message_id, attempt)
 
     def nacked(self, msg: OutgoingMessage, message_id: str, attempt: int) -> None:
         """``gear.publish.nack``: the broker nacked the attempt."""
-        if self._dropped(msg.trace_id):
+        if self._sampled and self._drops(msg.trace_id):
             return
-        if self._spans.active:
+        if self._live:
             self._spans.attempt_done(msg, message_id, "nack")
         if self._tracer.enabled:
             self._publish_event(_NACKED, msg, message_id, attempt)
 
     def returned(self, msg: OutgoingMessage, message_id: str, attempt: int, reply_code: int = 312) -> None:
         """``gear.publish.return``: the broker returned the attempt (312 NO_ROUTE)."""
-        if self._dropped(msg.trace_id):
+        if self._sampled and self._drops(msg.trace_id):
             return
-        if self._spans.active:
+        if self._live:
             self._spans.attempt_done(msg, message_id, "return")
         if self._tracer.enabled:
             self._publish_event(_RETURNED, msg, message_id, attempt, (reply_code,))
@@ -371,9 +380,12 @@ class Emitter:
         self, request_id: str, trace_id: str | None, method: str, sender: str, elapsed: float, ok: bool
     ) -> None:
         """``gear.rpc.response``: a reply to a pending call (``elapsed`` seconds since its publish)."""
-        if self._sampled:
-            self._ended_call(request_id, trace_id)
-        if self._tracer.enabled and not self._dropped(trace_id):
+        if self._sampled:  # _ended_call, inline: once per call
+            ended = self._ended
+            if len(ended) >= _ENDED_REMEMBERED:
+                ended.clear()
+            ended[request_id] = trace_id
+        if self._tracer.enabled and not (self._sampled and self._drops(trace_id)):
             self._record(
                 _RESPONSE if ok else _RESPONSE_FAILED, trace_id, request_id, None,
                 (request_id, method, type_of(sender), self._identity, _ms(elapsed), request_id),
@@ -385,7 +397,7 @@ class Emitter:
         """``gear.rpc.timeout``: no reply before the deadline (``timeout`` seconds)."""
         if self._sampled:
             self._ended_call(request_id, trace_id)
-        if self._tracer.enabled and not self._dropped(trace_id):
+        if self._tracer.enabled and not (self._sampled and self._drops(trace_id)):
             ms = _ms(timeout)
             values = (request_id, method, type_of(address), self._identity, ms)
             self._record(_TIMEOUT, trace_id, request_id, None, values)
@@ -395,7 +407,7 @@ class Emitter:
         trace, if not given, is its call's when that ended lately (else it is kept: it may be a sign)."""
         if self._sampled and trace_id is None:
             trace_id = self._ended.get(request_id)
-        if self._tracer.enabled and not self._dropped(trace_id):
+        if self._tracer.enabled and not (self._sampled and self._drops(trace_id)):
             values = (request_id, method, type_of(sender), self._identity, request_id)
             self._record(_LATE_REPLY, trace_id, request_id, None, values)
 
@@ -409,7 +421,7 @@ class Emitter:
         self, request_id: str, trace_id: str | None, method: str, address: str, attempts: int
     ) -> None:
         """``gear.rpc.unroutable``: every attempt was returned until the deadline."""
-        if self._tracer.enabled and not self._dropped(trace_id):
+        if self._tracer.enabled and not (self._sampled and self._drops(trace_id)):
             values = (request_id, method, type_of(address), self._identity, attempts)
             self._record(_UNROUTABLE, trace_id, request_id, None, values)
 
@@ -418,8 +430,6 @@ class Emitter:
     def _delivery_event(
         self, layout: int, delivery: DeliveredMessage, meta: RequestMeta, extra: tuple[Any, ...] = ()
     ) -> None:
-        if self._dropped(meta.trace_id):
-            return
         key, message_id = delivery.routing_key, delivery.message_id
         values = (
             f"{self._exchange}:{key}:{delivery.queue}", key, message_id, delivery.delivery_tag,
@@ -431,7 +441,7 @@ class Emitter:
     def deliver(self, delivery: DeliveredMessage, meta: RequestMeta, *, duplicate: bool = False) -> None:
         """``gear.deliver``: exactly one per request delivery; ``duplicate`` when the idempotency window
         recognised the request id (the handler does not run again)."""
-        if self._tracer.enabled:
+        if self._tracer.enabled and not (self._sampled and self._drops(meta.trace_id)):
             self._delivery_event(
                 _DELIVER_DUPLICATE if duplicate else _DELIVER, delivery, meta,
                 (meta.attempt, delivery.redelivered, len(delivery.body)),
@@ -441,7 +451,7 @@ class Emitter:
         self, delivery: DeliveredMessage, meta: RequestMeta, how: Settlement, *, requeue: bool = False
     ) -> None:
         """``gear.settle``: the delivery was acked, nacked or rejected (``requeue`` for nack/reject)."""
-        if self._tracer.enabled:
+        if self._tracer.enabled and not (self._sampled and self._drops(meta.trace_id)):
             self._delivery_event(_SETTLE, delivery, meta, (str(how), requeue))
 
     def rejected_foreign(self, delivery: DeliveredMessage, reason: str) -> None:
@@ -456,13 +466,13 @@ class Emitter:
 
     def expired(self, delivery: DeliveredMessage, meta: RequestMeta) -> None:
         """``gear.rpc.expired``: the request's deadline had passed when it arrived; it is dropped."""
-        if self._tracer.enabled:
+        if self._tracer.enabled and not (self._sampled and self._drops(meta.trace_id)):
             self._delivery_event(_EXPIRED, delivery, meta)
 
     def cancelled(self, delivery: DeliveredMessage, meta: RequestMeta) -> None:
         """``gear.rpc.cancelled``: the handler outlived the request's deadline; no reply follows."""
         self._spans.failed("deadline")
-        if self._tracer.enabled:
+        if self._tracer.enabled and not (self._sampled and self._drops(meta.trace_id)):
             self._delivery_event(_CANCELLED, delivery, meta)
 
     def _reply_values(self, meta: RequestMeta) -> tuple[Any, ...]:
@@ -471,7 +481,7 @@ class Emitter:
 
     def reply_sent(self, meta: RequestMeta, ok: bool, handler_seconds: float | None = None) -> None:
         """``gear.rpc.reply``: the reply to ``meta`` was published and confirmed."""
-        if not self._tracer.enabled or self._dropped(meta.trace_id):
+        if not self._tracer.enabled or (self._sampled and self._drops(meta.trace_id)):
             return
         values = self._reply_values(meta)
         if handler_seconds is not None:
@@ -480,7 +490,7 @@ class Emitter:
 
     def reply_unroutable(self, meta: RequestMeta) -> None:
         """``gear.rpc.unroutable`` (kind reply): the reply could not be delivered to the caller."""
-        if self._tracer.enabled and not self._dropped(meta.trace_id):
+        if self._tracer.enabled and not (self._sampled and self._drops(meta.trace_id)):
             self._record(_REPLY_UNROUTABLE, meta.trace_id, None, None, self._reply_values(meta))
 
     # -- connection --------------------------------------------------------------------------------

@@ -171,6 +171,8 @@ class OtelSpans:
         their attempts."""
         self._previous: dict[str, SpanContext] = {}
         """The latest attempt of each call in flight: what a republish links to."""
+        self._textmap: object = None
+        self._textmap_fields: frozenset[str] = frozenset()
 
     @property
     def active(self) -> bool:
@@ -293,9 +295,17 @@ class OtelSpans:
     ) -> AbstractContextManager[None]:
         if record and self.active:
             return self._serve(delivery, meta, headers, exchange)
-        if headers and not propagate.get_global_textmap().fields.isdisjoint(headers):
+        if headers and not self._fields().isdisjoint(headers):
             return self._pass_through(headers)
         return _NO_CONTEXT
+
+    def _fields(self) -> frozenset[str]:
+        """The header names the global propagator reads (a composite one builds a new set each time
+        it is asked, so they are kept while it stays the same)."""
+        textmap = propagate.get_global_textmap()
+        if textmap is not self._textmap:
+            self._textmap, self._textmap_fields = textmap, frozenset(textmap.fields)
+        return self._textmap_fields
 
     def _pass_through(self, headers: Any) -> _Current:
         """No SDK: the caller's trace context is current while the request is served, no span made."""
@@ -328,6 +338,8 @@ class OtelSpans:
             _fail(span, error)
 
     def current_trace_id(self) -> str | None:
+        if not otel_context.get_current():  # nothing current (most calls outside an HTTP request)
+            return None
         found = trace.get_current_span().get_span_context()
         return trace.format_trace_id(found.trace_id) if found.is_valid else None
 

@@ -19,14 +19,14 @@ from typing import Final
 __all__ = ("ALL", "TraceSampler")
 
 _SPAN: Final = 1 << 64
-_REMEMBERED: Final = 4096
-"""Decisions kept for reuse, about the traces of the calls in flight; forgotten all at once past that."""
+_ABOVE_ALL: Final = chr(0x10FFFF) * 17
+"""Text above any 16 characters: the cut of rate 1, which drops nothing."""
 
 
 class TraceSampler:
     """Keeps the share ``rate`` (0 < rate <= 1) of traces, chosen by trace id."""
 
-    __slots__ = ("_bound", "_seen", "everything", "rate")
+    __slots__ = ("_cut", "everything", "rate")
 
     def __init__(self, rate: float = 1.0) -> None:
         """Raises ``ValueError`` unless ``0 < rate <= 1``."""
@@ -35,27 +35,20 @@ class TraceSampler:
         self.rate = rate
         self.everything = rate == 1.0
         """True when every trace is kept (the emitter then skips the check)."""
-        self._bound = round(rate * _SPAN)
-        self._seen: dict[str, bool] = {}
-        """Recent decisions: a call asks about its trace about ten times, and a string's hash is kept
-        in the string, so a lookup costs a fifth of parsing the id again."""
+        bound = round(rate * _SPAN)
+        self._cut = f"{bound:016x}" if bound < _SPAN else _ABOVE_ALL
+        """The bound as 16 lowercase hex digits: for ids in that form (W3C's, OpenTelemetry's and
+        Gear's) comparing the text is comparing the numbers, without parsing them."""
+
+    def drops(self, trace_id: str | None) -> bool:
+        """Whether the trace ``trace_id`` (32 lowercase hex digits) is dropped. An event without a trace
+        id is always kept; an id in another form is compared as text, so every instance still decides
+        it alike."""
+        return trace_id is not None and trace_id[-16:] >= self._cut
 
     def keeps(self, trace_id: str | None) -> bool:
-        """Whether the trace ``trace_id`` (32 hex digits) is recorded. An event without a trace id, or
-        with one that is not hex (a foreign sender's), is always kept."""
-        if trace_id is None:
-            return True
-        seen = self._seen
-        kept = seen.get(trace_id)
-        if kept is None:
-            try:
-                kept = int(trace_id[-16:], 16) < self._bound
-            except ValueError:
-                kept = True
-            if len(seen) >= _REMEMBERED:
-                seen.clear()
-            seen[trace_id] = kept
-        return kept
+        """Whether the trace ``trace_id`` is recorded: ``not drops(trace_id)``."""
+        return not self.drops(trace_id)
 
     def __repr__(self) -> str:
         return f"TraceSampler({self.rate!r})"

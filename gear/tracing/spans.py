@@ -53,7 +53,8 @@ class Spans(Protocol):
         record: bool = True,
     ) -> ClientSpan:
         """Start the client (or producer, for a cast) span of ``msg`` and write its trace context into
-        ``headers``. ``record`` false (a trace sampled away): no span, the current context goes on."""
+        ``headers``. ``record`` false (a trace sampled away, or the backend not :attr:`active`): no
+        span, the current context goes on."""
         ...
 
     def server(

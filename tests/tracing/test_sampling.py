@@ -48,12 +48,16 @@ def test_the_rule_is_opentelemetrys_trace_id_ratio(rate: float) -> None:
 
 
 def test_a_trace_gets_the_same_answer_every_time_it_is_asked() -> None:
-    """Decisions are remembered for a while and then forgotten: neither changes them."""
+    """The answer depends on the id alone (compared as text, it is the numeric rule to the last id)."""
     sampler = TraceSampler(0.3)
     ids = _trace_ids(10_000, seed=7)
     first = [sampler.keeps(t) for t in ids]
     assert first == [sampler.keeps(t) for t in reversed(ids)][::-1]
     assert first == [int(t[16:], 16) < round(0.3 * 2**64) for t in ids]
+    bound = round(0.3 * 2**64)
+    below, at = (f"{0xABC:016x}{low:016x}" for low in (bound - 1, bound))
+    assert sampler.keeps(below)
+    assert not sampler.keeps(at)
 
 
 def test_a_late_reply_goes_with_its_call() -> None:
@@ -76,9 +80,16 @@ def test_a_late_reply_goes_with_its_call() -> None:
 def test_events_outside_any_trace_are_always_kept() -> None:
     sampler = TraceSampler(1e-9)
     assert sampler.keeps(None)
-    assert sampler.keeps("not-hex-at-all")
     assert not sampler.keeps("f" * 32)
     assert TraceSampler(1.0).keeps("f" * 32)
+
+
+def test_a_foreign_trace_id_is_decided_alike_everywhere_and_rate_1_keeps_it() -> None:
+    foreign = ["not-hex-at-all", "ABCDEF0123456789ABCDEF0123456789", "12", "", "\u00e9" * 40]
+    for rate in (0.01, 0.5):
+        one, other = TraceSampler(rate), TraceSampler(rate)  # two instances
+        assert [one.keeps(t) for t in foreign] == [other.keeps(t) for t in foreign]
+    assert all(TraceSampler(1.0).keeps(t) for t in foreign)
 
 
 @pytest.mark.parametrize("rate", [0.0, -0.5, 1.5, float("nan")])
