@@ -200,22 +200,25 @@ def _key(side: str) -> str:
 async def _main(args: argparse.Namespace) -> dict[str, Any]:
     from gear.tracing.otel import OtelSpans
 
-    names = [*_SIDES, *(f"{side} sampled" for side in _SIDES[1:])]
+    full = list(_SIDES) if args.sides != "sampled" else ["off"]
+    names = [*full, *(f"{side} sampled" for side in _SIDES[1:] if args.sides != "full")]
     sides: dict[str, list[float]] = {name: [] for name in names}
     cpu: dict[str, list[float]] = {name: [] for name in names}
     events = 0
     api_only = OtelSpans()  # follows the global (no-op) provider
     # the SDK as an application that samples would configure it: parent-based, trace-id ratio at the
     # same rate as Gear's, so both keep the same traces
-    spans = {
+    spans: dict[str, Spans] = {
         "off": NO_SPANS,
         "jsonl": NO_SPANS,
         "jsonl+otel-api": api_only,
-        "jsonl+otel": _otel_spans(),
         "jsonl sampled": NO_SPANS,
         "jsonl+otel-api sampled": api_only,
-        "jsonl+otel sampled": _otel_spans(args.sample),
     }
+    if "jsonl+otel" in names:
+        spans["jsonl+otel"] = _otel_spans()
+    if "jsonl+otel sampled" in names:
+        spans["jsonl+otel sampled"] = _otel_spans(args.sample)
     per_slice = max(1, args.calls // args.slices)
     # the baseline is three untraced pairs taken together: one pair alone can be a few percent off
     turns = [*names, "off#2", "off#3"]
@@ -307,6 +310,12 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--slices", type=int, default=10, help="turns each side takes per round")
+    parser.add_argument(
+        "--sides",
+        choices=("all", "full", "sampled"),
+        default="all",
+        help="the traced sides to run: every one, only those at full rate, or only the sampled ones",
+    )
     parser.add_argument(
         "--sample", type=float, default=0.05, help="the rate of the sampled sides (GEAR_TRACE_SAMPLE)"
     )
