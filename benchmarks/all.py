@@ -49,6 +49,7 @@ def _tracing(out: str) -> str:
         ("JSONL events", "jsonl", "jsonl"),
         ("JSONL + OpenTelemetry API (no SDK)", "jsonl+otel-api", "jsonl_otel_api"),
         ("JSONL + OpenTelemetry SDK spans", "jsonl+otel", "jsonl_otel"),
+        ("OpenTelemetry SDK spans, no JSONL", "otel", "otel"),
     )
     rate = result.get("sample_rate")
     sampled = tuple(
@@ -62,7 +63,7 @@ def _tracing(out: str) -> str:
         "|---|---:|---:|---:|---:|",
         f"| off | {result['off_calls_per_s']:,} | - | {result['off_cpu_us_per_call']} | - |",
     ]
-    for label, side, key in sides:
+    for label, side, key in (s for s in sides if f"{s[1]}_calls_per_s" in result):
         calls, cpu = result[f"overhead_{key}_per_round"], result[f"cpu_overhead_{key}_per_round"]
         rows.append(
             f"| {label} | {result[side + '_calls_per_s']:,} | {calls:+.1%} | "

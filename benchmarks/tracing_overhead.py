@@ -19,8 +19,10 @@ turn's own events are written and its spans exported inside it. The sides:
   OpenTelemetry API's no-op spans): what installing the extra costs by itself;
 * ``jsonl+otel``: JSONL events plus OpenTelemetry spans and W3C headers, recorded by the SDK
   (``TracerProvider`` with a ``BatchSpanProcessor`` and an exporter that drops the spans), which is
-  what an application with the ``otel`` extra and a configured SDK pays;
-* each of the three again as ``... sampled``: both instances at ``GEAR_TRACE_SAMPLE=--sample`` (head
+  what an application with the ``otel`` extra and a configured SDK pays for both;
+* ``otel``: those spans and headers without JSONL events (``GEAR_TRACE`` unset): how a service that
+  sends its traces to an OpenTelemetry collector runs;
+* each of the four again as ``... sampled``: both instances at ``GEAR_TRACE_SAMPLE=--sample`` (head
   sampling by trace id), the SDK with ``parentbased_traceidratio`` at the same rate, as a service that
   traces in production would run.
 
@@ -188,7 +190,7 @@ def _emit_cost(calls: int = 25_000) -> dict[str, float]:
     }
 
 
-_SIDES = ("off", "jsonl", "jsonl+otel-api", "jsonl+otel")
+_SIDES = ("off", "jsonl", "jsonl+otel-api", "jsonl+otel", "otel")
 """The sides at full rate; each but ``off`` is also run sampled (``--sample``)."""
 
 
@@ -215,10 +217,11 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         "jsonl sampled": NO_SPANS,
         "jsonl+otel-api sampled": api_only,
     }
-    if "jsonl+otel" in names:
-        spans["jsonl+otel"] = _otel_spans()
-    if "jsonl+otel sampled" in names:
-        spans["jsonl+otel sampled"] = _otel_spans(args.sample)
+    for side in ("jsonl+otel", "otel"):
+        if side in names:
+            spans[side] = _otel_spans()
+        if f"{side} sampled" in names:
+            spans[f"{side} sampled"] = _otel_spans(args.sample)
     per_slice = max(1, args.calls // args.slices)
     # the baseline is three untraced pairs taken together: one pair alone can be a few percent off
     turns = [*names, "off#2", "off#3"]
@@ -229,7 +232,8 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
             # faster or slower than another for the same work, and that must not stick to one side
             pairs = {}
             for i, side in enumerate(turns):
-                trace_dir = None if side.startswith("off") else Path(directory) / f"{i}-{n}"
+                jsonl = side.startswith("jsonl")
+                trace_dir = Path(directory) / f"{i}-{n}" if jsonl else None
                 sample = args.sample if side.endswith("sampled") else 1.0
                 pairs[side] = _Pair(args.url, trace_dir, spans[side.split("#")[0]], sample)
             try:
@@ -264,7 +268,7 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
     median = {k: statistics.median(v) for k, v in sides.items()}
     cpu_median = {k: statistics.median(v) for k, v in cpu.items()}
     cost = _emit_cost()
-    per_call = events / max(1, args.rounds * (per_slice * args.slices + warm_up))
+    per_call = events / max(1, args.rounds * (per_slice * args.slices + warm_up))  # of the jsonl side
     traced = names[1:]
     return {
         **cost,
