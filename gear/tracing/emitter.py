@@ -236,8 +236,7 @@ class Emitter:
         publish follows one, and asking the backend for each attempt and outcome costs more than a
         call's whole span path when OpenTelemetry's API is installed without an SDK."""
         self._sampled = not sampler.everything
-        """False when every trace is kept: then no event asks the sampler (``self._sampled and
-        self._drops(trace_id)`` is the check every method makes first)."""
+        """False when every trace is kept: :meth:`_dropped` then asks the sampler nothing."""
         self._drops = sampler.drops
         self._ended: dict[str, str | None] = {}
         """While sampling: the trace ids of calls that ended lately (answered or timed out), by request
@@ -247,6 +246,14 @@ class Emitter:
         """Where an event goes: the tracer's own ``record`` (a layout number and a tuple of values,
         nothing else built on this thread), else :meth:`_emit`, which makes the attribute dict. An event
         with a ``None`` value goes to :meth:`_emit` in any case (``record`` takes no missing values)."""
+
+    def _dropped(self, trace_id: str | None) -> bool:
+        """True when the sampler drops the trace ``trace_id``: no event, no span."""
+        return self._sampled and self._drops(trace_id)
+
+    def _records(self, trace_id: str | None) -> bool:
+        """True when events of the trace ``trace_id`` are written."""
+        return self._tracer.enabled and not self._dropped(trace_id)
 
     def _emit(
         self, layout: int, trace: str | None, span: str | None, parent: str | None, values: tuple[Any, ...]
@@ -265,7 +272,7 @@ class Emitter:
     def client_span(self, msg: OutgoingMessage, address: str) -> ClientSpan:
         """Start the span of an outgoing call/cast/gather and put its context in ``msg.headers``."""
         live = self._live = self._spans.active
-        record = live and not (self._sampled and self._drops(msg.trace_id))
+        record = live and not self._dropped(msg.trace_id)
         return self._spans.start_client(msg, address, msg.headers, self._exchange, record=record)
 
     def server_span(
@@ -273,7 +280,7 @@ class Emitter:
     ) -> AbstractContextManager[None]:
         """The context in which one request is served (its span current, parented by ``headers``)."""
         live = self._live = self._spans.active
-        record = live and not (self._sampled and self._drops(meta.trace_id))
+        record = live and not self._dropped(meta.trace_id)
         return self._spans.server(delivery, meta, headers, self._exchange, record=record)
 
     def failed(self, error: BaseException | str) -> None:
@@ -288,7 +295,7 @@ class Emitter:
         """Whether anything is recorded for the trace ``trace_id``: events or spans are on and the
         sampler keeps it. The SDK asks once per message and skips the emitter when not."""
         on = self._tracer.enabled or self._spans.active
-        return on and not (self._sampled and self._drops(trace_id))
+        return on and not self._dropped(trace_id)
 
     @property
     def enabled(self) -> bool:
@@ -336,7 +343,7 @@ class Emitter:
     def publish(self, msg: OutgoingMessage, message_id: str, attempt: int, reason: str | None = None) -> None:
         """``gear.publish`` for the first attempt, ``gear.publish.republish`` (with ``reason``:
         return, nack, connection_lost) for the later ones."""
-        if self._sampled and self._drops(msg.trace_id):
+        if self._dropped(msg.trace_id):
             return
         if self._live:
             self._spans.attempt(msg, message_id, attempt, reason)
@@ -349,7 +356,7 @@ class Emitter:
 
     def confirmed(self, msg: OutgoingMessage, message_id: str, attempt: int) -> None:
         """``gear.publish.confirm``: the broker acked the attempt."""
-        if self._sampled and self._drops(msg.trace_id):
+        if self._dropped(msg.trace_id):
             return
         if self._live:
             self._spans.attempt_done(msg, message_id, "confirm")
@@ -358,7 +365,7 @@ class Emitter:
 
     def nacked(self, msg: OutgoingMessage, message_id: str, attempt: int) -> None:
         """``gear.publish.nack``: the broker nacked the attempt."""
-        if self._sampled and self._drops(msg.trace_id):
+        if self._dropped(msg.trace_id):
             return
         if self._live:
             self._spans.attempt_done(msg, message_id, "nack")
@@ -367,7 +374,7 @@ class Emitter:
 
     def returned(self, msg: OutgoingMessage, message_id: str, attempt: int, reply_code: int = 312) -> None:
         """``gear.publish.return``: the broker returned the attempt (312 NO_ROUTE)."""
-        if self._sampled and self._drops(msg.trace_id):
+        if self._dropped(msg.trace_id):
             return
         if self._live:
             self._spans.attempt_done(msg, message_id, "return")
@@ -380,12 +387,9 @@ class Emitter:
         self, request_id: str, trace_id: str | None, method: str, sender: str, elapsed: float, ok: bool
     ) -> None:
         """``gear.rpc.response``: a reply to a pending call (``elapsed`` seconds since its publish)."""
-        if self._sampled:  # _ended_call, inline: once per call
-            ended = self._ended
-            if len(ended) >= _ENDED_REMEMBERED:
-                ended.clear()
-            ended[request_id] = trace_id
-        if self._tracer.enabled and not (self._sampled and self._drops(trace_id)):
+        if self._sampled:
+            self._ended_call(request_id, trace_id)
+        if self._records(trace_id):
             self._record(
                 _RESPONSE if ok else _RESPONSE_FAILED, trace_id, request_id, None,
                 (request_id, method, type_of(sender), self._identity, _ms(elapsed), request_id),
@@ -397,7 +401,7 @@ class Emitter:
         """``gear.rpc.timeout``: no reply before the deadline (``timeout`` seconds)."""
         if self._sampled:
             self._ended_call(request_id, trace_id)
-        if self._tracer.enabled and not (self._sampled and self._drops(trace_id)):
+        if self._records(trace_id):
             ms = _ms(timeout)
             values = (request_id, method, type_of(address), self._identity, ms)
             self._record(_TIMEOUT, trace_id, request_id, None, values)
@@ -407,7 +411,7 @@ class Emitter:
         trace, if not given, is its call's when that ended lately (else it is kept: it may be a sign)."""
         if self._sampled and trace_id is None:
             trace_id = self._ended.get(request_id)
-        if self._tracer.enabled and not (self._sampled and self._drops(trace_id)):
+        if self._records(trace_id):
             values = (request_id, method, type_of(sender), self._identity, request_id)
             self._record(_LATE_REPLY, trace_id, request_id, None, values)
 
@@ -421,7 +425,7 @@ class Emitter:
         self, request_id: str, trace_id: str | None, method: str, address: str, attempts: int
     ) -> None:
         """``gear.rpc.unroutable``: every attempt was returned until the deadline."""
-        if self._tracer.enabled and not (self._sampled and self._drops(trace_id)):
+        if self._records(trace_id):
             values = (request_id, method, type_of(address), self._identity, attempts)
             self._record(_UNROUTABLE, trace_id, request_id, None, values)
 
@@ -441,7 +445,7 @@ class Emitter:
     def deliver(self, delivery: DeliveredMessage, meta: RequestMeta, *, duplicate: bool = False) -> None:
         """``gear.deliver``: exactly one per request delivery; ``duplicate`` when the idempotency window
         recognised the request id (the handler does not run again)."""
-        if self._tracer.enabled and not (self._sampled and self._drops(meta.trace_id)):
+        if self._records(meta.trace_id):
             self._delivery_event(
                 _DELIVER_DUPLICATE if duplicate else _DELIVER, delivery, meta,
                 (meta.attempt, delivery.redelivered, len(delivery.body)),
@@ -451,7 +455,7 @@ class Emitter:
         self, delivery: DeliveredMessage, meta: RequestMeta, how: Settlement, *, requeue: bool = False
     ) -> None:
         """``gear.settle``: the delivery was acked, nacked or rejected (``requeue`` for nack/reject)."""
-        if self._tracer.enabled and not (self._sampled and self._drops(meta.trace_id)):
+        if self._records(meta.trace_id):
             self._delivery_event(_SETTLE, delivery, meta, (str(how), requeue))
 
     def rejected_foreign(self, delivery: DeliveredMessage, reason: str) -> None:
@@ -466,13 +470,13 @@ class Emitter:
 
     def expired(self, delivery: DeliveredMessage, meta: RequestMeta) -> None:
         """``gear.rpc.expired``: the request's deadline had passed when it arrived; it is dropped."""
-        if self._tracer.enabled and not (self._sampled and self._drops(meta.trace_id)):
+        if self._records(meta.trace_id):
             self._delivery_event(_EXPIRED, delivery, meta)
 
     def cancelled(self, delivery: DeliveredMessage, meta: RequestMeta) -> None:
         """``gear.rpc.cancelled``: the handler outlived the request's deadline; no reply follows."""
         self._spans.failed("deadline")
-        if self._tracer.enabled and not (self._sampled and self._drops(meta.trace_id)):
+        if self._records(meta.trace_id):
             self._delivery_event(_CANCELLED, delivery, meta)
 
     def _reply_values(self, meta: RequestMeta) -> tuple[Any, ...]:
@@ -481,7 +485,7 @@ class Emitter:
 
     def reply_sent(self, meta: RequestMeta, ok: bool, handler_seconds: float | None = None) -> None:
         """``gear.rpc.reply``: the reply to ``meta`` was published and confirmed."""
-        if not self._tracer.enabled or (self._sampled and self._drops(meta.trace_id)):
+        if not self._records(meta.trace_id):
             return
         values = self._reply_values(meta)
         if handler_seconds is not None:
@@ -490,7 +494,7 @@ class Emitter:
 
     def reply_unroutable(self, meta: RequestMeta) -> None:
         """``gear.rpc.unroutable`` (kind reply): the reply could not be delivered to the caller."""
-        if self._tracer.enabled and not (self._sampled and self._drops(meta.trace_id)):
+        if self._records(meta.trace_id):
             self._record(_REPLY_UNROUTABLE, meta.trace_id, None, None, self._reply_values(meta))
 
     # -- connection --------------------------------------------------------------------------------
