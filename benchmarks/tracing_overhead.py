@@ -270,10 +270,17 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
     cost = _emit_cost()
     per_call = events / max(1, args.rounds * (per_slice * args.slices + warm_up))  # of the jsonl side
     traced = names[1:]
+    full_rate = (
+        {
+            "events_per_call": round(per_call, 2),
+            "cpu_share_at_off_rate": round(cost["cpu_us_per_event"] * per_call * median["off"] / 1e6, 4),
+        }
+        if "jsonl" in names
+        else {}
+    )
     return {
         **cost,
-        "events_per_call": round(per_call, 2),
-        "cpu_share_at_off_rate": round(cost["cpu_us_per_event"] * per_call * median["off"] / 1e6, 4),
+        **full_rate,
         "url": args.url,
         "calls_per_round": args.calls,
         "concurrency": args.concurrency,
