@@ -22,19 +22,24 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from gear.adapter import Delivery
+from gear.amqp import Delivery
 from gear.dispatch import Dispatcher
 from gear.envelope import DEADLINE, METHOD, Meta
 from gear.inbound import ReplyHandlers, Router
 from gear.publisher import Outgoing
 from gear.tracing.api import NullTracer
 from gear.tracing.emitter import Emitter
+from gear.wire.properties import Properties
 
 __all__ = ("main",)
 
 
-class _Channel:
-    is_closed = True  # acks become no-ops
+class _Settled:
+    def ack(self, delivery_tag: int) -> bool:
+        return True
+
+    def reject(self, delivery_tag: int, requeue: bool) -> bool:
+        return True
 
 
 class _Publisher:
@@ -67,28 +72,33 @@ async def _round(requests: int, bookkeeping: bool) -> float:
     )
     body = b'{"data": "' + b"x" * 80 + b'"}'
     deadline = int((time.time() + 30) * 1000)
-    channel = _Channel()
+    settled = _Settled()
     deliveries = [
         Delivery(
-            body,
             "BENCH.s1",
+            "ctag",
             i,
             False,
-            f"{i:016x}.1",
-            f"{i:016x}",
-            "CLI.c1",
-            "gear.call",
-            "CLI.c1",
-            {METHOD: "echo", DEADLINE: deadline},
+            "gear",
             "BENCH.s1",
-            channel,
+            Properties(
+                message_id=f"{i:016x}.1",
+                correlation_id=f"{i:016x}",
+                reply_to="CLI.c1",
+                message_type="gear.call",
+                app_id="CLI.c1",
+                headers={METHOD: "echo", DEADLINE: deadline},
+            ),
+            body,
+            settled,
         )
         for i in range(requests)
     ]
     started = time.process_time()
     for first in range(0, requests, 256):
-        served = [router.on_delivery(d) for d in deliveries[first : first + 256]]
-        await asyncio.gather(*(work for work in served if work is not None))
+        for delivery in deliveries[first : first + 256]:
+            router.on_delivery(delivery)
+        await dispatcher.drain(30.0)
     return (time.process_time() - started) / requests * 1e6
 
 

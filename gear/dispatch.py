@@ -25,14 +25,13 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any
 
 import pydantic_core
 from pydantic import ValidationError
 
-from gear.adapter import Delivery, ack
 from gear.context import RequestContext, _current
 from gear.deadline import Deadlines
 from gear.duplicates import Answer, DuplicateWindow
@@ -44,6 +43,7 @@ from gear.errors import (
     PayloadTooLargeError,
 )
 from gear.handler import Handler, check_method_name, validate_payload
+from gear.link import Delivery
 from gear.publisher import Outgoing, Publisher
 from gear.tracing.api import NullTracer, Settlement
 from gear.tracing.emitter import Emitter
@@ -113,24 +113,26 @@ class Dispatcher:
 
     # -- deliveries --------------------------------------------------------------------------------
 
-    def on_request(self, delivery: Delivery, meta: Meta) -> Awaitable[None] | None:
-        """Take one request (from the router): the task that serves it, or nothing to run."""
+    def on_request(self, delivery: Delivery, meta: Meta) -> None:
+        """Take one request (from the router, inline): serve it in a task of its own, which
+        acknowledges it once the reply is sent."""
         if not self._accepting:
             # Stopping: not run and not acknowledged, so the broker requeues it when the connection
             # closes (for the next instance of this TYPE, or this one's restart).
             self.held += 1
-            return _leave_unacked()
+            return
         self._in_flight += 1
         self._idle.clear()
-        return self._serve(delivery, meta)
+        task = asyncio.get_running_loop().create_task(self._serve(delivery, meta))
+        self._serving.add(task)
+        task.add_done_callback(self._serving.discard)
 
     async def _serve(self, delivery: Delivery, meta: Meta) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._serving.add(task)
         settled = False
         try:
-            with self._events.server_span(delivery, meta, delivery.headers):
+            with self._events.server_span(delivery, meta, delivery.properties.headers):
                 await self._serve_one(delivery, meta, task)
             settled = True
         except Exception:
@@ -138,9 +140,8 @@ class Dispatcher:
             settled = True
         finally:
             # A run cancelled by a stop that gave up on it is not acknowledged: the broker requeues it.
-            if settled and await ack(delivery):
+            if settled and delivery.ack():
                 self._events.settle(delivery, meta, Settlement.ACK)
-            self._serving.discard(task)
             self._in_flight -= 1
             if self._in_flight == 0:
                 self._idle.set()
@@ -366,10 +367,6 @@ def _unless_cancelled(func: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     if ctx is not None and ctx.cancelled:
         return _SKIPPED
     return func(*args)
-
-
-async def _leave_unacked() -> None:
-    """The work of a request left for the broker to requeue: none."""
 
 
 def _error_body(exc: BaseException) -> bytes:

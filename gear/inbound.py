@@ -19,14 +19,14 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any, Protocol
 
-from gear.adapter import Delivery, reject
 from gear.envelope import EnvelopeError, Kind, Meta, parse_meta
 from gear.errors import ConfigurationError, RemoteError
 from gear.handler import check_method_name
+from gear.link import Delivery
 from gear.reply import Reply, decode_reply
 from gear.tracing.emitter import Emitter
 
@@ -49,8 +49,8 @@ class ReplyWaiters(Protocol):
 class RequestServer(Protocol):
     """The serving side, as the router sees it."""
 
-    def on_request(self, delivery: Delivery, meta: Meta) -> Awaitable[None] | None:
-        """Take one request delivery; the work to await (the adapter runs it as a task), if any."""
+    def on_request(self, delivery: Delivery, meta: Meta) -> None:
+        """Take one request delivery; from now on it owns settling it."""
         ...
 
 
@@ -123,22 +123,23 @@ class Router:
         self.late_replies = 0
         """Replies nobody waited for (their call had timed out, or a duplicate)."""
 
-    def on_delivery(self, delivery: Delivery) -> Awaitable[None] | None:
-        """Entry point from the adapter: replies are routed inline, requests go to the server."""
+    def on_delivery(self, delivery: Delivery) -> None:
+        """Entry point from the link, inline: replies are routed and acknowledged here, requests go
+        to the server, which settles them when served."""
+        p = delivery.properties
         try:
-            meta = parse_meta(
-                delivery.kind, delivery.correlation_id, delivery.app_id, delivery.reply_to, delivery.headers
-            )
+            if delivery.malformed is not None:
+                raise EnvelopeError(delivery.malformed)
+            meta = parse_meta(p.message_type, p.correlation_id, p.app_id, p.reply_to, p.headers)
         except EnvelopeError as exc:
             log.warning("rejecting a non-Gear message from %r: %s", delivery.queue, exc)
-            return self._reject_foreign(delivery, str(exc))
+            if delivery.reject(requeue=False):
+                self._events.rejected_foreign(delivery, str(exc))
+            return
         if meta.kind is not Kind.REPLY:
-            return self._server.on_request(delivery, meta)
+            self._server.on_request(delivery, meta)
+            return
         if not self._calls.take_reply(meta, delivery.body) and not self._replies.take(meta, delivery.body):
             self.late_replies += 1
             self._events.late_reply(meta.request_id, meta.method, meta.sender, meta.trace_id)
-        return None
-
-    async def _reject_foreign(self, delivery: Delivery, reason: str) -> None:
-        if await reject(delivery, requeue=False):
-            self._events.rejected_foreign(delivery, reason)
+        delivery.ack()

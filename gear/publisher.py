@@ -9,9 +9,9 @@ Every Gear publish is ``mandatory`` on a channel with publisher confirms. For on
    (``until``): publishes during a reconnect or a memory alarm wait instead of failing at once or
    hanging forever.
 2. Publish with ``message_id = <request id>.<attempt>`` and the attempt number in a header. The
-   message id must differ per attempt: the client library matches ``basic.return`` to its pending
-   confirm by message id, and RabbitMQ sends the return *before* the ack.
-3. The attempt's outcome (a value from :mod:`gear.adapter.publish`) decides what comes next:
+   message id must differ per attempt: the link (``gear.link.confirms``) matches ``basic.return`` to
+   its pending confirm by message id, and RabbitMQ sends the return *before* the ack.
+3. The attempt's outcome (a value from :mod:`gear.link.publishing`) decides what comes next:
 
    * **confirmed**: done;
    * **returned** (no queue bound, e.g. the instance queue was deleted, or no TYPE consumer declared
@@ -43,7 +43,6 @@ import time
 from dataclasses import dataclass
 from typing import Any, TypeVar, dataclass_transform
 
-from gear.adapter import Outcome
 from gear.envelope import ATTEMPT, attempt_message_id
 from gear.errors import (
     ConnectionLostError,
@@ -53,6 +52,7 @@ from gear.errors import (
     PublishRefusedError,
     UnroutableError,
 )
+from gear.link import Outcome
 from gear.reconnect import Connector
 from gear.tracing.api import NullTracer
 from gear.tracing.emitter import Emitter
@@ -198,7 +198,7 @@ class Publisher:
             tracing = msg.traced and events.active
             if tracing:
                 events.publish(msg, message_id, attempt, reason or None)
-            result = await link.publish(
+            result = await link.publishing.publish(
                 self._exchange,
                 msg.routing_key,
                 msg.body,
@@ -241,7 +241,7 @@ class Publisher:
                     raise NotConfirmedError(f"broker nacked the publish to {msg.address!r} ({nacks} time(s))")
                 # transient during a node loss: try again, after a pause, on a fresh channel
                 await asyncio.sleep(pause)
-                await link.renew_publish_channel(result.channel, until)
+                await link.publishing.renew(result.channel, until)
                 reason = "nack"
                 continue
             if outcome is Outcome.UNCONFIRMED:

@@ -2,13 +2,13 @@
 
 Theory of operation
 -------------------
-The :class:`Connector` owns at most one :class:`~gear.adapter.Link`. ``ready`` is an event that is set
+The :class:`Connector` owns at most one :class:`~gear.link.Link`. ``ready`` is an event that is set
 exactly while a link is open *and* its topology is declared *and* its consumers run; publishers wait on
 it (bounded by their own deadline) instead of failing at once or hanging.
 
 * **Start.** ``start()`` tries the URLs, round after round, sleeping a jittered exponential backoff
   between rounds, until one works or ``connect_wait`` has passed (then ``ConnectError`` with the last
-  reason). A connect attempt has its own handshake timeout (see ``gear.adapter``).
+  reason). A connect attempt has its own handshake timeout (see ``gear.link``).
 * **URL order.** With several brokers (a cluster), each instance starts at a different place in the
   list (a stable hash of its identity), so instances spread over the nodes; after a loss, the broker
   that failed is tried last, so a reconnect goes to a live node first.
@@ -47,9 +47,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from gear.adapter import Link, open_link
 from gear.errors import ConfigurationError, ConnectError, ConnectionLostError
 from gear.hooks import Hooks
+from gear.link import Link, open_link
 from gear.redact import mask_url
 from gear.tracing.api import NullTracer
 from gear.tracing.emitter import Emitter

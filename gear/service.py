@@ -29,13 +29,13 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from gear.adapter import Link
 from gear.address import Address
 from gear.dispatch import Dispatcher
 from gear.duplicates import DuplicateWindow
 from gear.errors import ConfigurationError, ConnectionLostError
 from gear.hooks import HookAttr, Hooks
 from gear.inbound import ReplyHandlers, Router
+from gear.link import Link
 from gear.publisher import Publisher, RepublishPolicy
 from gear.reconnect import Backoff, Connector, ServiceState
 from gear.redact import mask_secrets

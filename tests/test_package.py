@@ -50,7 +50,7 @@ def test_importing_the_sdk_pulls_neither_the_broker_nor_spark() -> None:
 
 # -- import rules, checked at runtime in fresh interpreters -------------------------------------------
 
-_SDK = ("gear.service", "gear.rpc", "gear.adapter", "gear.reconnect", "aiormq", "aio_pika")
+_SDK = ("gear.service", "gear.rpc", "gear.link", "gear.amqp", "gear.reconnect", "aiormq", "aio_pika")
 
 
 def _loaded_by(statement: str, prefixes: tuple[str, ...]) -> list[str]:
@@ -143,7 +143,11 @@ def test_the_sdk_emits_trace_events_only_through_the_typed_emitter() -> None:
     """Attribute names and event kinds are assembled in ``gear.tracing.emitter`` only."""
     modules = ("gear.tracing", "gear.tracing.api")
     raw = {f"{module}.{name}" for module in modules for name in ("Attr", "EventName")}
-    sdk = [*(ROOT / "gear").glob("*.py"), *(ROOT / "gear" / "adapter").glob("*.py")]
+    sdk = [
+        *(ROOT / "gear").glob("*.py"),
+        *(ROOT / "gear" / "link").glob("*.py"),
+        *(ROOT / "gear" / "amqp").glob("*.py"),
+    ]
     offenders = {path.name: sorted(_imports(path) & raw) for path in sdk}
     assert {k: v for k, v in offenders.items() if v} == {}
 
@@ -163,7 +167,9 @@ _LAYERS = {
     "tracing": (),
     "broker": ("gear.redact", "gear.eventloop"),
     "pipeline": ("gear.tracing",),
-    "adapter": ("gear.errors", "gear.redact", "gear.topology"),
+    "wire": (),
+    "amqp": ("gear.wire",),
+    "link": ("gear.amqp", "gear.errors", "gear.redact", "gear.topology"),
 }
 
 
@@ -179,11 +185,77 @@ def test_each_layer_imports_only_what_the_layer_picture_allows(package: str) -> 
     assert {k: v for k, v in wrong.items() if v} == {}
 
 
-def test_only_the_adapter_touches_the_amqp_client() -> None:
-    clients = ("aiormq", "aio_pika", "pamqp")
+def test_no_other_amqp_client_is_used_and_pamqp_only_below_the_sdk() -> None:
+    """Gear is its own AMQP client: aiormq and aio-pika are peers in tests and benchmarks only, and
+    pamqp (the codec) is used by the wire layer, the client core, its shell and the broker."""
+    below = ("gear/wire/", "gear/amqp/", "gear/link/", "gear/broker/")
+    wrong = {}
+    for path in (ROOT / "gear").rglob("*.py"):
+        name = path.relative_to(ROOT).as_posix()
+        clients = ("aiormq", "aio_pika") if name.startswith(below) else ("aiormq", "aio_pika", "pamqp")
+        found = sorted(m for m in _imports(path) if m.split(".")[0] in clients)
+        if found:
+            wrong[name] = found
+    assert wrong == {}
+
+
+_PARSERS = ("gear.wire.frames.FrameReader", "pamqp.frame.unmarshal", "pamqp.decode", "gear.wire.table")
+
+
+def test_no_module_outside_the_protocol_cores_parses_frames() -> None:
+    """One owner of each byte stream: frames are parsed by the client core (``gear.amqp``) and the
+    broker's core only; the wire layer is what they share."""
+    cores = ("gear/wire/", "gear/amqp/", "gear/broker/")
     wrong = {
-        path.name: sorted(m for m in _imports(path) if m.split(".")[0] in clients)
-        for path in (ROOT / "gear").glob("*.py")
+        path.relative_to(ROOT).as_posix(): sorted(m for m in _imports(path) if m.startswith(_PARSERS))
+        for path in (ROOT / "gear").rglob("*.py")
+        if not path.relative_to(ROOT).as_posix().startswith(cores)
+    }
+    assert {k: v for k, v in wrong.items() if v} == {}
+
+
+def _foreign_private_names(path: Path) -> list[str]:
+    """``module._name`` reads and ``from module import _name`` of modules outside Gear, and
+    ``getattr(x, "_name")`` on anything."""
+    tree = ast.parse(path.read_text())
+    foreign: set[str] = set()
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            foreign.update(
+                (a.asname or a.name).split(".")[0] for a in node.names if not a.name.startswith("gear")
+            )
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.module.startswith("gear"):
+            foreign.update(a.asname or a.name for a in node.names)
+            found += [f"from {node.module} import {a.name}" for a in node.names if _private(a.name)]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _private(node.attr):
+            base = node.value
+            if isinstance(base, ast.Name) and base.id in foreign and base.id != "sys":
+                found.append(f"{base.id}.{node.attr}")
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "hasattr", "setattr")
+            and len(node.args) > 1
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+            and _private(node.args[1].value)
+        ):
+            found.append(f"{node.func.id}(..., {node.args[1].value!r})")
+    return found
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def test_no_private_name_of_another_library_is_used() -> None:
+    """Gear uses other libraries through their public API only (``sys._getframe`` is the standard
+    library's documented way to read a caller's frame, and the one exception)."""
+    wrong = {
+        path.relative_to(ROOT).as_posix(): _foreign_private_names(path)
+        for path in (ROOT / "gear").rglob("*.py")
     }
     assert {k: v for k, v in wrong.items() if v} == {}
 

@@ -27,6 +27,7 @@ parent's. ``benchmarks/tracing_cpu.py spans sdk-bare`` tells Gear's share of the
 
 from __future__ import annotations
 
+import time
 from collections.abc import MutableMapping
 from contextlib import AbstractContextManager, nullcontext
 from contextvars import Token
@@ -74,7 +75,8 @@ class _HeaderGetter(Getter[Any]):
 _GETTER = _HeaderGetter()
 _REPLY = "gear.reply"
 _NO_OP_PROVIDERS = (ProxyTracerProvider, NoOpTracerProvider)
-_UNKNOWN: Any = object()
+_RECHECK_EVERY = 1.0
+"""Seconds between looks at the global tracer provider while no SDK is configured."""
 
 
 class _NoClientSpan:
@@ -156,6 +158,7 @@ class OtelSpans:
         self._provider = tracer_provider
         if tracer_provider is None:
             trace.get_tracer_provider()  # sets the global one from OTEL_PYTHON_TRACER_PROVIDER if named
+        self._recheck_at = 0.0
         self._live = False
         """Set once a real provider (an SDK's) is seen: a global provider can be set once and stays."""
         self._tracer = trace.get_tracer(
@@ -181,14 +184,14 @@ class OtelSpans:
             return True
         provider = self._provider
         if provider is None or isinstance(provider, ProxyTracerProvider):  # the global one
-            # The API's module global, read directly: get_tracer_provider() looks an environment
-            # variable up on each call while none is set, which costs more than this whole bridge
-            # (that variable was honoured by the call in __init__). Its public answer if the name goes.
-            provider = getattr(trace, "_TRACER_PROVIDER", _UNKNOWN)
-            if provider is None:
+            # get_tracer_provider() looks an environment variable up on every call while no provider
+            # is set, which costs more than this whole bridge: while none is, look again once a second
+            # (an SDK configured after the service started is seen within that second).
+            now = time.monotonic()
+            if now < self._recheck_at:
                 return False
-            if provider is _UNKNOWN:
-                provider = trace.get_tracer_provider()
+            self._recheck_at = now + _RECHECK_EVERY
+            provider = trace.get_tracer_provider()
         if isinstance(provider, _NO_OP_PROVIDERS):
             return False
         self._live = True

@@ -13,7 +13,7 @@ from gear.reconnect import Backoff, Connector
 
 
 class FakeLink:
-    """Just enough of :class:`gear.adapter.Link` for the connector."""
+    """Just enough of :class:`gear.link.Link` for the connector."""
 
     def __init__(self, where: str = "fake") -> None:
         self.where = where
@@ -103,21 +103,3 @@ async def test_the_reconnect_supervisor_survives_an_unexpected_exception(
     assert connector.reconnects == 1
     assert sum("unexpectedly" in r.message for r in caplog.records) == 1
     await connector.close()
-
-
-def test_the_fence_names_what_is_missing_and_the_supported_versions(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A client library without a private name Gear relies on is refused clearly, never misused."""
-    import aiormq
-
-    from gear.adapter import _aiormq
-
-    monkeypatch.delattr(aiormq.Connection, "_Connection__handle_connection_blocked")
-    missing = r"Connection\._Connection__handle_connection_blocked.*aiormq>=7\.2,<8"
-    with pytest.raises(_aiormq.UnsupportedClientError, match=missing):
-        _aiormq._check_classes()
-
-    class BareChannel:
-        is_closed = False
-
-    with pytest.raises(_aiormq.UnsupportedClientError, match=r"Channel\.consumers"):
-        _aiormq.check_channel(BareChannel())

@@ -215,7 +215,7 @@ async def test_calling_before_start_says_so() -> None:
 
 def test_both_encoders_refuse_a_short_string_over_255_bytes() -> None:
     """The SDK's publish encoder and the broker's codec agree: no silent truncation."""
-    from gear.adapter.encode import encode_publish
+    from gear.amqp import encode_publish
     from gear.broker.codec import return_frame
 
     assert return_frame(1, 312, "NO_ROUTE", "gear", "é" * 127)  # 254 bytes fit
@@ -244,7 +244,7 @@ def test_both_encoders_refuse_a_short_string_over_255_bytes() -> None:
 def test_fast_publish_encoding_decodes_with_pamqp() -> None:
     import pamqp.frame
 
-    from gear.adapter.encode import encode_publish
+    from gear.amqp import encode_publish
 
     headers = {"x-gear-method": "status", "x-gear-deadline": 1_790_000_000_123, "x-flag": True}
     data = encode_publish(
@@ -360,12 +360,13 @@ async def test_the_router_routes_each_delivery_once() -> None:
     request goes to the serving side; nothing is routed twice."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from gear.adapter import Delivery
+    from gear.amqp import Delivery
     from gear.envelope import Meta
     from gear.inbound import ReplyHandlers, Router
     from gear.reply import Reply
     from gear.tracing.api import NullTracer
     from gear.tracing.emitter import Emitter
+    from gear.wire.properties import Properties
 
     waiting = {"a" * 16}
     taken: list[str] = []
@@ -388,16 +389,30 @@ async def test_the_router_routes_each_delivery_once() -> None:
     replies.register("lookup", on_lookup)
     router = Router(calls=Calls(), replies=replies, server=Server(), events=Emitter(NullTracer(), "WEB.w1"))
 
-    def delivery(kind: str, rid: str, method: str) -> Delivery:
-        headers: dict[str, Any] = {METHOD: method}
-        return Delivery(
-            b"7", "WEB.w1", 1, False, f"{rid}.1", rid, None, kind, "REPO.r1", headers, "WEB.w1", None
-        )
+    settled: list[tuple[str, int]] = []
 
-    assert router.on_delivery(delivery("gear.reply", "a" * 16, "lookup")) is None  # its call takes it
-    assert router.on_delivery(delivery("gear.reply", "b" * 16, "lookup")) is None  # the reply handler
-    assert router.on_delivery(delivery("gear.reply", "c" * 16, "status")) is None  # nobody: late
-    router.on_delivery(delivery("gear.call", "d" * 16, "status"))
+    class Settled:
+        def ack(self, delivery_tag: int) -> bool:
+            settled.append(("ack", delivery_tag))
+            return True
+
+        def reject(self, delivery_tag: int, requeue: bool) -> bool:
+            settled.append(("reject", delivery_tag))
+            return True
+
+    def delivery(kind: str, rid: str, method: str, tag: int) -> Delivery:
+        headers: dict[str, Any] = {METHOD: method}
+        props = Properties(
+            message_id=f"{rid}.1", correlation_id=rid, message_type=kind, app_id="REPO.r1", headers=headers
+        )
+        return Delivery("WEB.w1", "ctag", tag, False, "gear", "WEB.w1", props, b"7", Settled())
+
+    router.on_delivery(delivery("gear.reply", "a" * 16, "lookup", 1))  # its call takes it
+    router.on_delivery(delivery("gear.reply", "b" * 16, "lookup", 2))  # the reply handler
+    router.on_delivery(delivery("gear.reply", "c" * 16, "status", 3))  # nobody: late
+    router.on_delivery(delivery("gear.call", "d" * 16, "status", 4))  # the server settles it
+    router.on_delivery(delivery("not-gear", "e" * 16, "status", 5))  # foreign: rejected
+    assert settled == [("ack", 1), ("ack", 2), ("ack", 3), ("reject", 5)]
     assert await replies.drain(1.0)
     assert taken == ["a" * 16, "b" * 16, "c" * 16]
     assert [(r.request_id, r.result, r.sender) for r in handled] == [("b" * 16, 7, "REPO.r1")]

@@ -1,4 +1,4 @@
-"""A fast encoder for the frames of one ``basic.publish`` (method, content header, body frames).
+"""The frames of one ``basic.publish`` (method, content header, body frames), packed fast.
 
 The general-purpose codec spends most of a publish's CPU on the content header (about 4 us per
 property and 7 us per header-table entry here). Gear publishes the same few properties every time, so

@@ -1,0 +1,98 @@
+"""The basic content properties of a message, decoded from a content header's property list.
+
+A content header frame carries ``class (2) | weight (2) | body size (8) | flags (2) | properties``;
+each flag bit announces one property, in the fixed order of :data:`FIELDS`. Decoding walks the
+property list once; headers are decoded by :mod:`gear.wire.table` (linear, nesting bounded).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from gear.wire.table import decode_table
+
+__all__ = ("FIELDS", "Properties", "decode_properties")
+
+_U64 = struct.Struct(">Q")
+
+
+@dataclass(slots=True)
+class Properties:
+    """The basic properties of one message (``None``: absent)."""
+
+    content_type: str | None = None
+    content_encoding: str | None = None
+    headers: dict[str, Any] | None = None
+    delivery_mode: int | None = None
+    priority: int | None = None
+    correlation_id: str | None = None
+    reply_to: str | None = None
+    expiration: str | None = None
+    message_id: str | None = None
+    timestamp: int | None = None
+    """Seconds since the epoch, as sent."""
+    message_type: str | None = None
+    user_id: str | None = None
+    app_id: str | None = None
+    cluster_id: str | None = None
+
+
+FIELDS: tuple[tuple[int, str, str], ...] = (
+    (15, "s", "content_type"),
+    (14, "s", "content_encoding"),
+    (13, "t", "headers"),
+    (12, "o", "delivery_mode"),
+    (11, "o", "priority"),
+    (10, "s", "correlation_id"),
+    (9, "s", "reply_to"),
+    (8, "s", "expiration"),
+    (7, "s", "message_id"),
+    (6, "q", "timestamp"),
+    (5, "s", "message_type"),
+    (4, "s", "user_id"),
+    (3, "s", "app_id"),
+    (2, "s", "cluster_id"),
+)
+"""``(flag bit, kind, attribute)`` in wire order; kind: s short string, t table, o octet, q uint64."""
+
+
+def decode_properties(data: bytes, offset: int, flags: int, end: int) -> Properties:
+    """The properties announced by ``flags`` in ``data[offset:end]`` (all of it must be used).
+
+    Raises:
+        ValueError: a property runs past ``end``, bytes are left over, a string is not UTF-8, a
+            table is malformed, or ``flags`` sets bits no property has (bit 0, a continuation, is
+            not used by AMQP 0-9-1 basic and is refused too).
+    """
+    if flags & 0x0003:
+        raise ValueError(f"property flags {flags:#06x} set bits that announce no property")
+    props = Properties()
+    at = offset
+    for bit, kind, name in FIELDS:
+        if not flags & (1 << bit):
+            continue
+        if kind == "s":
+            if at >= end:
+                raise ValueError(f"property {name} runs past the end of the content header")
+            stop = at + 1 + data[at]
+            if stop > end:
+                raise ValueError(f"property {name} runs past the end of the content header")
+            setattr(props, name, bytes(data[at + 1 : stop]).decode("utf-8"))
+            at = stop
+        elif kind == "t":
+            props.headers, at = decode_table(data, at, 0, end)
+        elif kind == "o":
+            if at >= end:
+                raise ValueError(f"property {name} runs past the end of the content header")
+            setattr(props, name, data[at])
+            at += 1
+        else:
+            if at + 8 > end:
+                raise ValueError(f"property {name} runs past the end of the content header")
+            props.timestamp = _U64.unpack_from(data, at)[0]
+            at += 8
+    if at != end:
+        raise ValueError(f"{end - at} byte(s) left over after the content properties")
+    return props
