@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import json
 import logging
 import threading
 import time
@@ -45,6 +44,7 @@ from gear.errors import (
 from gear.handler import Handler, check_method_name, validate_payload
 from gear.link import Delivery
 from gear.publisher import Outgoing, Publisher
+from gear.reply import validation_errors
 from gear.tracing.api import NullTracer, Settlement
 from gear.tracing.emitter import Emitter
 
@@ -205,7 +205,7 @@ class Dispatcher:
                 args = (validate_payload(handler.payload, delivery.body),)
         except ValidationError as exc:
             self._events.failed("BadPayload")
-            details = {"errors": json.loads(exc.json(include_url=False))}
+            details = {"errors": validation_errors(exc)}
             err = ErrorBody(
                 type="BadPayload",
                 message=f"invalid payload for {meta.method!r}: {exc.error_count()} error(s)",

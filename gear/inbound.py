@@ -3,7 +3,9 @@
 A delivery from either consumer (the shared ``TYPE`` queue or this instance's ``TYPE.HOST``) is, in
 this order:
 
-1. not a Gear message: rejected without requeue (a poison message must not loop);
+1. not a Gear message (or one whose properties do not decode): requeued once, since the broker's copy
+   may be intact and this one damaged on the way, and rejected for good when it comes back the same
+   (a poison message must not loop);
 2. a reply: given to the call or gather waiting for it (:class:`ReplyWaiters`, the RPC), else to the
    reply handler registered for its method (:class:`ReplyHandlers`, for ``reply_to=TYPE`` calls),
    else dropped and counted as a late reply (its call timed out, or it is a duplicate);
@@ -132,7 +134,11 @@ class Router:
                 raise EnvelopeError(delivery.malformed)
             meta = parse_meta(p.message_type, p.correlation_id, p.app_id, p.reply_to, p.headers)
         except EnvelopeError as exc:
-            log.warning("rejecting a non-Gear message from %r: %s", delivery.queue, exc)
+            if not delivery.redelivered:
+                # once more: the broker's copy may be intact and this one damaged on the way
+                delivery.reject(requeue=True)
+                return
+            log.warning("rejecting a non-Gear message from %r for good: %s", delivery.queue, exc)
             if delivery.reject(requeue=False):
                 self._events.rejected_foreign(delivery, str(exc))
             return

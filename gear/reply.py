@@ -12,7 +12,7 @@ from pydantic import PydanticSchemaGenerationError, TypeAdapter, ValidationError
 from gear.envelope import ErrorBody
 from gear.errors import BadResultError, ConfigurationError, RemoteError, remote_error_from_wire
 
-__all__ = ("Reply", "decode_reply", "result_adapter", "validate_result")
+__all__ = ("Reply", "decode_reply", "result_adapter", "validate_result", "validation_errors")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,15 +43,29 @@ def decode_reply(ok: bool, body: bytes) -> Any:
     """The result of a reply body, or raise its error.
 
     Raises:
-        RemoteError: (or a subclass) for an error reply.
+        RemoteError: (or a subclass) for an error reply; ``MalformedReply`` for a body that is not
+            JSON (damaged on the way, or not sent by Gear).
     """
     if ok:
-        return pydantic_core.from_json(body) if body else None
+        try:
+            return pydantic_core.from_json(body) if body else None
+        except ValueError as exc:
+            raise RemoteError("MalformedReply", f"the reply is not JSON: {exc}") from None
     try:
         err = ErrorBody.model_validate_json(body)
     except ValidationError:
         raise RemoteError("MalformedErrorReply", body[:200].decode("utf-8", "replace")) from None
     raise remote_error_from_wire(err.type, err.message, err.details)
+
+
+def validation_errors(exc: ValidationError) -> list[Any]:
+    """pydantic's errors as JSON-able values (without the input where it is not JSON-able: bytes that
+    are not UTF-8, say)."""
+    try:
+        errors: list[Any] = json.loads(exc.json(include_url=False))
+    except ValueError:
+        errors = json.loads(exc.json(include_url=False, include_input=False))
+    return errors
 
 
 _adapters: dict[Any, TypeAdapter[Any]] = {}
@@ -84,5 +98,5 @@ def validate_result(result_type: Any, value: Any, address: str = "", method: str
     try:
         return result_adapter(result_type).validate_python(value)
     except ValidationError as exc:
-        details = {"errors": json.loads(exc.json(include_url=False))}
+        details = {"errors": validation_errors(exc)}
         raise BadResultError(address, method, value, details) from None

@@ -371,13 +371,15 @@ class ClientConnection:
             self._notify(self._handler.on_open)
 
     def _closed(self, code: int, text: str, *, by_broker: bool) -> None:
+        """The connection is closed: its handler hears first, then every channel's (so a channel's
+        owner can tell its channel went down with the connection)."""
         self.state = ConnectionState.CLOSED
-        channels, self._channels = self._channels, {}
-        for channel in channels.values():
-            channel.connection_closed(code, text, by_broker)
         if not self._reported:
             self._reported = True
             self._notify(self._handler.on_closed, code, text, by_broker)
+        channels, self._channels = self._channels, {}
+        for channel in channels.values():
+            channel.connection_closed(code, text, by_broker)
 
     def _notify(self, callback: Any, *args: Any) -> None:
         try:

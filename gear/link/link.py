@@ -210,7 +210,7 @@ class Link:
         if error.by_broker:
             self._fail(f"the broker closed the connection ({error.code} {error.text})")
         else:
-            self._fail(f"the connection closed ({error.text})")
+            self._fail(error.text)  # the socket closed, or the broker broke the protocol: said in words
 
     def _consumer_channel_closed(self, error: ChannelClosedError) -> None:
         if self._closing_on_purpose or not self._conn.is_open:

@@ -11,6 +11,8 @@
         proxy.blackhole()                # existing connections go silent for good (a silent
                                          # partition: sockets open, bytes vanish); new ones flow
         proxy.cut_after(to_server=5000)  # each new connection is cut after 5000 bytes upstream
+        proxy.inject(b"\x09garbage")     # these bytes reach every client as if the broker sent them
+        proxy.corrupt(count=1)           # flip one byte in the next chunk each client receives
         proxy.mode = ProxyMode.REFUSE    # new connections are closed at once (broker "down")
         proxy.mode = ProxyMode.SILENT    # new connections are accepted and never answered
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 from enum import StrEnum
 from types import TracebackType
 
@@ -49,6 +52,8 @@ class _Pipe:
         self.tasks: list[asyncio.Task[None]] = []
         self.silent = False
         """Bytes are read and dropped in both directions; the sockets stay open."""
+        self.corrupt = 0
+        """Chunks to the client still to corrupt (one byte flipped in each)."""
 
     def close(self) -> None:
         for writer in (self.client, self.server):
@@ -85,6 +90,7 @@ class TCPProxy:
         self._limits: tuple[int | None, int | None] = (None, None)
         self.cuts = 0
         """Connections cut by :meth:`cut_after` limits."""
+        self._rng = random.Random()
 
     @classmethod
     def for_url(cls, url: str) -> TCPProxy:
@@ -157,6 +163,21 @@ class TCPProxy:
         self._silent.update(pipes)
         return len(pipes)
 
+    def inject(self, data: bytes) -> int:
+        """Send ``data`` to every current client as if its broker had sent it (between two chunks of
+        the broker's own bytes: when the link is idle, between two frames); return how many."""
+        pipes = list(self._pipes)
+        for pipe in pipes:
+            pipe.client.write(data)
+        return len(pipes)
+
+    def corrupt(self, count: int = 1, *, seed: int | None = None) -> None:
+        """Flip one byte, at a random place, in each of the next ``count`` chunks every current client
+        receives from its broker (a faulty network card, a broken middlebox)."""
+        self._rng = random.Random(seed)
+        for pipe in self._pipes:
+            pipe.corrupt = count
+
     def cut_after(self, *, to_server: int | None = None, to_client: int | None = None) -> None:
         """Cut each *new* connection once it has carried that many bytes in that direction
         (``None``: no limit). The bytes up to the limit are delivered, then both sockets close."""
@@ -221,6 +242,10 @@ class TCPProxy:
                     self.cuts += 1
                     break
                 carried += len(data)
+                if pipe.corrupt and dst is pipe.client:
+                    pipe.corrupt -= 1
+                    at = self._rng.randrange(len(data))
+                    data = data[:at] + bytes([data[at] ^ self._rng.randrange(1, 256)]) + data[at + 1 :]
                 dst.write(data)
                 await dst.drain()
         except (OSError, asyncio.CancelledError):

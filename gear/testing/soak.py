@@ -27,6 +27,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gear.testing.queues import delete_queues
+
 __all__ = ("Interval", "SoakError", "resident_mib", "soak")
 
 _PAYLOAD = {"data": "x" * 80}
@@ -184,27 +186,35 @@ def soak(
     common = ("--url", url, "--type", type_, "--loop", loop)
     server = _spawn("serve", *common)
     try:
-        _wait_ready(server)
-        caller = _spawn(
-            "call", *common, "--concurrency", str(concurrency), "--seconds", str(seconds),
-            "--interval", str(interval),
-        )  # fmt: skip
-        try:
-            out, _ = caller.communicate(timeout=seconds + 120)
-        except subprocess.TimeoutExpired:
-            caller.kill()
-            out, _ = caller.communicate()
-            raise SoakError(f"the caller did not finish in time:\n{out[-4000:]}") from None
-        rows = [line for line in out.splitlines() if line.startswith("{")]
-        if caller.returncode != 0 or not rows or json.loads(rows[-1]) != {"done": True}:
-            raise SoakError(f"the caller failed (exit {caller.returncode}):\n{out[-4000:]}")
-        return [Interval(**json.loads(line)) for line in rows[:-1]]
+        return _run(server, common, concurrency, seconds, interval)
     finally:
         server.terminate()
         with contextlib.suppress(subprocess.TimeoutExpired):
             server.wait(10)
         if server.poll() is None:
             server.kill()
+        asyncio.run(delete_queues(url, [type_, f"{type_}.server"]))
+
+
+def _run(
+    server: subprocess.Popen[str], common: tuple[str, ...], concurrency: int, seconds: float, interval: float
+) -> list[Interval]:
+    """Wait for the server, run the caller to its end, parse its intervals."""
+    _wait_ready(server)
+    caller = _spawn(
+        "call", *common, "--concurrency", str(concurrency), "--seconds", str(seconds),
+        "--interval", str(interval),
+    )  # fmt: skip
+    try:
+        out, _ = caller.communicate(timeout=seconds + 120)
+    except subprocess.TimeoutExpired:
+        caller.kill()
+        out, _ = caller.communicate()
+        raise SoakError(f"the caller did not finish in time:\n{out[-4000:]}") from None
+    rows = [line for line in out.splitlines() if line.startswith("{")]
+    if caller.returncode != 0 or not rows or json.loads(rows[-1]) != {"done": True}:
+        raise SoakError(f"the caller failed (exit {caller.returncode}):\n{out[-4000:]}")
+    return [Interval(**json.loads(line)) for line in rows[:-1]]
 
 
 def _wait_ready(server: subprocess.Popen[str]) -> None:

@@ -5,7 +5,8 @@ O(n²) bytes copied: a few wide tables from a hostile peer can stall a process f
 decoder walks one buffer with offsets (linear in its size) and refuses nesting deeper than
 :data:`MAX_DEPTH`. Values decode to the same Python types pamqp gives (long strings as ``str`` when
 they are UTF-8, else ``bytes``; timestamps as aware ``datetime``; decimals as ``Decimal``), and
-RabbitMQ's type letters are used (``s`` is a signed 16-bit integer, ``u`` unsigned; ``x`` a byte array).
+RabbitMQ's type letters are used (``s`` is a signed 16-bit integer, ``u`` unsigned; ``x`` a byte array;
+``L`` an unsigned 64-bit integer).
 """
 
 from __future__ import annotations
@@ -29,13 +30,15 @@ _STRUCTS = {
     ord("I"): struct.Struct(">i"),
     ord("i"): struct.Struct(">I"),
     ord("l"): struct.Struct(">q"),
+    ord("L"): struct.Struct(">Q"),
     ord("f"): struct.Struct(">f"),
     ord("d"): struct.Struct(">d"),
 }
 _DECIMAL = struct.Struct(">Bi")
 _TIMESTAMP = struct.Struct(">Q")
 _LONG_STRING, _BOOL, _TABLE, _ARRAY = ord("S"), ord("t"), ord("F"), ord("A")
-_BYTES, _TIME, _DEC, _VOID = ord("x"), ord("T"), ord("D"), ord("V")
+_BYTES, _TIME, _DEC = ord("x"), ord("T"), ord("D")
+_VOID = (ord("V"), 0)  # a zero type byte is void too: not in the spec, but seen from some clients
 
 
 def decode_table(
@@ -143,6 +146,6 @@ def _value(data: bytes, at: int, limit: int, depth: int) -> tuple[Any, int]:
             raise ValueError("decimal runs past the end")
         scale, digits = _DECIMAL.unpack_from(data, at)
         return decimal.Decimal(digits).scaleb(-scale), at + 5
-    if kind == _VOID:
+    if kind in _VOID:
         return None, at
     raise ValueError(f"unknown field value type {chr(kind)!r}")

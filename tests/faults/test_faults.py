@@ -50,8 +50,12 @@ async def test_cuts_at_random_moments(rig: Rig, caplog: pytest.LogCaptureFixture
     assert rig.client is not None
     assert rig.client.stats["reconnects"] >= 1
     rig.report("random cuts", reconnects=rig.client.stats["reconnects"])
-    # one line per incident: no tracebacks or warnings from the AMQP library for a network blip
-    noisy = [r for r in caplog.records if r.name.startswith("aiormq") and r.levelno >= logging.WARNING]
+    # one line per incident: no tracebacks or warnings from the AMQP layer for a network blip
+    noisy = [
+        r
+        for r in caplog.records
+        if r.name.startswith(("gear.amqp", "gear.link")) and r.levelno >= logging.WARNING
+    ]
     assert not noisy, [r.getMessage() for r in noisy[:3]]
     lost_lines = [r for r in caplog.records if r.name == "gear.reconnect" and "lost" in r.getMessage()]
     back_lines = [r for r in caplog.records if r.name == "gear.reconnect" and "reconnected" in r.getMessage()]

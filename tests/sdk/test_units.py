@@ -389,30 +389,37 @@ async def test_the_router_routes_each_delivery_once() -> None:
     replies.register("lookup", on_lookup)
     router = Router(calls=Calls(), replies=replies, server=Server(), events=Emitter(NullTracer(), "WEB.w1"))
 
-    settled: list[tuple[str, int]] = []
+    settled: list[tuple[str, int, bool]] = []
 
     class Settled:
         def ack(self, delivery_tag: int) -> bool:
-            settled.append(("ack", delivery_tag))
+            settled.append(("ack", delivery_tag, False))
             return True
 
         def reject(self, delivery_tag: int, requeue: bool) -> bool:
-            settled.append(("reject", delivery_tag))
+            settled.append(("reject", delivery_tag, requeue))
             return True
 
-    def delivery(kind: str, rid: str, method: str, tag: int) -> Delivery:
+    def delivery(kind: str, rid: str, method: str, tag: int, redelivered: bool = False) -> Delivery:
         headers: dict[str, Any] = {METHOD: method}
         props = Properties(
             message_id=f"{rid}.1", correlation_id=rid, message_type=kind, app_id="REPO.r1", headers=headers
         )
-        return Delivery("WEB.w1", "ctag", tag, False, "gear", "WEB.w1", props, b"7", Settled())
+        return Delivery("WEB.w1", "ctag", tag, redelivered, "gear", "WEB.w1", props, b"7", Settled())
 
     router.on_delivery(delivery("gear.reply", "a" * 16, "lookup", 1))  # its call takes it
     router.on_delivery(delivery("gear.reply", "b" * 16, "lookup", 2))  # the reply handler
     router.on_delivery(delivery("gear.reply", "c" * 16, "status", 3))  # nobody: late
     router.on_delivery(delivery("gear.call", "d" * 16, "status", 4))  # the server settles it
-    router.on_delivery(delivery("not-gear", "e" * 16, "status", 5))  # foreign: rejected
-    assert settled == [("ack", 1), ("ack", 2), ("ack", 3), ("reject", 5)]
+    router.on_delivery(delivery("not-gear", "e" * 16, "status", 5))  # foreign: once more
+    router.on_delivery(delivery("not-gear", "e" * 16, "status", 6, redelivered=True))  # the same: gone
+    assert settled == [
+        ("ack", 1, False),
+        ("ack", 2, False),
+        ("ack", 3, False),
+        ("reject", 5, True),
+        ("reject", 6, False),
+    ]
     assert await replies.drain(1.0)
     assert taken == ["a" * 16, "b" * 16, "c" * 16]
     assert [(r.request_id, r.result, r.sender) for r in handled] == [("b" * 16, 7, "REPO.r1")]
