@@ -27,7 +27,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from gear.testing.queues import delete_queues
+from gear.link.admin import delete_queues
 
 __all__ = ("Interval", "SoakError", "resident_mib", "soak")
 

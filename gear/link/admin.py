@@ -1,7 +1,8 @@
-"""Leave nothing behind on a shared broker: delete the queues a test or benchmark made up.
+"""Operations on a broker outside any service's link: one short connection each.
 
-A Gear service's shared ``TYPE`` queue never expires (its instances come and go; the queue stays), so
-code that invents service types for a run deletes their queues when it is done::
+``delete_queues`` leaves nothing behind on a shared broker: a Gear service's shared ``TYPE`` queue
+never expires (its instances come and go; the queue stays), so code that invents service types for a
+run deletes their queues when it is done::
 
     await delete_queues(url, [q.name for q in svc.topology.queues])
 """
