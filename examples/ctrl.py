@@ -85,8 +85,8 @@ def create_service(
         owner = state.ring.host_for(query.key)
         budget = gear.remaining_budget()
         # No timeout here on purpose: the nested call's deadline is the one this request arrived with.
-        # The payload can be the model itself; result_type validates the JSON reply back into a model.
-        found: ItemFound = await svc.rpc.call(f"{repo_type}.{owner}", "get", query, result_type=ItemFound)
+        # The payload can be the model itself; call_as validates the JSON reply back into a model.
+        found = await svc.rpc.call_as(ItemFound, f"{repo_type}.{owner}", "get", query)
         return found.model_copy(
             update={"ctrl_host": svc.host, "budget_ms": None if budget is None else round(budget * 1000)}
         )
@@ -101,9 +101,7 @@ def create_service(
             if gear.cancelled():  # the caller's deadline passed: nobody waits for the rest
                 break
             owner = state.ring.host_for(key)
-            found = svc.rpc.sync.call(
-                f"{repo_type}.{owner}", "get", ItemQuery(key=key), result_type=ItemFound
-            )
+            found = svc.rpc.sync.call_as(ItemFound, f"{repo_type}.{owner}", "get", ItemQuery(key=key))
             values[found.key] = found.value
         census = svc.rpc.sync.gather(
             f"{repo_type}.*", "status", StatusQuery(), expected=len(state.ring.hosts)

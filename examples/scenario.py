@@ -124,10 +124,10 @@ async def _stateless(system: System, say: Say, outcome: Outcome) -> None:
 
     # The seed's other way to wait: return at once and let the reply drive a callback.
     replies: asyncio.Queue[Any] = asyncio.Queue()
-    await system.web.service.rpc.call(
+    await system.web.service.rpc.call_with_callback(
         system.names.ctrl, "lookup", {"key": "alice"}, callback=replies.put_nowait
     )
-    say("   call CTRL lookup alice with callback=: returned once the broker confirmed the request")
+    say("   call_with_callback CTRL lookup alice: returned once the broker confirmed the request")
     got = await asyncio.wait_for(replies.get(), timeout)
     if isinstance(got, BaseException):
         say(f"   callback received an error: {type(got).__name__}: {got}  UNEXPECTED")

@@ -69,24 +69,17 @@ class Web:
     async def put(self, key: str, value: str, timeout: float = 5.0) -> Stored:  # noqa: ASYNC109
         """Store ``value`` on the REPO instance that owns ``key`` (point-to-point)."""
         item = Item(key=key, value=value)  # a bad key fails here, before anything is sent
-        stored: Stored = await self.service.rpc.call(
-            self.repo_for(key), "put", item, timeout=timeout, result_type=Stored
-        )
-        return stored
+        return await self.service.rpc.call_as(Stored, self.repo_for(key), "put", item, timeout=timeout)
 
     async def lookup(self, key: str, timeout: float = 5.0) -> ItemFound:  # noqa: ASYNC109
         """Ask any CTRL instance (round-robin); it asks the owning REPO within our deadline."""
-        found: ItemFound = await self.service.rpc.call(
-            self.ctrl_type, "lookup", ItemQuery(key=key), timeout=timeout, result_type=ItemFound
-        )
-        return found
+        query = ItemQuery(key=key)
+        return await self.service.rpc.call_as(ItemFound, self.ctrl_type, "lookup", query, timeout=timeout)
 
     async def export(self, keys: Sequence[str], timeout: float = 5.0) -> ExportReport:  # noqa: ASYNC109
         """Ask any CTRL for a report on ``keys``; its plain handler asks each owning REPO in turn."""
         query = ExportQuery(keys=list(keys))
-        return await self.service.rpc.call(
-            self.ctrl_type, "export", query, timeout=timeout, result_type=ExportReport
-        )
+        return await self.service.rpc.call_as(ExportReport, self.ctrl_type, "export", query, timeout=timeout)
 
     async def reload(self, version: int, repo_hosts: Sequence[str] = ()) -> None:
         """Push configuration ``version`` to every CTRL instance (multicast, fire-and-forget)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,7 +13,11 @@ from pydantic import PydanticSchemaGenerationError, TypeAdapter, ValidationError
 from gear.envelope import ErrorBody
 from gear.errors import BadResultError, ConfigurationError, RemoteError, remote_error_from_wire
 
-__all__ = ("Reply", "decode_reply", "result_adapter", "validate_result", "validation_errors")
+__all__ = ("Reply", "ReplyCallback", "decode_reply", "result_adapter", "validate_result", "validation_errors")
+
+
+ReplyCallback = Callable[[Any], Awaitable[None] | None]
+"""``callback(result_or_exception)``: called once with the result, or a ``GearError`` instance."""
 
 
 @dataclass(frozen=True, slots=True)

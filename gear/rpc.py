@@ -15,10 +15,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar, cast
 
 import pydantic_core
 
@@ -37,7 +37,7 @@ from gear.errors import (
 )
 from gear.hooks import Hooks
 from gear.publisher import Outgoing, Publisher, RepublishPolicy
-from gear.reply import Reply, decode_reply, result_adapter, validate_result
+from gear.reply import Reply, ReplyCallback, decode_reply, result_adapter, validate_result
 from gear.sync import SyncRPC
 from gear.tracing.api import NullTracer
 from gear.tracing.emitter import Emitter
@@ -47,8 +47,6 @@ __all__ = ("NESTED_MARGIN", "RPC", "ReplyCallback")
 
 log = logging.getLogger("gear.rpc")
 
-ReplyCallback = Callable[[Any], Awaitable[None] | None]
-"""``callback(result_or_exception)``: called once with the result, or a ``GearError`` instance."""
 
 _NO_RETRY = RepublishPolicy(retry=False)
 
@@ -196,45 +194,6 @@ class RPC:
 
     # -- call --------------------------------------------------------------------------------------
 
-    @overload
-    async def call(
-        self,
-        address: str,
-        method: str,
-        payload: Any = None,
-        *,
-        timeout: float | None = None,  # noqa: ASYNC109
-        callback: None = None,
-        reply_to: None = None,
-        result_type: type[T],
-    ) -> T: ...
-
-    @overload
-    async def call(
-        self,
-        address: str,
-        method: str,
-        payload: Any = None,
-        *,
-        timeout: float | None = None,  # noqa: ASYNC109
-        callback: ReplyCallback,
-        reply_to: None = None,
-        result_type: Any = None,
-    ) -> None: ...
-
-    @overload
-    async def call(
-        self,
-        address: str,
-        method: str,
-        payload: Any = None,
-        *,
-        timeout: float | None = None,  # noqa: ASYNC109
-        callback: ReplyCallback | None = None,
-        reply_to: str | None = None,
-        result_type: Any = None,
-    ) -> Any: ...
-
     async def call(
         self,
         address: str,
@@ -242,11 +201,8 @@ class RPC:
         payload: Any = None,
         *,
         timeout: float | None = None,  # noqa: ASYNC109 - a per-call deadline is the API
-        callback: ReplyCallback | None = None,
-        reply_to: str | None = None,
-        result_type: Any = None,
     ) -> Any:
-        """Call ``method`` on the instance(s) behind ``address`` and return its result.
+        """Call ``method`` on the instance behind ``address`` and return its result (decoded JSON).
 
         Args:
             address: ``TYPE.HOST`` (that instance) or ``TYPE`` (any one instance, round-robin).
@@ -254,19 +210,9 @@ class RPC:
             payload: JSON-able value or pydantic model.
             timeout: seconds; default ``Settings.timeout``. Inside a handler the deadline is never
                 later than the one being served.
-            callback: if given, return as soon as the broker confirmed the request; ``callback`` is
-                called later with the result or with the exception (``CallTimeoutError``,
-                ``RemoteError``...). It may be a plain or an async function.
-            reply_to: ``None`` for this instance (``TYPE.HOST``); a ``TYPE`` for a stateless caller:
-                the reply goes to that TYPE's queue and any instance's ``@reply_handler(method)``
-                takes it. Then ``call`` returns the request id once confirmed.
-            result_type: validate the result into this type (e.g. a pydantic model); type checkers
-                then see the call return that type.
 
         Raises:
             CallTimeoutError: no reply before the deadline.
-            BadResultError: the reply does not validate into ``result_type`` (with the callback,
-                the callback receives it).
             UnroutableError: every attempt was returned until the deadline.
             NotConfirmedError: the broker nacked the request.
             PublishRefusedError: the broker refused this request (e.g. over its size limit).
@@ -274,32 +220,105 @@ class RPC:
             ConnectionLostError: the service is stopping.
             RemoteError: the handler failed (``MethodNotFoundError``, ``BadPayloadError`` or a
                 ``RemoteError`` with the remote type name).
-            ConfigurationError: a bad address, method, timeout, payload or ``result_type``.
+            ConfigurationError: a bad address, method, timeout or payload.
         """
-        if result_type is not None:
-            result_adapter(result_type)  # a type pydantic cannot validate into fails before any I/O
-        back = self._identity if reply_to is None else self._address(reply_to).routing_key
-        addr, msg, remaining, until = self._prepare(address, method, payload, timeout, Kind.CALL, back)
+        addr, msg, remaining, until = self._prepare(
+            address, method, payload, timeout, Kind.CALL, self._identity
+        )
         if addr.is_fanout:
             raise ConfigurationError(f"{address!r} reaches several instances: use rpc.gather()")
         span = self._events.client_span(msg, address)
         try:
-            if back != self._identity:
-                await self._send(msg, until, address, method, remaining)
-                span.end()
-                return msg.request_id
-            if callback is not None:
-                await self._call_back(msg, address, method, remaining, until, callback, result_type, span)
-                return None
             ok, body = await self._round_trip(msg, addr, address, method, remaining, until)
             result = decode_reply(ok, body)
-            if result_type is not None:
-                result = validate_result(result_type, result, address, method)
         except Exception as exc:
             span.end(exc)
             raise
         span.end()
         return result
+
+    async def call_as(
+        self,
+        result_type: type[T],
+        address: str,
+        method: str,
+        payload: Any = None,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - a per-call deadline is the API
+    ) -> T:
+        """:meth:`call`, with the result validated into ``result_type`` (a pydantic model, or any
+        type pydantic validates); type checkers see that type returned.
+
+        Raises:
+            BadResultError: the result does not fit ``result_type``.
+            ConfigurationError: pydantic cannot validate into ``result_type`` (before any I/O).
+            CallTimeoutError, UnroutableError, NotConfirmedError, PublishRefusedError,
+            PayloadTooLargeError, ConnectionLostError, RemoteError: as :meth:`call`.
+        """
+        result_adapter(result_type)  # a type pydantic cannot validate into fails before any I/O
+        result = await self.call(address, method, payload, timeout=timeout)
+        return cast(T, validate_result(result_type, result, address, method))
+
+    async def call_with_callback(
+        self,
+        address: str,
+        method: str,
+        payload: Any = None,
+        *,
+        callback: ReplyCallback,
+        timeout: float | None = None,  # noqa: ASYNC109 - a per-call deadline is the API
+        result_type: Any = None,
+    ) -> str:
+        """Send the request and return its request id as soon as the broker confirmed it; ``callback``
+        runs later, once, with the result (validated into ``result_type`` if given) or with the
+        exception (``CallTimeoutError``, ``RemoteError``, ``BadResultError``...). It may be a plain
+        or an async function.
+
+        Raises:
+            UnroutableError, NotConfirmedError, PublishRefusedError, PayloadTooLargeError,
+            ConnectionLostError, ConfigurationError: the request was not sent (as :meth:`call`).
+            CallTimeoutError: the deadline came before the broker confirmed it.
+        """
+        if result_type is not None:
+            result_adapter(result_type)
+        addr, msg, remaining, until = self._prepare(
+            address, method, payload, timeout, Kind.CALL, self._identity
+        )
+        if addr.is_fanout:
+            raise ConfigurationError(f"{address!r} reaches several instances: use rpc.gather()")
+        span = self._events.client_span(msg, address)
+        try:
+            await self._call_back(msg, address, method, remaining, until, callback, result_type, span)
+        except Exception as exc:
+            span.end(exc)
+            raise
+        return msg.request_id
+
+    async def call_reply_to(
+        self,
+        reply_to: str,
+        address: str,
+        method: str,
+        payload: Any = None,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - a per-call deadline is the API
+    ) -> str:
+        """Send the request with its reply addressed to ``reply_to``, a TYPE: the reply goes to that
+        TYPE's shared queue, where any instance's ``@svc.reply_handler(method)`` takes it (a
+        stateless caller). Returns the request id once the broker confirmed the request.
+
+        Raises:
+            UnroutableError, NotConfirmedError, PublishRefusedError, PayloadTooLargeError,
+            ConnectionLostError, ConfigurationError: the request was not sent (as :meth:`call`).
+            CallTimeoutError: the deadline came before the broker confirmed it.
+        """
+        back = self._address(reply_to).routing_key
+        addr, msg, remaining, until = self._prepare(address, method, payload, timeout, Kind.CALL, back)
+        if addr.is_fanout:
+            raise ConfigurationError(f"{address!r} reaches several instances: use rpc.gather()")
+        with _span_scope(self._events.client_span(msg, address)):
+            await self._send(msg, until, address, method, remaining)
+        return msg.request_id
 
     async def _call_back(
         self, msg: Outgoing, address: str, method: str, remaining: float, until: float,

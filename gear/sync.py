@@ -25,15 +25,12 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import Any, Protocol, TypeVar
 
 from gear.errors import CallTimeoutError, ConfigurationError, ConnectionLostError, GearError
-from gear.reply import Reply
+from gear.reply import Reply, ReplyCallback
 
-if TYPE_CHECKING:
-    from gear.rpc import RPC, ReplyCallback
-
-__all__ = ("SYNC_GRACE", "SyncRPC")
+__all__ = ("SYNC_GRACE", "AsyncRPC", "SyncRPC")
 
 T = TypeVar("T")
 
@@ -42,81 +39,121 @@ SYNC_GRACE = 5.0
 that no longer runs the operation (a stopped or stalled event loop)."""
 
 
+class AsyncRPC(Protocol):
+    """What the facade drives: :class:`gear.RPC` as seen from here, so that ``gear.rpc`` imports this
+    module and not the other way round. (A per-call ``timeout`` is the API: ASYNC109 does not apply.)"""
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None: ...
+
+    @property
+    def default_timeout(self) -> float: ...
+
+    @property
+    def cast_retry_budget(self) -> float: ...
+
+    async def call(
+        self,
+        address: str,
+        method: str,
+        payload: Any = ...,
+        *,
+        timeout: float | None = ...,  # noqa: ASYNC109
+    ) -> Any: ...
+
+    async def call_as(
+        self, result_type: type[T], address: str, method: str, payload: Any = ...,
+        *, timeout: float | None = ...,  # noqa: ASYNC109
+    ) -> T: ...  # fmt: skip
+
+    async def call_with_callback(
+        self, address: str, method: str, payload: Any = ..., *, callback: ReplyCallback,
+        timeout: float | None = ..., result_type: Any = ...,  # noqa: ASYNC109
+    ) -> str: ...  # fmt: skip
+
+    async def call_reply_to(
+        self, reply_to: str, address: str, method: str, payload: Any = ...,
+        *, timeout: float | None = ...,  # noqa: ASYNC109
+    ) -> str: ...  # fmt: skip
+
+    async def cast(
+        self, address: str, method: str, payload: Any = ..., *, retry_budget: float | None = ...
+    ) -> bool: ...
+
+    async def gather(
+        self, address: str, method: str, payload: Any = ..., *, timeout: float | None = ...,  # noqa: ASYNC109
+        expected: int | None = ...,
+    ) -> list[Reply]: ...  # fmt: skip
+
+
 class SyncRPC:
     """Blocking ``call``, ``cast`` and ``gather`` bound to the service's event loop (``svc.rpc.sync``)."""
 
-    def __init__(self, rpc: RPC) -> None:
+    def __init__(self, rpc: AsyncRPC) -> None:
         self._rpc = rpc
 
-    @overload
-    def call(
-        self,
-        address: str,
-        method: str,
-        payload: Any = None,
-        *,
-        timeout: float | None = None,
-        callback: None = None,
-        reply_to: None = None,
-        result_type: type[T],
-    ) -> T: ...
-
-    @overload
-    def call(
-        self,
-        address: str,
-        method: str,
-        payload: Any = None,
-        *,
-        timeout: float | None = None,
-        callback: ReplyCallback,
-        reply_to: None = None,
-        result_type: Any = None,
-    ) -> None: ...
-
-    @overload
-    def call(
-        self,
-        address: str,
-        method: str,
-        payload: Any = None,
-        *,
-        timeout: float | None = None,
-        callback: ReplyCallback | None = None,
-        reply_to: str | None = None,
-        result_type: Any = None,
-    ) -> Any: ...
-
-    def call(
-        self,
-        address: str,
-        method: str,
-        payload: Any = None,
-        *,
-        timeout: float | None = None,
-        callback: ReplyCallback | None = None,
-        reply_to: str | None = None,
-        result_type: Any = None,
-    ) -> Any:
+    def call(self, address: str, method: str, payload: Any = None, *, timeout: float | None = None) -> Any:
         """:meth:`gear.RPC.call` from this thread; the same arguments, result and errors.
 
-        A ``callback`` runs later on the service's event loop (it must not block).
-
         Raises:
-            CallTimeoutError, UnroutableError, NotConfirmedError, RemoteError, BadResultError,
-            ConfigurationError: as :meth:`gear.RPC.call` (``ConfigurationError`` also when called from
-            a thread that runs an event loop).
+            CallTimeoutError, UnroutableError, NotConfirmedError, RemoteError, ConfigurationError: as
+                :meth:`gear.RPC.call` (``ConfigurationError`` also when called from a thread that runs
+                an event loop).
             ConnectionLostError: the service is not running.
         """
-        coro = self._rpc.call(
-            address,
-            method,
-            payload,
-            timeout=timeout,
-            callback=callback,
-            reply_to=reply_to,
-            result_type=result_type,
+        coro = self._rpc.call(address, method, payload, timeout=timeout)
+        return self._call(coro, address, method, timeout)
+
+    def call_as(
+        self,
+        result_type: type[T],
+        address: str,
+        method: str,
+        payload: Any = None,
+        *,
+        timeout: float | None = None,
+    ) -> T:
+        """:meth:`gear.RPC.call_as` from this thread; the same arguments, result and errors.
+
+        Raises:
+            BadResultError: the result does not fit ``result_type``; and as :meth:`call`.
+        """
+        coro = self._rpc.call_as(result_type, address, method, payload, timeout=timeout)
+        return self._call(coro, address, method, timeout)
+
+    def call_with_callback(
+        self,
+        address: str,
+        method: str,
+        payload: Any = None,
+        *,
+        callback: ReplyCallback,
+        timeout: float | None = None,
+        result_type: Any = None,
+    ) -> str:
+        """:meth:`gear.RPC.call_with_callback` from this thread; ``callback`` runs later on the
+        service's event loop (it must not block).
+
+        Raises:
+            as :meth:`call`.
+        """
+        coro = self._rpc.call_with_callback(
+            address, method, payload, callback=callback, timeout=timeout, result_type=result_type
         )
+        return self._call(coro, address, method, timeout)
+
+    def call_reply_to(
+        self, reply_to: str, address: str, method: str, payload: Any = None, *, timeout: float | None = None
+    ) -> str:
+        """:meth:`gear.RPC.call_reply_to` from this thread.
+
+        Raises:
+            as :meth:`call`.
+        """
+        coro = self._rpc.call_reply_to(reply_to, address, method, payload, timeout=timeout)
+        return self._call(coro, address, method, timeout)
+
+    def _call(self, coro: Coroutine[Any, Any, T], address: str, method: str, timeout: float | None) -> T:
         budget = self._budget(timeout)
         return self._run(coro, budget, lambda: CallTimeoutError(address, method, budget))
 

@@ -260,6 +260,61 @@ def test_no_private_name_of_another_library_is_used() -> None:
     assert {k: v for k, v in wrong.items() if v} == {}
 
 
+def _module_graph(root: Path, package: str) -> dict[str, set[str]]:
+    """Module -> the modules of ``package`` it imports anywhere (type-only and function-level imports
+    included), for every module under ``root``."""
+
+    def name_of(path: Path) -> str:
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+    modules = {name_of(p): p for p in root.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets = set()
+        for imported in _imports(path):
+            while imported and imported not in modules:
+                imported = imported.rpartition(".")[0]
+            if imported and imported != name and imported.startswith(package):
+                targets.add(imported)
+        graph[name] = targets
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[str]:
+    found = []
+    for start in sorted(graph):
+        stack = [(start, [start])]
+        while stack:
+            node, path = stack.pop()
+            for nxt in sorted(graph.get(node, ())):
+                if nxt == start:
+                    found.append(" -> ".join([*path, nxt]))
+                elif nxt not in path and nxt > start:
+                    stack.append((nxt, [*path, nxt]))
+    return found
+
+
+@pytest.mark.parametrize("package", ["gear.tracing", "gear.amqp", "gear.link", "gear.wire"])
+def test_the_sdks_packages_form_no_import_cycle(package: str) -> None:
+    """Within each layer, type-only imports included: modules depend one way (a Protocol beside the
+    module that needs it, instead of importing its caller). A package's ``__init__`` re-exports its
+    modules and is left out."""
+    root = ROOT / package.replace(".", "/")
+    graph = {k: v - {package} for k, v in _module_graph(root, package).items() if k != package}
+    assert _cycles(graph) == []
+
+
+def test_the_calling_side_modules_form_no_import_cycle() -> None:
+    """``gear/*.py`` (the SDK's top layer), type-only imports included; the facade (``gear``) is left out."""
+    graph = {
+        k: {m for m in v if m.count(".") == 1 and m != "gear"}
+        for k, v in _module_graph(ROOT / "gear", "gear").items()
+        if k.count(".") == 1
+    }
+    assert _cycles(graph) == []
+
+
 def test_the_brokers_modules_form_no_import_cycle() -> None:
     """Type-only imports included: each broker object is handed the narrow interface it needs (a
     Protocol beside it) instead of importing its parent. The one exception is the channel and its two

@@ -17,75 +17,17 @@ events nor spans; the check comes first, before any argument is read.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Any
 
 from gear.tracing.api import Attr, EventName, Settlement, Tracer
 from gear.tracing.layout import LAYOUTS, Layout
+from gear.tracing.messages import DeliveredMessage, OutgoingMessage, RequestMeta, type_of
 from gear.tracing.sampling import ALL, TraceSampler
 from gear.tracing.spans import ClientSpan, Spans, default_spans
 
-__all__ = ("DeliveredMessage", "Emitter", "OutgoingMessage", "RequestMeta", "type_of")
-
-
-class OutgoingMessage(Protocol):
-    """One logical message being published (the SDK's ``Outgoing``)."""
-
-    @property
-    def routing_key(self) -> str: ...
-    @property
-    def request_id(self) -> str: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def method(self) -> str: ...
-    @property
-    def body(self) -> bytes: ...
-    @property
-    def trace_id(self) -> str | None: ...
-    @property
-    def parent_id(self) -> str | None: ...
-    @property
-    def deadline_unix(self) -> float | None: ...
-    @property
-    def headers(self) -> MutableMapping[str, Any]: ...
-
-
-class DeliveredMessage(Protocol):
-    """One message taken from a queue (the adapter's ``Delivery``)."""
-
-    @property
-    def body(self) -> bytes: ...
-    @property
-    def queue(self) -> str: ...
-    @property
-    def routing_key(self) -> str: ...
-    @property
-    def delivery_tag(self) -> int: ...
-    @property
-    def redelivered(self) -> bool: ...
-    @property
-    def message_id(self) -> str | None: ...
-
-
-class RequestMeta(Protocol):
-    """The Gear properties of a delivered message (the envelope's ``Meta``)."""
-
-    @property
-    def kind(self) -> str: ...
-    @property
-    def request_id(self) -> str: ...
-    @property
-    def method(self) -> str: ...
-    @property
-    def sender(self) -> str: ...
-    @property
-    def attempt(self) -> int: ...
-    @property
-    def trace_id(self) -> str | None: ...
-    @property
-    def parent_id(self) -> str | None: ...
+__all__ = ("Emitter",)
 
 
 def _ms(seconds: float) -> float:
@@ -94,12 +36,6 @@ def _ms(seconds: float) -> float:
         return round(seconds * 1_000_000) / 1000
     except (OverflowError, ValueError):  # inf or nan: the JSON encoder writes null
         return float(seconds)
-
-
-def type_of(address: str) -> str:
-    """The TYPE word of ``TYPE``, ``TYPE.HOST`` or ``TYPE.*``; ``*`` for broadcast."""
-    head = address.partition(".")[0]
-    return "*" if head in ("*", "@all") else head
 
 
 # -- layouts: which attributes each event carries, in order (see gear.tracing.layout) ----------------

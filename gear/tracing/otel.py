@@ -48,7 +48,7 @@ from opentelemetry.trace import (
 )
 
 from gear.tracing.api import Attr
-from gear.tracing.emitter import DeliveredMessage, OutgoingMessage, RequestMeta, type_of
+from gear.tracing.messages import DeliveredMessage, OutgoingMessage, RequestMeta, type_of
 
 __all__ = ("SCHEMA_URL", "OtelSpans")
 

@@ -16,10 +16,9 @@ import os
 from collections.abc import Iterator, MutableMapping
 from contextlib import AbstractContextManager
 from importlib import metadata
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from gear.tracing.emitter import DeliveredMessage, OutgoingMessage, RequestMeta
+from gear.tracing.messages import DeliveredMessage, OutgoingMessage, RequestMeta
 
 __all__ = ("NO_SPANS", "OTEL_ENV", "ClientSpan", "Spans", "configure_spans", "default_spans", "using_spans")
 

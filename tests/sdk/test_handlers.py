@@ -130,7 +130,7 @@ async def test_plain_handlers_make_nested_calls_through_the_sync_facade(fleet: F
     def page(key: str) -> dict[str, Any]:
         seen["ctrl_deadline"] = gear.current_deadline()
         seen["ctrl_thread"] = threading.current_thread().name
-        item = c.rpc.sync.call(f"{repo}.h1", "get", key, result_type=Item)
+        item = c.rpc.sync.call_as(Item, f"{repo}.h1", "get", key)
         confirmed = c.rpc.sync.cast(f"{repo}.h2", "note", key)
         replies = c.rpc.sync.gather(f"{repo}.*", "status", expected=2)
         inner = c.rpc.sync.call(f"{ctrl}.c1", "inner", key)  # this instance's own loop answers it
@@ -153,7 +153,7 @@ async def test_plain_handlers_make_nested_calls_through_the_sync_facade(fleet: F
         except gear.MethodNotFoundError as exc:
             out["missing"] = type(exc).__name__
         try:
-            c.rpc.sync.call(f"{repo}.h1", "get", "k", result_type=Census)
+            c.rpc.sync.call_as(Census, f"{repo}.h1", "get", "k")
         except gear.BadResultError as exc:
             out["bad_result"] = exc.details["errors"][0]["loc"]
         try:
@@ -211,11 +211,11 @@ async def test_a_result_that_does_not_fit_result_type_is_a_gear_error(fleet: Fle
 
     web = fleet.client()
     await fleet.start()
-    ok = await web.rpc.call(f"{repo}.h1", "report", [1, 2], result_type=Report)
+    ok = await web.rpc.call_as(Report, f"{repo}.h1", "report", [1, 2])
     assert ok == Report(host="h", items=[1, 2])
 
     with pytest.raises(gear.BadResultError) as info:
-        await web.rpc.call(f"{repo}.h2", "report", ["x"], result_type=Report)
+        await web.rpc.call_as(Report, f"{repo}.h2", "report", ["x"])
     err = info.value
     assert isinstance(err, gear.GearError)
     assert err.method == "report"
@@ -224,7 +224,7 @@ async def test_a_result_that_does_not_fit_result_type_is_a_gear_error(fleet: Fle
     assert err.details["errors"][0]["loc"] == ["items", 0]
 
     got: asyncio.Queue[Any] = asyncio.Queue()
-    await web.rpc.call(repo, "report", ["y"], result_type=Report, callback=got.put_nowait)
+    await web.rpc.call_with_callback(repo, "report", ["y"], result_type=Report, callback=got.put_nowait)
     value = await asyncio.wait_for(got.get(), 5)
     assert isinstance(value, gear.BadResultError)
     assert value.details["errors"][0]["input"] == "y"
@@ -233,4 +233,4 @@ async def test_a_result_that_does_not_fit_result_type_is_a_gear_error(fleet: Fle
         pass
 
     with pytest.raises(gear.ConfigurationError, match="result_type"):  # before any I/O
-        await web.rpc.call(repo, "report", [], result_type=NotAModel)
+        await web.rpc.call_as(NotAModel, repo, "report", [])

@@ -65,26 +65,26 @@ async def test_call_awaitable_callback_and_models(fleet: Fleet) -> None:
     web = fleet.client()
     await fleet.start()
 
-    result = await web.rpc.call(f"{repo}.h2", "status", StatusQuery(verbose=True), result_type=StatusReport)
+    result = await web.rpc.call_as(StatusReport, f"{repo}.h2", "status", StatusQuery(verbose=True))
     assert result == StatusReport(host="h2", verbose=True, items=[1, 2, 3])
     raw = await web.rpc.call(f"{repo}.h1", "status", {"verbose": False})
     assert raw == {"host": "h1", "verbose": False, "items": [1, 2, 3]}
     assert (await web.rpc.call(repo, "status"))["host"] in {"h1", "h2"}
 
     got: asyncio.Queue[Any] = asyncio.Queue()
-    returned = await web.rpc.call(f"{repo}.h1", "status", {}, callback=got.put_nowait)
-    assert returned is None
+    returned = await web.rpc.call_with_callback(f"{repo}.h1", "status", {}, callback=got.put_nowait)
+    assert isinstance(returned, str)  # the request id
     assert (await asyncio.wait_for(got.get(), 5))["host"] == "h1"
 
     async def async_cb(value: Any) -> None:
         await got.put(value)
 
-    await web.rpc.call(f"{repo}.h2", "refuse", "because", callback=async_cb)
+    await web.rpc.call_with_callback(f"{repo}.h2", "refuse", "because", callback=async_cb)
     err = await asyncio.wait_for(got.get(), 5)
     assert isinstance(err, gear.RemoteError)
     assert err.type == "RefusedError"
 
-    await web.rpc.call(f"{repo}.h2", "slow", 2.0, callback=got.put_nowait, timeout=0.3)
+    await web.rpc.call_with_callback(f"{repo}.h2", "slow", 2.0, callback=got.put_nowait, timeout=0.3)
     assert isinstance(await asyncio.wait_for(got.get(), 5), gear.CallTimeoutError)
 
 
@@ -178,7 +178,7 @@ async def test_stateless_caller_gets_replies_through_reply_handler(fleet: Fleet)
     for w in webs:
         w.reply_handler("status")(got.put_nowait)
     await fleet.start()
-    rid = await webs[0].rpc.call(f"{repo}.h1", "status", {"verbose": True}, reply_to=web_type)
+    rid = await webs[0].rpc.call_reply_to(web_type, f"{repo}.h1", "status", {"verbose": True})
     reply = await asyncio.wait_for(got.get(), 5)
     assert reply.request_id == rid
     assert reply.sender == f"{repo}.h1"

@@ -15,16 +15,17 @@ class Found(BaseModel):
 
 
 async def calls(svc: gear.Service) -> None:
-    assert_type(await svc.rpc.call("REPO.h1", "get", {"key": "k"}, result_type=Found), Found)
-    assert_type(await svc.rpc.call("REPO.h1", "get", result_type=list[int]), list[int])
+    assert_type(await svc.rpc.call_as(Found, "REPO.h1", "get", {"key": "k"}), Found)
+    assert_type(await svc.rpc.call_as(list[int], "REPO.h1", "get"), list[int])
     assert_type(await svc.rpc.call("REPO.h1", "get"), Any)
-    assert_type(await svc.rpc.call("REPO.h1", "get", callback=print), None)
+    assert_type(await svc.rpc.call_with_callback("REPO.h1", "get", callback=print), str)
+    assert_type(await svc.rpc.call_reply_to("WEB", "REPO.h1", "get"), str)
     assert_type(await svc.rpc.gather("REPO.*", "get"), list[gear.Reply])
     assert_type(await svc.rpc.cast("REPO.*", "get"), bool)
 
 
 def blocking_calls(svc: gear.Service) -> None:
-    assert_type(svc.rpc.sync.call("REPO.h1", "get", result_type=Found), Found)
+    assert_type(svc.rpc.sync.call_as(Found, "REPO.h1", "get"), Found)
     assert_type(svc.rpc.sync.call("REPO.h1", "get"), Any)
     assert_type(svc.rpc.sync.gather("REPO.*", "get"), list[gear.Reply])
     assert_type(svc.rpc.sync.cast("REPO.*", "get"), bool)
