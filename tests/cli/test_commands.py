@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from cli.main import app
-from cli.output import ExitCode
+from gear.cli.main import app
+from gear.cli.output import ExitCode
 from tests.cli.conftest import Invoke, Running, json_out
 
-GEAR = [sys.executable, "-c", "from cli.main import app; app()"]
+GEAR = [sys.executable, "-c", "from gear.cli.main import app; app()"]
 """The CLI in a child process (the installed ``gear`` script may belong to another interpreter)."""
 
 
@@ -193,7 +193,8 @@ def test_serve_runs_a_module_service_and_stops_gracefully(
     running.invented_types.append(type_)
     env = {"GEAR_EXCHANGE": running.names.exchange}
     proc = _start(
-        ["serve", "examples.repo:create_service", "--url", running.url, "--type", type_, "--host", host], env
+        ["serve", "gear.examples.repo:create_service", "--url", running.url, "--type", type_, "--host", host],
+        env,
     )
     try:
         _wait_until_answering(gear_cli, f"{type_}.{host}")
@@ -210,10 +211,10 @@ def test_serve_runs_a_module_service_and_stops_gracefully(
 @pytest.mark.parametrize(
     ("target", "message"),
     [
-        ("examples.repo", "expected module:attr"),
+        ("gear.examples.repo", "expected module:attr"),
         ("examples.nope:create_service", "cannot import"),
-        ("examples.repo:nope", "has no attribute"),
-        ("examples.models:Item", "not a gear.Service"),
+        ("gear.examples.repo:nope", "has no attribute"),
+        ("gear.examples.models:Item", "not a gear.Service"),
     ],
 )
 def test_serve_bad_target_is_a_usage_error(clean_env: pytest.MonkeyPatch, target: str, message: str) -> None:
@@ -224,7 +225,7 @@ def test_serve_bad_target_is_a_usage_error(clean_env: pytest.MonkeyPatch, target
 
 def test_serve_without_a_broker_exits_with_connect_error(clean_env: pytest.MonkeyPatch) -> None:
     clean_env.setenv("GEAR_CONNECT_WAIT", "0.3")
-    result = run_cli("serve", "examples.repo:create_service", "--url", "amqp://guest:guest@127.0.0.1:1/")
+    result = run_cli("serve", "gear.examples.repo:create_service", "--url", "amqp://guest:guest@127.0.0.1:1/")
     assert result.exit_code == ExitCode.CONNECT, result.output
     assert "Traceback" not in result.output
 

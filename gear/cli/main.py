@@ -11,8 +11,8 @@ from typing import Annotated
 
 import typer
 
-from cli import broker_cmd, demo, rpc_commands, send, serve, topology, traces
-from cli.output import EXIT_CODES_HELP, configure_logging
+from gear.cli import broker_cmd, demo, rpc_commands, send, serve, topology, traces
+from gear.cli.output import EXIT_CODES_HELP, configure_logging
 
 __all__ = ("app", "main")
 
@@ -53,5 +53,5 @@ app.add_typer(traces.app, name="traces")
 
 
 def main() -> None:
-    """Entry point for ``python -m cli``."""
+    """Entry point for ``python -m gear.cli``."""
     app()

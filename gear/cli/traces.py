@@ -8,9 +8,9 @@ from typing import Annotated, Any
 
 import typer
 
-from cli.options import JsonOpt
-from cli.output import ExitCode, Renderer, fail, map_errors
-from cli.progress import stage_progress
+from gear.cli.options import JsonOpt
+from gear.cli.output import ExitCode, Renderer, fail, map_errors
+from gear.cli.progress import stage_progress
 
 __all__ = ("analyze", "app", "run_analysis")
 
