@@ -5,8 +5,11 @@ from __future__ import annotations
 import ast
 import importlib
 import pkgutil
+import re
 import subprocess
 import sys
+import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -109,6 +112,7 @@ def test_the_cli_uses_only_public_names() -> None:
         "gear": {*gear.__all__, "pipeline"},
         "gear.broker": set(gear.broker.__all__),
         "gear.pipeline": set(gear.pipeline.__all__),
+        "gear.version": {"DISTRIBUTION", "version"},
     }
     wrong = []
     for path in sorted((ROOT / "gear" / "cli").glob("*.py")):
@@ -222,3 +226,40 @@ def test_the_brokers_modules_form_no_import_cycle() -> None:
                 elif nxt not in path and nxt > start:
                     stack.append((nxt, [*path, nxt]))
     assert cycles == []
+
+
+# -- the distribution: its name, what its wheel installs -----------------------------------------------
+
+_INSTALL_HINT = re.compile(r"pip\s+install\s+['\"]?([A-Za-z][\w.-]*)\[")
+
+
+def test_every_install_hint_names_the_distribution() -> None:
+    """``pip install 'gear[spark]'`` installs an unrelated PyPI project: hints name ``gear-rpc``."""
+    from gear.version import DISTRIBUTION
+
+    assert tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["name"] == DISTRIBUTION
+    texts = [ROOT / "README.md", ROOT / "CHANGELOG.md", *(ROOT / "gear").rglob("*.py")]
+    named = {
+        f"{path.relative_to(ROOT)}: {match.group(0)}": match.group(1)
+        for path in texts
+        for match in _INSTALL_HINT.finditer(path.read_text())
+    }
+    assert named, "no install hint found: the pattern no longer matches how hints are written"
+    assert {where: name for where, name in named.items() if name != DISTRIBUTION} == {}
+
+
+@pytest.mark.slow
+def test_the_wheel_installs_gear_alone_with_both_commands(tmp_path: Path) -> None:
+    """Only ``gear`` (with ``gear.cli`` and ``gear.examples`` inside) goes into site-packages."""
+    build = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(ROOT)]
+    done = subprocess.run(build, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (wheel,) = tmp_path.glob("gear_rpc-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        (info,) = {n.split("/")[0] for n in names if ".dist-info/" in n}
+        entry_points = archive.read(f"{info}/entry_points.txt").decode()
+    assert {n.split("/")[0] for n in names} == {"gear", info}
+    assert {"gear/cli/main.py", "gear/examples/demo.py", "gear/py.typed"} <= set(names)
+    assert "gear = gear.cli.main:app" in entry_points
+    assert "gear-rpc = gear.cli.main:app" in entry_points

@@ -53,7 +53,7 @@ def demo(
         Path | None,
         typer.Option(
             "--report",
-            help="Trace the demo into DIR/traces, analyse it with Spark (needs gear[spark]) and write "
+            help="Trace the demo into DIR/traces, analyse it with Spark (needs gear-rpc[spark]) and write "
             "DIR/report.html.",
             show_default=False,
             file_okay=False,

@@ -80,6 +80,14 @@ def test_broker_help_says_messages_live_in_memory() -> None:
     assert "--memory-high-watermark" in text
 
 
+def test_version_names_the_distribution_and_its_installed_version() -> None:
+    from importlib.metadata import version
+
+    result = run_cli("--version")
+    assert result.exit_code == ExitCode.OK
+    assert result.stdout == f"gear-rpc {version('gear-rpc')}\n"
+
+
 def test_unknown_command_is_a_usage_error() -> None:
     assert run_cli("frobnicate").exit_code == ExitCode.USAGE
 
@@ -246,7 +254,7 @@ def test_traces_without_pyspark_prints_the_install_hint(
     result = run_cli("traces", "analyze", str(tmp_path), "--out", str(tmp_path / "out"))
     assert result.exit_code == ExitCode.MISSING_DEPENDENCY
     assert result.stderr.count("\n") == 1
-    assert "pip install 'gear[spark]'" in result.stderr
+    assert "pip install 'gear-rpc[spark]'" in result.stderr
 
 
 def test_traces_passes_options_through(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
