@@ -13,11 +13,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
-# The package is gear (SDK and reference broker), cli (the `gear` command) and examples (the services).
+# The package is gear: the SDK, the reference broker, gear.cli (the `gear` command) and gear.examples.
 COPY pyproject.toml README.md ./
 COPY gear ./gear
-COPY cli ./cli
-COPY examples ./examples
 RUN pip install . && rm -rf /app/build
 
 # Never run services as root.

@@ -11,7 +11,7 @@ raw aiormq peer uses confirms + mandatory on requests and a multiplexed reply qu
 pattern uses its own defaults. Ratios are computed per round, then the median is reported.
 
 ``--loop asyncio|uvloop|both`` picks the event loop of the benchmark and of every server process
-(``both``: the whole run once per loop, asyncio first; uvloop must be installed: ``gear[fast]``).
+(``both``: the whole run once per loop, asyncio first; uvloop must be installed: ``gear-rpc[fast]``).
 
 Usage::
 

@@ -124,9 +124,11 @@ _HOME = {
 
 
 def __getattr__(name: str) -> Any:
-    if name == "Client":
+    if name == "__version__":
+        value: Any = importlib.import_module("gear.version").version()
+    elif name == "Client":
         # ``gear.Client(url=...)``: a calling-only instance (see ``Service.client``)
-        value: Any = importlib.import_module("gear.service").Service.client
+        value = importlib.import_module("gear.service").Service.client
     elif name in _HOME:
         value = getattr(importlib.import_module(_HOME[name]), name)
     else:

@@ -1,4 +1,4 @@
-"""``gear.run``: run a coroutine on uvloop when it is installed (``pip install 'gear[fast]'``).
+"""``gear.run``: run a coroutine on uvloop when it is installed (``pip install 'gear-rpc[fast]'``).
 
 Gear's own entry points (``gear serve``, the other CLI commands, ``python -m gear.broker``) start
 their event loop through :func:`run`. A library user who runs their own loop keeps it: nothing here

@@ -5,8 +5,11 @@ from __future__ import annotations
 import ast
 import importlib
 import pkgutil
+import re
 import subprocess
 import sys
+import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -101,7 +104,7 @@ def test_only_the_brokers_server_does_io() -> None:
 
 
 def test_the_cli_uses_only_public_names() -> None:
-    """``cli/`` is glue over the public API: ``gear``'s facade, ``gear.broker``, ``gear.pipeline``."""
+    """``gear/cli/`` is glue over the public API: ``gear``'s facade, ``gear.broker``, ``gear.pipeline``."""
     import gear.broker
     import gear.pipeline
 
@@ -109,11 +112,18 @@ def test_the_cli_uses_only_public_names() -> None:
         "gear": {*gear.__all__, "pipeline"},
         "gear.broker": set(gear.broker.__all__),
         "gear.pipeline": set(gear.pipeline.__all__),
+        "gear.version": {"DISTRIBUTION", "version"},
     }
     wrong = []
-    for path in sorted((ROOT / "cli").glob("*.py")):
+    for path in sorted((ROOT / "gear" / "cli").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "gear":
+            own = isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gear.cli")
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and node.module.split(".")[0] == "gear"
+                and not own
+            ):
                 names = {alias.name for alias in node.names}
                 allowed = public.get(node.module)
                 if allowed is None or not names <= allowed:
@@ -124,17 +134,17 @@ def test_the_cli_uses_only_public_names() -> None:
                     for a in node.names
                     if a.name.startswith("gear.") and a.name not in public
                 ]
-            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "examples":
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gear.examples"):
                 wrong.append(f"{path.name}: from {node.module} import ...")  # `gear demo` loads it by name
             if isinstance(node, ast.Import):
-                examples = [a.name for a in node.names if a.name.split(".")[0] == "examples"]
+                examples = [a.name for a in node.names if a.name.startswith("gear.examples")]
                 wrong += [f"{path.name}: import {name}" for name in examples]
     assert wrong == []
 
 
 def test_the_demo_entry_point_the_cli_names_exists() -> None:
     """``gear demo`` reaches the example system only through ``DEMO_ENTRY``: it must resolve."""
-    from cli.demo import DEMO_ENTRY, _entry
+    from gear.cli.demo import DEMO_ENTRY, _entry
 
     assert callable(_entry(DEMO_ENTRY))
 
@@ -343,3 +353,40 @@ def test_the_brokers_modules_form_no_import_cycle() -> None:
                 elif nxt not in path and nxt > start:
                     stack.append((nxt, [*path, nxt]))
     assert cycles == []
+
+
+# -- the distribution: its name, what its wheel installs -----------------------------------------------
+
+_INSTALL_HINT = re.compile(r"pip\s+install\s+['\"]?([A-Za-z][\w.-]*)\[")
+
+
+def test_every_install_hint_names_the_distribution() -> None:
+    """``pip install 'gear[spark]'`` installs an unrelated PyPI project: hints name ``gear-rpc``."""
+    from gear.version import DISTRIBUTION
+
+    assert tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["name"] == DISTRIBUTION
+    texts = [ROOT / "README.md", ROOT / "CHANGELOG.md", *(ROOT / "gear").rglob("*.py")]
+    named = {
+        f"{path.relative_to(ROOT)}: {match.group(0)}": match.group(1)
+        for path in texts
+        for match in _INSTALL_HINT.finditer(path.read_text())
+    }
+    assert named, "no install hint found: the pattern no longer matches how hints are written"
+    assert {where: name for where, name in named.items() if name != DISTRIBUTION} == {}
+
+
+@pytest.mark.slow
+def test_the_wheel_installs_gear_alone_with_both_commands(tmp_path: Path) -> None:
+    """Only ``gear`` (with ``gear.cli`` and ``gear.examples`` inside) goes into site-packages."""
+    build = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(ROOT)]
+    done = subprocess.run(build, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (wheel,) = tmp_path.glob("gear_rpc-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        (info,) = {n.split("/")[0] for n in names if ".dist-info/" in n}
+        entry_points = archive.read(f"{info}/entry_points.txt").decode()
+    assert {n.split("/")[0] for n in names} == {"gear", info}
+    assert {"gear/cli/main.py", "gear/examples/demo.py", "gear/py.typed"} <= set(names)
+    assert "gear = gear.cli.main:app" in entry_points
+    assert "gear-rpc = gear.cli.main:app" in entry_points

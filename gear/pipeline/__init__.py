@@ -26,7 +26,7 @@ STAGES = (
 )
 """The stages the job reports through its ``progress`` callback, in order."""
 
-INSTALL_HINT = "PySpark is not installed: pip install 'gear[spark]'"
+INSTALL_HINT = "PySpark is not installed: pip install 'gear-rpc[spark]'"
 
 
 class SparkMissingError(RuntimeError):

@@ -8,7 +8,7 @@ Run it through the CLI (``gear traces analyze PATH --out DIR [--master URL]``), 
         hdfs:///gear/traces --out hdfs:///gear/report
 
 The job is DataFrame expressions only (no Python UDFs, no Python RDDs), so executors need nothing but
-Spark; the driver needs ``pip install 'gear[spark]'`` with the cluster's Spark version, and the input
+Spark; the driver needs ``pip install 'gear-rpc[spark]'`` with the cluster's Spark version, and the input
 must be readable by every executor (HDFS, S3, NFS: files left on each node's local disk only work in
 local mode). Parquet tables go to ``--out`` (any Hadoop URL); ``summary.json``, ``dependencies.json``
 (Zipkin's parent/child/callCount/errorCount) and ``report.html`` go there too when it is a local path,

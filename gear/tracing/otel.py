@@ -1,4 +1,4 @@
-"""The OpenTelemetry bridge (``pip install 'gear[otel]'``): W3C trace context in headers, spans via the API.
+"""The OpenTelemetry bridge (``pip install 'gear-rpc[otel]'``): W3C trace context in headers, API spans.
 
 Imported only by :func:`gear.tracing.spans.default_spans` when the extra is installed. Spans follow the
 RPC and messaging semantic conventions (v1.44):

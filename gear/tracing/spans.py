@@ -1,6 +1,6 @@
 """Spans for OpenTelemetry users: the interface the SDK calls, a no-op default, and how one is chosen.
 
-With the ``otel`` extra installed (``pip install 'gear[otel]'``), :func:`default_spans` returns the
+With the ``otel`` extra installed (``pip install 'gear-rpc[otel]'``), :func:`default_spans` returns the
 OpenTelemetry bridge (:class:`gear.tracing.otel.OtelSpans`): W3C ``traceparent``/``tracestate`` travel in
 the message headers and spans are made through the OpenTelemetry API, so they go wherever the
 application's tracer provider sends them (Jaeger, Tempo, an OTLP collector). Without the extra,

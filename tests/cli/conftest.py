@@ -22,8 +22,8 @@ from typing import Any, TypeVar
 import pytest
 from typer.testing import CliRunner, Result
 
-from cli.main import app
-from examples.system import Names, System, running_system
+from gear.cli.main import app
+from gear.examples.system import Names, System, running_system
 
 T = TypeVar("T")
 

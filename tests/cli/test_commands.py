@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from cli.main import app
-from cli.output import ExitCode
+from gear.cli.main import app
+from gear.cli.output import ExitCode
 from tests.cli.conftest import Invoke, Running, json_out
 
-GEAR = [sys.executable, "-c", "from cli.main import app; app()"]
+GEAR = [sys.executable, "-c", "from gear.cli.main import app; app()"]
 """The CLI in a child process (the installed ``gear`` script may belong to another interpreter)."""
 
 
@@ -78,6 +78,14 @@ def test_broker_help_says_messages_live_in_memory() -> None:
     text = " ".join(run_cli("broker", "--help").stdout.split())
     assert "in memory" in text
     assert "--memory-high-watermark" in text
+
+
+def test_version_names_the_distribution_and_its_installed_version() -> None:
+    from importlib.metadata import version
+
+    result = run_cli("--version")
+    assert result.exit_code == ExitCode.OK
+    assert result.stdout == f"gear-rpc {version('gear-rpc')}\n"
 
 
 def test_unknown_command_is_a_usage_error() -> None:
@@ -193,7 +201,8 @@ def test_serve_runs_a_module_service_and_stops_gracefully(
     running.invented_types.append(type_)
     env = {"GEAR_EXCHANGE": running.names.exchange}
     proc = _start(
-        ["serve", "examples.repo:create_service", "--url", running.url, "--type", type_, "--host", host], env
+        ["serve", "gear.examples.repo:create_service", "--url", running.url, "--type", type_, "--host", host],
+        env,
     )
     try:
         _wait_until_answering(gear_cli, f"{type_}.{host}")
@@ -210,10 +219,10 @@ def test_serve_runs_a_module_service_and_stops_gracefully(
 @pytest.mark.parametrize(
     ("target", "message"),
     [
-        ("examples.repo", "expected module:attr"),
+        ("gear.examples.repo", "expected module:attr"),
         ("examples.nope:create_service", "cannot import"),
-        ("examples.repo:nope", "has no attribute"),
-        ("examples.models:Item", "not a gear.Service"),
+        ("gear.examples.repo:nope", "has no attribute"),
+        ("gear.examples.models:Item", "not a gear.Service"),
     ],
 )
 def test_serve_bad_target_is_a_usage_error(clean_env: pytest.MonkeyPatch, target: str, message: str) -> None:
@@ -224,7 +233,7 @@ def test_serve_bad_target_is_a_usage_error(clean_env: pytest.MonkeyPatch, target
 
 def test_serve_without_a_broker_exits_with_connect_error(clean_env: pytest.MonkeyPatch) -> None:
     clean_env.setenv("GEAR_CONNECT_WAIT", "0.3")
-    result = run_cli("serve", "examples.repo:create_service", "--url", "amqp://guest:guest@127.0.0.1:1/")
+    result = run_cli("serve", "gear.examples.repo:create_service", "--url", "amqp://guest:guest@127.0.0.1:1/")
     assert result.exit_code == ExitCode.CONNECT, result.output
     assert "Traceback" not in result.output
 
@@ -245,7 +254,7 @@ def test_traces_without_pyspark_prints_the_install_hint(
     result = run_cli("traces", "analyze", str(tmp_path), "--out", str(tmp_path / "out"))
     assert result.exit_code == ExitCode.MISSING_DEPENDENCY
     assert result.stderr.count("\n") == 1
-    assert "pip install 'gear[spark]'" in result.stderr
+    assert "pip install 'gear-rpc[spark]'" in result.stderr
 
 
 def test_traces_passes_options_through(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cli.output import ExitCode
+from gear.cli.output import ExitCode
 from tests.cli.conftest import Invoke, Running, Slow, json_out
 
 

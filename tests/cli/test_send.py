@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from cli.output import ExitCode
+from gear.cli.output import ExitCode
 from tests.cli.conftest import Invoke, Running, json_out
 
 

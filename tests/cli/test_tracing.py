@@ -14,8 +14,8 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from cli.main import app
-from cli.progress import stage_progress
+from gear.cli.main import app
+from gear.cli.progress import stage_progress
 from tests.cli.conftest import Invoke, Running
 from tests.cli.test_commands import _start, _stop, _wait_until_answering
 
@@ -57,7 +57,16 @@ def test_serve_writes_the_services_traces(gear_cli: Invoke, running: Running, tm
     host, type_ = "traced1", f"{running.names.repo}T"
     running.invented_types.append(type_)
     env = {"GEAR_EXCHANGE": running.names.exchange}
-    args = ["serve", "examples.repo:create_service", "--url", running.url, "--type", type_, "--host", host]
+    args = [
+        "serve",
+        "gear.examples.repo:create_service",
+        "--url",
+        running.url,
+        "--type",
+        type_,
+        "--host",
+        host,
+    ]
     proc = _start([*args, "--trace", str(tmp_path)], env)
     try:
         _wait_until_answering(gear_cli, f"{type_}.{host}")

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from examples.system import Names
+from gear.examples.system import Names
 from tests.backends import BrokerHandle
 
 

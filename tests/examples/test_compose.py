@@ -122,7 +122,7 @@ def test_dockerfile_copies_what_exists_and_installs_the_cli() -> None:
             copied += sources
     for source in copied:
         assert (ROOT / source).exists(), f"COPY {source}: no such path"
-    assert {"pyproject.toml", "gear", "cli", "examples"} <= set(copied)
+    assert {"pyproject.toml", "README.md", "gear"} <= set(copied)  # gear.cli, gear.examples inside
     text = "\n".join(lines)
     assert "RUN pip install ." in text
     assert re.search(r"^USER \S+", text, re.M), "the services should not run as root"
@@ -135,7 +135,7 @@ def test_dockerignore_keeps_what_the_image_needs() -> None:
         for line in (ROOT / ".dockerignore").read_text().splitlines()
         if line.strip() and not line.startswith("#")
     }
-    assert not ignored & {"gear", "cli", "examples", "pyproject.toml", "README.md"}
+    assert not ignored & {"gear", "pyproject.toml", "README.md"}
     assert ".git" in ignored
 
 

@@ -28,8 +28,8 @@ from typing import Any
 import pytest
 import yaml
 
-from examples.hashring import HashRing
-from examples.scenario import KEYS
+from gear.examples.hashring import HashRing
+from gear.examples.scenario import KEYS
 from tests.rabbitmq_container import (
     CONF_FILE,
     DEFAULT_IMAGE,

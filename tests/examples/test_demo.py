@@ -7,7 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from cli.main import app
+from gear.cli.main import app
 from tests.backends import RabbitMQ
 
 SECTIONS = {

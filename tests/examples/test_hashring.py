@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from examples.hashring import HashRing
+from gear.examples.hashring import HashRing
 
 KEYS = [f"key-{i}" for i in range(3000)]
 

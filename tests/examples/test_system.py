@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from examples.scenario import KEYS, run_scenario
-from examples.system import Names, running_system
+from gear.examples.scenario import KEYS, run_scenario
+from gear.examples.system import Names, running_system
 from tests.backends import BrokerHandle
 
 

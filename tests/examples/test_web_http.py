@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from examples.system import running_system
-from examples.web import start_http
+from gear.examples.system import running_system
+from gear.examples.web import start_http
 from tests.backends import BrokerHandle
 
 

@@ -23,7 +23,7 @@ def spark() -> Iterator[Any]:
     try:
         from pyspark.sql import SparkSession
     except ImportError:
-        pytest.skip("PySpark is not installed: pip install 'gear[spark]'")
+        pytest.skip("PySpark is not installed: pip install 'gear-rpc[spark]'")
     session = (
         SparkSession.builder.master("local[1]")
         .appName("gear-pipeline-tests")

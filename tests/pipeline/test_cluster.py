@@ -128,8 +128,8 @@ def test_cluster_run_gives_the_same_tables_as_local_mode(
         "spark.ui.enabled": "false",
     }
     command = [
-        sys.executable, "-c", "from cli.main import app; app()", "traces", "analyze", str(base / "traces"),
-        "--out", str(base / "cluster"), "--master", cluster, "--json",
+        sys.executable, "-c", "from gear.cli.main import app; app()", "traces", "analyze",
+        str(base / "traces"), "--out", str(base / "cluster"), "--master", cluster, "--json",
         *[arg for key, value in small.items() for arg in ("--conf", f"{key}={value}")],
     ]  # fmt: skip
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}

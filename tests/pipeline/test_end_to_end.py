@@ -17,7 +17,7 @@ REPO_HOSTS = ("repo1", "repo2")
 
 
 async def _run_system(url: str, trace_dir: Path, puts: int, lookups: int, refreshes: int) -> None:
-    from examples import ctrl, repo, web
+    from gear.examples import ctrl, repo, web
 
     settings = gear.Settings(url=(url,), timeout=5.0, connect_wait=5.0)
     tracers: list[Tracer] = []

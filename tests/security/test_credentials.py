@@ -23,7 +23,7 @@ import gear
 from gear.broker import Broker
 from tests.conftest import unique
 
-GEAR = [sys.executable, "-c", "from cli.main import app; app()"]
+GEAR = [sys.executable, "-c", "from gear.cli.main import app; app()"]
 
 
 def _cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> str:
@@ -109,7 +109,15 @@ def test_no_password_in_anything_a_run_produced(tmp_path: Path, monkeypatch: pyt
         )
     )
     produced.append(
-        _cli("serve", "examples.repo:create_service", "--url", unreachable, "--log-level", "DEBUG", env=env)
+        _cli(
+            "serve",
+            "gear.examples.repo:create_service",
+            "--url",
+            unreachable,
+            "--log-level",
+            "DEBUG",
+            env=env,
+        )
     )
     produced += [p.read_text(errors="replace") for p in (traces / "cli").rglob("*") if p.is_file()]
     assert any(p.is_file() for p in traces.rglob("*.jsonl*")), "trace files were written and read"

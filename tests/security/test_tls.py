@@ -22,7 +22,7 @@ from tests.security.conftest import CERT_USER
 from tests.security.pki import Pki
 
 WAIT = 10.0
-GEAR = [sys.executable, "-c", "from cli.main import app; app()"]
+GEAR = [sys.executable, "-c", "from gear.cli.main import app; app()"]
 
 
 def _tls_broker(pki: Pki, **fields: Any) -> Broker:

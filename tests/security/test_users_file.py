@@ -19,7 +19,7 @@ from gear.broker.definitions import parse_definitions
 from tests.backends import RabbitMQ
 from tests.conftest import unique
 
-GEAR = [sys.executable, "-c", "from cli.main import app; app()"]
+GEAR = [sys.executable, "-c", "from gear.cli.main import app; app()"]
 
 
 def _gear(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:

@@ -169,7 +169,7 @@ def test_analyze_without_pyspark_says_how_to_install(tmp_path: Path) -> None:
         "    print(exc)\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert result.stdout.strip() == "PySpark is not installed: pip install 'gear[spark]'"
+    assert result.stdout.strip() == "PySpark is not installed: pip install 'gear-rpc[spark]'"
 
 
 def test_full_disk_logs_once_and_never_raises(

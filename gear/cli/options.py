@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from cli.client import Target
+from gear.cli.client import Target
 
 __all__ = (
     "DEFAULT_URL",

@@ -9,7 +9,7 @@ push a new configuration       CTRL.*        multicast: every CTRL instance must
 ask everyone to refresh        \\*.\\*         broadcast: every instance of every type
 =============================  ============  =================================================
 
-``python -m examples.web --port 8080`` also serves a tiny HTTP front end (standard library only)::
+``python -m gear.examples.web --port 8080`` also serves a tiny HTTP front end (standard library only)::
 
     curl -X PUT localhost:8080/items/alice -d hello     # -> REPO.<host>
     curl localhost:8080/items/alice                     # -> CTRL -> REPO.<host>
@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import gear
-from examples import ctrl, repo
-from examples.hashring import HashRing
-from examples.models import (
+from gear.examples import ctrl, repo
+from gear.examples.hashring import HashRing
+from gear.examples.models import (
     ExportQuery,
     ExportReport,
     InstanceStatus,
@@ -228,7 +228,7 @@ async def serve_http(web: Web, port: int, bind: str = "0.0.0.0") -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m examples.web --port 8080``: GEAR_URL, GEAR_HOST and REPO_HOSTS from the environment."""
+    """``python -m gear.examples.web --port 8080``: GEAR_URL, GEAR_HOST, REPO_HOSTS from the environment."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--bind", default="0.0.0.0")

@@ -1,10 +1,10 @@
 """The demo as one entry point, :func:`run`: what ``gear demo`` starts and walks through.
 
-The CLI loads it by its import path (``examples.demo:run``), so ``cli/`` depends only on Gear's public
-API and the example system stays an example. Without URLs it starts Gear's reference broker in this
-process on a free port; with URLs it runs against that broker (a RabbitMQ, say) under TYPE names and
-an exchange of its own, so that services already running there neither see its messages nor take its
-requests.
+The CLI loads it by its import path (``gear.examples.demo:run``), so ``gear/cli/`` depends only on
+Gear's public API and the example system stays an example. Without URLs it starts Gear's reference
+broker in this process on a free port; with URLs it runs against that broker (a RabbitMQ, say) under
+TYPE names and an exchange of its own, so that services already running there neither see its messages
+nor take its requests.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 
 import gear
-from examples.scenario import run_scenario
-from examples.system import Names, running_system
+from gear.examples.scenario import run_scenario
+from gear.examples.system import Names, running_system
 
 __all__ = ("run",)
 

@@ -16,8 +16,8 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 
 import gear
-from examples import ctrl, repo, web
-from examples.deliveries import DeliveryLog
+from gear.examples import ctrl, repo, web
+from gear.examples.deliveries import DeliveryLog
 from gear.tracing import Tracer, combine, tracer_from_env
 
 __all__ = ("DEFAULT_CTRL_HOSTS", "DEFAULT_REPO_HOSTS", "Names", "System", "running_system")

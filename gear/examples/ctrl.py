@@ -16,7 +16,7 @@ REPO hash ring) and the broadcast ``*.*`` ``refresh``.
 
 Run one instance::
 
-    GEAR_HOST=ctrl1 REPO_HOSTS=repo1,repo2,repo3 gear serve examples.ctrl:create_service
+    GEAR_HOST=ctrl1 REPO_HOSTS=repo1,repo2,repo3 gear serve gear.examples.ctrl:create_service
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import gear
-from examples import repo
-from examples.hashring import HashRing
-from examples.models import (
+from gear.examples import repo
+from gear.examples.hashring import HashRing
+from gear.examples.models import (
     ExportQuery,
     ExportReport,
     InstanceStatus,

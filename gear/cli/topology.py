@@ -6,9 +6,9 @@ from typing import Annotated
 
 import typer
 
-from cli.options import JsonOpt
-from cli.output import ExitCode, Renderer, fail
 from gear import Settings, Topology
+from gear.cli.options import JsonOpt
+from gear.cli.output import ExitCode, Renderer, fail
 
 __all__ = ("register", "topology")
 

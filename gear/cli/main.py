@@ -11,8 +11,9 @@ from typing import Annotated
 
 import typer
 
-from cli import broker_cmd, demo, rpc_commands, send, serve, topology, traces
-from cli.output import EXIT_CODES_HELP, configure_logging
+from gear.cli import broker_cmd, demo, rpc_commands, send, serve, topology, traces
+from gear.cli.output import EXIT_CODES_HELP, configure_logging
+from gear.version import DISTRIBUTION, version
 
 __all__ = ("app", "main")
 
@@ -33,11 +34,26 @@ app = typer.Typer(
 )
 
 
+def _print_version(wanted: bool) -> None:
+    if wanted:
+        typer.echo(f"{DISTRIBUTION} {version()}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _options(
     verbose: Annotated[
         int, typer.Option("--verbose", "-v", count=True, help="Show log messages (-v warnings, -vv debug).")
     ] = 0,
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help=f"Print {DISTRIBUTION}'s version and exit.",
+        ),
+    ] = False,
 ) -> None:
     levels = {0: logging.CRITICAL, 1: logging.WARNING, 2: logging.INFO}
     configure_logging(levels.get(verbose, logging.DEBUG))
@@ -53,5 +69,5 @@ app.add_typer(traces.app, name="traces")
 
 
 def main() -> None:
-    """Entry point for ``python -m cli``."""
+    """Entry point for ``python -m gear.cli``."""
     app()

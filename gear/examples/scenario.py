@@ -1,7 +1,7 @@
 """The demo's script: each routing form, the nested calls (from async and plain handlers), and the
 errors a caller can get.
 
-``run_scenario`` drives a :class:`~examples.system.System` from its WEB instance and reports every step
+``run_scenario`` drives a :class:`~gear.examples.system.System` from its WEB instance and reports every step
 through ``say`` (one line at a time), so ``gear demo`` prints it and tests read it. Each step also checks
 what the address table promises (who received what) and records the verdict in the returned
 :class:`Outcome`.
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import gear
-from examples.models import InstanceStatus, ItemFound, Stored
-from examples.system import System
+from gear.examples.models import InstanceStatus, ItemFound, Stored
+from gear.examples.system import System
 
 __all__ = ("KEYS", "Outcome", "run_scenario")
 

@@ -12,8 +12,9 @@ from typing import Annotated, Any
 import typer
 
 import gear
-from cli.client import CLI_TYPE, Target, connect
-from cli.options import (
+from gear import Address
+from gear.cli.client import CLI_TYPE, Target, connect
+from gear.cli.options import (
     DataFileOpt,
     DataOpt,
     ExchangeOpt,
@@ -25,8 +26,7 @@ from cli.options import (
     load_payload,
     target,
 )
-from cli.output import ExitCode, Renderer, fail, map_errors
-from gear import Address
+from gear.cli.output import ExitCode, Renderer, fail, map_errors
 
 __all__ = ("PING_METHOD", "register", "run_call", "run_cast", "run_gather")
 

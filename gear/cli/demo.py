@@ -1,6 +1,6 @@
 """``gear demo``: the seed's WEB/REPO/CTRL system, every routing form, in one command.
 
-The system and its script are an example (``examples/``), not part of the CLI: the command loads the
+The system and its script are an example (``gear/examples/``), not part of the CLI: the command loads the
 demo's entry point by its import path, :data:`DEMO_ENTRY`, and calls it. Without ``--url`` it starts the
 reference broker in this process on a free port; with ``--url`` it runs the same against a RabbitMQ,
 under TYPE names and an exchange of its own so that services already running there
@@ -18,13 +18,13 @@ from typing import Annotated, Any
 import typer
 
 import gear
-from cli.options import JsonOpt, TraceOpt
-from cli.output import ExitCode, Renderer, fail, map_errors
-from cli.traces import run_analysis
+from gear.cli.options import JsonOpt, TraceOpt
+from gear.cli.output import ExitCode, Renderer, fail, map_errors
+from gear.cli.traces import run_analysis
 
 __all__ = ("DEMO_ENTRY", "demo", "register")
 
-DEMO_ENTRY = "examples.demo:run"
+DEMO_ENTRY = "gear.examples.demo:run"
 """``module:function`` of the demo: ``run(urls, *, repos, ctrls, trace, say)`` returning
 ``{check: passed}``."""
 
@@ -53,7 +53,7 @@ def demo(
         Path | None,
         typer.Option(
             "--report",
-            help="Trace the demo into DIR/traces, analyse it with Spark (needs gear[spark]) and write "
+            help="Trace the demo into DIR/traces, analyse it with Spark (needs gear-rpc[spark]) and write "
             "DIR/report.html.",
             show_default=False,
             file_okay=False,

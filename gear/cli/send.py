@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from cli.options import (
+from gear.cli.options import (
     DataFileOpt,
     DataOpt,
     ExchangeOpt,
@@ -27,8 +27,8 @@ from cli.options import (
     load_payload,
     target,
 )
-from cli.output import Renderer
-from cli.rpc_commands import parse_address, run_call, run_cast, run_gather
+from gear.cli.output import Renderer
+from gear.cli.rpc_commands import parse_address, run_call, run_cast, run_gather
 
 __all__ = ("app",)
 

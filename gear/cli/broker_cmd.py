@@ -10,10 +10,10 @@ from typing import Annotated, Any
 import typer
 
 import gear
-from cli.options import LogLevelOpt, log_level
-from cli.output import ExitCode, configure_logging, fail
-from cli.signals import run_until_signal
 from gear import mask_url
+from gear.cli.options import LogLevelOpt, log_level
+from gear.cli.output import ExitCode, configure_logging, fail
+from gear.cli.signals import run_until_signal
 
 __all__ = ("broker", "hash_password_command", "parse_size", "parse_user", "parse_watermark", "register")
 

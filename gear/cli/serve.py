@@ -11,9 +11,9 @@ from typing import Annotated, Any
 import typer
 
 import gear
-from cli.options import LogLevelOpt, TraceOpt, UrlOpt, log_level
-from cli.output import ExitCode, configure_logging, fail, map_errors
-from cli.output import masked_url as _masked
+from gear.cli.options import LogLevelOpt, TraceOpt, UrlOpt, log_level
+from gear.cli.output import ExitCode, configure_logging, fail, map_errors
+from gear.cli.output import masked_url as _masked
 
 __all__ = ("load_service", "register", "serve")
 
@@ -26,7 +26,7 @@ def load_service(target: str) -> Any:
     """
     module_name, sep, attr = target.partition(":")
     if not sep or not module_name or not attr:
-        raise ValueError(f"expected module:attr (e.g. examples.repo:create_service), got {target!r}")
+        raise ValueError(f"expected module:attr (e.g. gear.examples.repo:create_service), got {target!r}")
     # Like `python -m`, let a module in the current directory be found.
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())

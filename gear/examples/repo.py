@@ -2,11 +2,12 @@
 
 Because the data lives in one particular instance, callers address ``REPO.<host>`` (point-to-point) and
 never the round-robin ``REPO`` queue: a ``get`` that reached another instance would find nothing. Which
-host holds a key is decided by the callers with the same consistent-hash ring (see ``examples.hashring``).
+host holds a key is decided by the callers with the same consistent-hash ring (see
+``gear.examples.hashring``).
 
 Run one instance::
 
-    GEAR_HOST=repo1 gear serve examples.repo:create_service
+    GEAR_HOST=repo1 gear serve gear.examples.repo:create_service
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import gear
-from examples.models import InstanceStatus, Item, ItemFound, ItemQuery, Refresh, StatusQuery, Stored
+from gear.examples.models import InstanceStatus, Item, ItemFound, ItemQuery, Refresh, StatusQuery, Stored
 from gear.tracing.api import Tracer
 
 __all__ = ("DEFAULT_TYPE", "RepoState", "create_service")

@@ -8,13 +8,13 @@ from typing import Annotated, Any
 
 import typer
 
-from cli.options import JsonOpt
-from cli.output import ExitCode, Renderer, fail, map_errors
-from cli.progress import stage_progress
+from gear.cli.options import JsonOpt
+from gear.cli.output import ExitCode, Renderer, fail, map_errors
+from gear.cli.progress import stage_progress
 
 __all__ = ("analyze", "app", "run_analysis")
 
-INSTALL_HINT = "PySpark is not installed: pip install 'gear[spark]' (Spark also needs Java 17+)"
+INSTALL_HINT = "PySpark is not installed: pip install 'gear-rpc[spark]' (Spark also needs Java 17+)"
 
 app = typer.Typer(help="Analyse Gear trace files (JSON lines) with Spark.", no_args_is_help=True)
 

@@ -1,0 +1,7 @@
+"""``python -m gear.cli``: the ``gear`` command."""
+
+from gear.cli.main import main
+
+__all__ = ("main",)
+
+main()

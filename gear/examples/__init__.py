@@ -1,0 +1,9 @@
+"""The seed's system as runnable Gear services.
+
+* ``gear.examples.repo``: REPO, stateful, addressed as ``REPO.<host>``;
+* ``gear.examples.ctrl``: CTRL, stateless, addressed as ``CTRL``; it asks REPO itself (nested call);
+* ``gear.examples.web``: WEB, the client-facing one, with a tiny HTTP front end;
+* ``gear.examples.system``: N instances of each in one process; ``gear.examples.scenario``: the demo's script.
+"""
+
+__all__: tuple[str, ...] = ()
