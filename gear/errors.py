@@ -98,13 +98,16 @@ class UnroutableError(DeliveryError):
 
     Attributes:
         address: the address that could not be routed.
-        attempts: how many publishes were made before giving up.
+        attempts: how many publishes the broker returned before Gear gave up.
+        broker: the broker that returned them (URL, password masked), when known.
     """
 
-    def __init__(self, address: str, attempts: int) -> None:
-        super().__init__(f"no queue bound for {address!r} ({attempts} attempt(s) returned)")
+    def __init__(self, address: str, attempts: int, broker: str | None = None) -> None:
+        where = f" on {broker}" if broker else ""
+        super().__init__(f"no queue bound for {address!r}{where} ({attempts} attempt(s) returned)")
         self.address = address
         self.attempts = attempts
+        self.broker = broker
 
 
 class NotConfirmedError(DeliveryError):

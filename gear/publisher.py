@@ -16,8 +16,10 @@ Every Gear publish is ``mandatory`` on a channel with publisher confirms. For on
    * **confirmed**: done;
    * **returned** (no queue bound, e.g. the instance queue was deleted, or no TYPE consumer declared
      its queue yet): sleep a growing backoff and republish, as long as the next attempt can still
-     start before ``until``; then ``UnroutableError``. Policies that must not retry (a gather to
-     ``TYPE.*`` with no instance) get ``False`` back at once;
+     start before ``until``; then ``UnroutableError``. A call's policy gives up sooner, once the
+     broker returned it ``give_up_after`` times (``Settings.unroutable_after``): a caller learns at
+     once that nobody serves the address. Policies that must not retry (a gather to ``TYPE.*`` with
+     no instance) get ``False`` back at once;
    * **nacked**: retried twice, after a pause and on a fresh publish channel (nacks are transient during
      a cluster node loss); a third nack is ``NotConfirmedError`` (the broker refused responsibility);
    * **link lost / not sent**: the link is taken out of service at once (the connector reconnects)
@@ -78,6 +80,9 @@ class RepublishPolicy:
     initial: float = 0.05
     maximum: float = 1.0
     retry: bool = True
+    give_up_after: int | None = None
+    """Fail as unroutable once the broker returned this many attempts, even if the budget is not spent
+    (``None``: republish until it is)."""
 
     def delay(self, attempt: int) -> float:
         """The sleep after the ``attempt``-th return (1-based)."""
@@ -226,8 +231,9 @@ class Publisher:
                 if not policy.retry:
                     return False
                 delay = policy.delay(attempt)
-                if loop.time() + delay >= until:
-                    raise UnroutableError(msg.address, attempt)
+                cap = policy.give_up_after
+                if loop.time() + delay >= until or (cap is not None and returned >= cap):
+                    raise UnroutableError(msg.address, returned, connector.connected_url)
                 self.republishes += 1
                 reason = "return"
                 await asyncio.sleep(delay)
@@ -266,7 +272,7 @@ class Publisher:
         if maybe_routed:
             return OutcomeUnknownError(msg.address, f"sent, then {maybe_routed}, and not resent in time")
         if returned:
-            return UnroutableError(msg.address, returned)
+            return UnroutableError(msg.address, returned, self._connector.connected_url)
         blocked = self._connector.blocked_reason
         if blocked is not None:
             return ConnectionLostError(

@@ -58,8 +58,9 @@ __all__ = ("Backoff", "Connector", "ServiceState")
 
 log = logging.getLogger("gear.reconnect")
 
-_STILL_DOWN_EVERY = 30.0
-"""Seconds between the WARNING lines that say a reconnect is still failing."""
+_STILL_DOWN_EVERY = 60.0
+"""Seconds between the WARNING lines that say a connect or reconnect is still failing (one line per
+incident: the attempts in between are logged at DEBUG)."""
 
 
 class ServiceState(StrEnum):
@@ -196,8 +197,11 @@ class Connector:
         give_up = loop.time() + self._connect_wait
         last: BaseException | None = None
         round_ = 0
+        attempts = 0
+        next_warning = loop.time()
         while True:
             for url in self._urls:
+                attempts += 1
                 try:
                     await self._bring_up(url)
                     return
@@ -206,7 +210,16 @@ class Connector:
                 except (ConnectError, ConnectionLostError) as exc:
                     last = exc
                     self.last_error = str(exc)
-                    log.warning("connect to broker failed: %s", exc)
+                    if loop.time() >= next_warning:
+                        next_warning = loop.time() + _STILL_DOWN_EVERY
+                        log.warning(
+                            "connect to broker failed (attempt %d; retrying, this line repeats at most "
+                            "once a minute): %s",
+                            attempts,
+                            exc,
+                        )
+                    else:
+                        log.debug("connect attempt %d failed: %s", attempts, exc)
             delay = self._backoff.delay(round_)
             round_ += 1
             if loop.time() + delay > give_up:

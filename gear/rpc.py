@@ -82,8 +82,11 @@ class RPC:
         events: Emitter | None = None,
         hooks: Hooks | None = None,
         max_message_bytes: int = 16 * 1024 * 1024,
+        call_policy: RepublishPolicy | None = None,
     ) -> None:
         self._identity = identity
+        self._call_policy = call_policy
+        """How returned requests of calls are republished (``None``: the publisher's default)."""
         self._publisher = publisher
         self._default_timeout = default_timeout
         self._cast_budget = cast_retry_budget
@@ -347,7 +350,7 @@ class RPC:
         self._pending[rid] = pending
         try:
             try:  # inline rather than through _send: one coroutine less on the hot path
-                await self._publisher.publish(msg, until, verdict_grace=0.0)
+                await self._publisher.publish(msg, until, policy=self._call_policy, verdict_grace=0.0)
             except (OutcomeUnknownError, ConnectionLostError) as exc:
                 raise _unsent(exc, until, address, method, remaining) from None
             async with asyncio.timeout_at(until):
@@ -374,7 +377,7 @@ class RPC:
             ConnectionLostError: the service is stopping.
         """
         try:
-            await self._publisher.publish(msg, until, verdict_grace=0.0)
+            await self._publisher.publish(msg, until, policy=self._call_policy, verdict_grace=0.0)
         except (OutcomeUnknownError, ConnectionLostError) as exc:
             raise _unsent(exc, until, address, method, remaining) from None
 

@@ -19,6 +19,7 @@ queue after it is gone.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import signal
@@ -155,12 +156,9 @@ class Service:
             failback_every=s.failback_interval,
             retire_grace=s.drain_timeout,
         )
+        republish = RepublishPolicy(initial=s.republish_initial, maximum=s.republish_max)
         self._publisher = Publisher(
-            self._connector,
-            exchange=s.exchange,
-            app_id=self.identity,
-            policy=RepublishPolicy(initial=s.republish_initial, maximum=s.republish_max),
-            events=events,
+            self._connector, exchange=s.exchange, app_id=self.identity, policy=republish, events=events
         )
         self._executor: ThreadPoolExecutor | None = None
         self._dispatcher = Dispatcher(
@@ -179,6 +177,7 @@ class Service:
             events=events,
             hooks=self.hooks,
             max_message_bytes=s.max_message_bytes,
+            call_policy=dataclasses.replace(republish, give_up_after=s.unroutable_after),
         )
         self._reply_handlers = ReplyHandlers(self._get_executor)
         self._router = Router(

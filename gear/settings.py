@@ -61,6 +61,10 @@ class Settings(BaseSettings):
     """``x-expires`` of the TYPE.HOST queue in seconds: how long it outlives its instance."""
     cast_retry_budget: float = Field(default=10.0, gt=0)
     """How long a returned cast is republished before ``on_undeliverable`` or ``UnroutableError``."""
+    unroutable_after: int | None = Field(default=2, ge=1)
+    """A call fails with ``UnroutableError`` once the broker returned it this many times (no queue
+    bound), before its deadline; ``None`` republishes it until the deadline (for an instance expected
+    to appear, e.g. one that is starting). Casts keep trying for ``cast_retry_budget``."""
     republish_initial: float = Field(default=0.05, gt=0)
     """First delay before republishing a returned message; doubles up to ``republish_max``."""
     republish_max: float = Field(default=1.0, gt=0)
