@@ -1,14 +1,18 @@
-"""RPC call latency and throughput: Gear vs aio_pika.patterns.RPC vs a raw aiormq request/reply.
+"""RPC call latency and throughput: Gear vs aio_pika.patterns.RPC, a raw aiormq request/reply, and the
+same job in Go on amqp091-go (``benchmarks/go/rpcbench.go``, built by ``benchmarks/gobench.py``; the Go
+peer is skipped, with the reason, where Go or amqp091-go is not installed).
 
-Each peer runs its server in a separate process (started by this script) and its client here, on
-the same broker, in interleaved rounds (A B C A B C ...): call latency with one call in flight
+Each peer runs its server in a separate process (started by this script) and its client here (Go's in
+a process of its own, driven through a pipe and timing its own calls), on the same broker, in
+interleaved rounds (A B C A B C ...): call latency with one call in flight
 (p50/p99) and throughput with 1, 16, 64 and 256 calls in flight. With one call in flight the peers
 take turns call by call (same load for all); with more, each peer gets ``--seconds`` per round in
 half-second stretches that rotate between the peers.
 Gear runs with its defaults: publisher confirms and mandatory on every publish (requests and
 replies), deadlines, JSON. The
 raw aiormq peer uses confirms + mandatory on requests and a multiplexed reply queue; aio-pika's
-pattern uses its own defaults. Ratios are computed per round, then the median is reported.
+pattern uses its own defaults; the Go peer does Gear's job (a topic exchange, confirms and mandatory on
+requests and replies, manual acks). Ratios are computed per round, then the median is reported.
 
 ``--loop asyncio|uvloop|both`` picks the event loop of the benchmark and of every server process
 (``both``: the whole run once per loop, asyncio first; uvloop must be installed: ``gear-rpc[fast]``).
@@ -30,9 +34,13 @@ import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import gobench
 from _cleanup import delete_queues, service_queues
+from gobench import GoClient
 
 __all__ = ("main",)
 
@@ -102,7 +110,20 @@ async def serve_aiormq(url: str, tag: str) -> None:
 Call = Callable[[], Awaitable[Any]]
 
 
-async def client_gear(url: str, tag: str) -> tuple[Call, Callable[[], Awaitable[None]]]:
+@dataclass
+class Client:
+    """One peer's client: a call the benchmark times, or (a peer in another process) a call timed by
+    the peer itself and stretches of load it runs itself."""
+
+    call: Call
+    close: Callable[[], Awaitable[None]]
+    timed_call: Callable[[], Awaitable[float]] | None = None
+    load: Callable[[int, float], Awaitable[dict[str, Any]]] | None = None
+    cleanup: Callable[[], Awaitable[None]] | None = None
+    """Runs once the servers are stopped (deleting queues that would outlive them)."""
+
+
+async def client_gear(url: str, tag: str) -> Client:
     import gear
 
     svc = gear.Service.client(url=url, prefetch=512)
@@ -112,15 +133,14 @@ async def client_gear(url: str, tag: str) -> tuple[Call, Callable[[], Awaitable[
     async def call() -> Any:
         return await svc.rpc.call(target, "echo", PAYLOAD)
 
-    async def stop() -> None:
-        await svc.stop()
-        # the server (another process) is stopped after this: its shared queue would stay forever
+    async def cleanup() -> None:
+        # the server (another process) is stopped by now: its shared queue would stay forever
         await delete_queues(url, [*service_queues(svc), f"BENCH{tag}", target])
 
-    return call, stop
+    return Client(call, svc.stop, cleanup=cleanup)
 
 
-async def client_aio_pika(url: str, tag: str) -> tuple[Call, Callable[[], Awaitable[None]]]:
+async def client_aio_pika(url: str, tag: str) -> Client:
     import aio_pika
     from aio_pika.patterns import RPC
 
@@ -136,10 +156,10 @@ async def client_aio_pika(url: str, tag: str) -> tuple[Call, Callable[[], Awaita
         await rpc.close()
         await conn.close()
 
-    return call, close
+    return Client(call, close)
 
 
-async def client_aiormq(url: str, tag: str) -> tuple[Call, Callable[[], Awaitable[None]]]:
+async def client_aiormq(url: str, tag: str) -> Client:
     import json
 
     import aiormq
@@ -173,19 +193,34 @@ async def client_aiormq(url: str, tag: str) -> tuple[Call, Callable[[], Awaitabl
         )
         return json.loads(await asyncio.wait_for(fut, 30))
 
-    return call, conn.close
+    async def close() -> None:
+        await conn.close()
+
+    return Client(call, close)
+
+
+GO = "go amqp091"
+_go_binary: Path | None = None
+
+
+async def client_go(url: str, tag: str) -> Client:
+    assert _go_binary is not None
+    go = await GoClient.start(_go_binary, url, tag)
+
+    async def call() -> None:
+        await go.call()
+
+    return Client(call, go.close, timed_call=go.call, load=go.load)
 
 
 PEERS: dict[
     str,
-    tuple[
-        Callable[[str, str], Coroutine[Any, Any, None]],
-        Callable[[str, str], Awaitable[tuple[Call, Callable[[], Awaitable[None]]]]],
-    ],
+    tuple[Callable[[str, str], Coroutine[Any, Any, None]] | None, Callable[[str, str], Awaitable[Client]]],
 ] = {
     "gear": (serve_gear, client_gear),
     "aio-pika RPC": (serve_aio_pika, client_aio_pika),
     "raw aiormq": (serve_aiormq, client_aiormq),
+    GO: (None, client_go),  # its server is the Go binary
 }
 
 
@@ -203,15 +238,21 @@ def _proc_cpu(pid: int) -> float:
 
 
 async def measure(
-    call: Call, concurrency: int, seconds: float, server_pid: int | None = None
+    client: Client, concurrency: int, seconds: float, server_pid: int | None = None
 ) -> dict[str, float]:
     """``concurrency`` calls in flight for ``seconds``: rps, client + server CPU per call, p50, p99."""
-    return _summary([await _slice(call, concurrency, seconds, server_pid)])
+    return _summary([await _slice(client, concurrency, seconds, server_pid)])
 
 
-async def _slice(call: Call, concurrency: int, seconds: float, server_pid: int | None) -> dict[str, Any]:
+async def _slice(client: Client, concurrency: int, seconds: float, server_pid: int | None) -> dict[str, Any]:
     """One stretch of load. Calls that finish after ``seconds`` still count for CPU, not for the rate
     (the stretch's tail, when fewer calls are in flight, would otherwise lower it)."""
+    if client.load is not None:  # a peer in its own process runs the stretch itself
+        srv0 = _proc_cpu(server_pid) if server_pid else float("nan")
+        got = await client.load(concurrency, seconds)
+        srv = (_proc_cpu(server_pid) - srv0) if server_pid else float("nan")
+        return {**got, "seconds": seconds, "cpu": got["cpu"] + srv}
+    call = client.call
     latencies: list[float] = []
     loop = asyncio.get_running_loop()
     end = loop.time() + seconds
@@ -248,7 +289,7 @@ def _summary(slices: list[dict[str, Any]]) -> dict[str, float]:
 
 
 async def sliced(
-    calls: dict[str, Call], pids: dict[str, int], concurrency: int, seconds: float, piece: float = 0.5
+    calls: dict[str, Client], pids: dict[str, int], concurrency: int, seconds: float, piece: float = 0.5
 ) -> dict[str, dict[str, float]]:
     """``seconds`` of load per peer, cut into ``piece``-second stretches that rotate between the peers,
     so that load which comes and goes on a shared box is spread over all of them."""
@@ -261,7 +302,7 @@ async def sliced(
     return {name: _summary(got) for name, got in parts.items()}
 
 
-async def alternating(calls: dict[str, Call], seconds: float) -> dict[str, dict[str, float]]:
+async def alternating(calls: dict[str, Client], seconds: float) -> dict[str, dict[str, float]]:
     """One call in flight, the peers taking turns call by call (the order rotates), for ``seconds``.
 
     Machine noise that comes and goes (other processes on a shared box) then hits every peer alike,
@@ -277,8 +318,12 @@ async def alternating(calls: dict[str, Call], seconds: float) -> dict[str, dict[
     while loop.time() < end:
         turn += 1
         for name in names[turn % len(names) :] + names[: turn % len(names)]:
+            client = calls[name]
+            if client.timed_call is not None:  # another process: its own clock, no pipe in the figure
+                latencies[name].append(await client.timed_call())
+                continue
             t0 = perf()
-            await calls[name]()
+            await client.call()
             latencies[name].append(perf() - t0)
     out = {}
     for name, lat in latencies.items():
@@ -312,11 +357,13 @@ async def run(url: str, rounds: int, seconds: float, peers: list[str], loop: str
     tag = uuid.uuid4().hex[:6]
     procs = {}
     for name in peers:
+        if name == GO:
+            assert _go_binary is not None
+            command = gobench.server_command(_go_binary, url, tag)
+        else:
+            command = [sys.executable, __file__, "--serve", name, "--url", url, "--tag", tag, "--loop", loop]
         proc = subprocess.Popen(  # noqa: ASYNC220 - started once, before any measurement
-            [sys.executable, __file__, "--serve", name, "--url", url, "--tag", tag, "--loop", loop],
-            stdout=subprocess.PIPE,
-            stdin=subprocess.PIPE,
-            text=True,
+            command, stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True
         )
         assert proc.stdout is not None
         line = await asyncio.to_thread(proc.stdout.readline)
@@ -326,26 +373,27 @@ async def run(url: str, rounds: int, seconds: float, peers: list[str], loop: str
     clients = {name: await PEERS[name][1](url, tag) for name in peers}
     results: dict[tuple[str, int], list[dict[str, float]]] = {}
     try:
-        for call, _close in clients.values():  # warm-up
-            await measure(call, 16, min(1.0, seconds))
+        for client in clients.values():  # warm-up
+            await measure(client, 16, min(1.0, seconds))
         for r in range(rounds):
             for c in CONCURRENCY:
                 if c == 1:  # one call in flight: the peers take turns call by call, under the same load
-                    calls = {name: call for name, (call, _close) in clients.items()}
-                    for name, result in (await alternating(calls, seconds * len(calls))).items():
+                    for name, result in (await alternating(clients, seconds * len(clients))).items():
                         results.setdefault((name, 1), []).append(result)
                     continue
-                calls = {name: call for name, (call, _close) in clients.items()}
                 pids = {name: proc.pid for name, proc in procs.items()}
-                for name, result in (await sliced(calls, pids, c, seconds)).items():
+                for name, result in (await sliced(clients, pids, c, seconds)).items():
                     results.setdefault((name, c), []).append(result)
             print(f"round {r + 1}/{rounds} done", file=sys.stderr, flush=True)
     finally:
-        for _call, close in clients.values():
-            await close()
+        for client in clients.values():
+            await client.close()
         for proc in procs.values():
             proc.terminate()
             proc.wait()
+        for client in clients.values():
+            if client.cleanup is not None:
+                await client.cleanup()
     return results
 
 
@@ -414,10 +462,18 @@ def main() -> None:
     args = parser.parse_args()
     if args.serve:
         _exit_with_parent()
+        serve = PEERS[args.serve][0]
+        assert serve is not None
         with _runner(args.loop) as runner:
-            runner.run(PEERS[args.serve][0](args.url, args.tag))
+            runner.run(serve(args.url, args.tag))
         return
     peers = [p.strip() for p in args.peers.split(",") if p.strip()]
+    if GO in peers:
+        global _go_binary
+        _go_binary, why = gobench.build()
+        if _go_binary is None:
+            print(f"{GO}: skipped ({why})", file=sys.stderr)
+            peers.remove(GO)
     global CONCURRENCY
     CONCURRENCY = tuple(sorted({1, *(int(c) for c in args.concurrency.split(","))}))
     loops = ("asyncio", "uvloop") if args.loop == "both" else (args.loop,)

@@ -271,8 +271,8 @@ class ClientConnection:
                         504, f"{_describe(kind, payload)} on channel {number}, which is not open"
                     )
                 channel.receive(kind, payload)
-                if channel.state is ChannelState.CLOSED:
-                    del self._channels[number]
+                if channel.state is ChannelState.CLOSED:  # (a handler may have closed everything)
+                    self._channels.pop(number, None)
         except FrameError as exc:
             self._fail(ProtocolError(501, exc.text))
         except ProtocolError as exc:

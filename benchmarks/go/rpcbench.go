@@ -1,0 +1,243 @@
+// rpcbench: the benchmarks' request/reply job in Go on amqp091-go, RabbitMQ's own Go client.
+//
+// The same job as Gear's: a topic exchange, the request routed by key to the server's queue, the reply
+// routed by key to the caller's queue, publisher confirms and mandatory on requests and replies, manual
+// acks (the server acks a request once its reply is confirmed). Built by benchmarks/gobench.py from
+// Debian's packages (golang-go, golang-github-rabbitmq-amqp091-go-dev) in GOPATH mode.
+//
+// Confirms are read from NotifyPublish, each publish numbered under a lock before it is sent: Debian's
+// amqp091-go 1.5.0 registers a DeferredConfirmation after sending, so a fast ack can find nothing and
+// its Wait never returns (a race fixed in later releases).
+//
+//	rpcbench serve  URL EXCHANGE KEY          prints "ready", then serves until stdin closes
+//	rpcbench client URL EXCHANGE SERVER_KEY   prints "ready", then answers commands on stdin:
+//	    call            one call; prints {"latency_ns": N}
+//	    load C MILLIS   C calls in flight for MILLIS ms; prints {"in_time": N, "latencies_ns": [...], "cpu_ns": N}
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+var payload = []byte(`{"data":"` + strings.Repeat("x", 80) + `"}`)
+
+func must(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rpcbench:", err)
+		os.Exit(1)
+	}
+}
+
+// publisher sends confirmed publishes and calls each one's callback with the broker's verdict.
+type publisher struct {
+	ch      *amqp.Channel
+	mu      sync.Mutex
+	seq     uint64
+	waiting map[uint64]func(bool)
+}
+
+func open(url, exchange string) *publisher {
+	conn, err := amqp.Dial(url)
+	must(err)
+	ch, err := conn.Channel()
+	must(err)
+	must(ch.ExchangeDeclare(exchange, "topic", false, true, false, false, nil))
+	must(ch.Confirm(false))
+	p := &publisher{ch: ch, waiting: map[uint64]func(bool){}}
+	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, 4096))
+	go func() {
+		for c := range confirms {
+			p.mu.Lock()
+			done := p.waiting[c.DeliveryTag]
+			delete(p.waiting, c.DeliveryTag)
+			p.mu.Unlock()
+			if done != nil {
+				done(c.Ack)
+			}
+		}
+	}()
+	returns := ch.NotifyReturn(make(chan amqp.Return, 64))
+	go func() {
+		for r := range returns {
+			fmt.Fprintln(os.Stderr, "rpcbench: returned", r.RoutingKey)
+		}
+	}()
+	return p
+}
+
+// publish sends one mandatory publish; done runs with the verdict.
+func (p *publisher) publish(exchange, key string, msg amqp.Publishing, done func(bool)) {
+	p.mu.Lock()
+	p.seq++
+	p.waiting[p.seq] = done
+	err := p.ch.Publish(exchange, key, true, false, msg)
+	p.mu.Unlock()
+	must(err)
+}
+
+func queueFor(ch *amqp.Channel, exchange, key string) string {
+	q, err := ch.QueueDeclare("", false, true, true, false, nil)
+	must(err)
+	must(ch.QueueBind(q.Name, key, exchange, false, nil))
+	return q.Name
+}
+
+func exitWithStdin() {
+	go func() {
+		buf := make([]byte, 1024)
+		for {
+			if _, err := os.Stdin.Read(buf); err != nil {
+				os.Exit(0)
+			}
+		}
+	}()
+}
+
+func serve(url, exchange, key string) {
+	p := open(url, exchange)
+	ch := p.ch
+	must(ch.Qos(256, 0, false))
+	queue := queueFor(ch, exchange, key)
+	deliveries, err := ch.Consume(queue, "", false, true, false, false, nil)
+	must(err)
+	fmt.Println("ready")
+	exitWithStdin()
+	for d := range deliveries {
+		request := d
+		reply := amqp.Publishing{ContentType: "application/json", CorrelationId: d.CorrelationId, Body: d.Body}
+		p.publish(exchange, d.ReplyTo, reply, func(bool) { must(request.Ack(false)) })
+	}
+}
+
+type client struct {
+	pub      *publisher
+	exchange string
+	target   string
+	replyKey string
+	mu       sync.Mutex
+	waiting  map[string]chan struct{}
+	nextID   uint64
+}
+
+func (c *client) call() {
+	id := strconv.FormatUint(atomic.AddUint64(&c.nextID, 1), 16)
+	done := make(chan struct{}, 1)
+	confirmed := make(chan bool, 1)
+	c.mu.Lock()
+	c.waiting[id] = done
+	c.mu.Unlock()
+	request := amqp.Publishing{
+		ContentType: "application/json", CorrelationId: id, MessageId: id, ReplyTo: c.replyKey, Body: payload,
+	}
+	c.pub.publish(c.exchange, c.target, request, func(ack bool) { confirmed <- ack })
+	if !<-confirmed {
+		fmt.Fprintln(os.Stderr, "rpcbench: nacked")
+	}
+	<-done
+}
+
+func (c *client) replies(deliveries <-chan amqp.Delivery) {
+	for d := range deliveries {
+		c.mu.Lock()
+		done := c.waiting[d.CorrelationId]
+		delete(c.waiting, d.CorrelationId)
+		c.mu.Unlock()
+		must(d.Ack(false))
+		if done != nil {
+			done <- struct{}{}
+		}
+	}
+}
+
+func cpuNanos() int64 {
+	var u syscall.Rusage
+	must(syscall.Getrusage(syscall.RUSAGE_SELF, &u))
+	return u.Utime.Nano() + u.Stime.Nano()
+}
+
+func (c *client) load(concurrency int, span time.Duration) map[string]any {
+	end := time.Now().Add(span)
+	var mu sync.Mutex
+	latencies := make([]int64, 0, 4096)
+	inTime := 0
+	cpu0 := cpuNanos()
+	var wg sync.WaitGroup
+	for i := 0; i < concurrency; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(end) {
+				t0 := time.Now()
+				c.call()
+				took := time.Since(t0).Nanoseconds()
+				mu.Lock()
+				latencies = append(latencies, took)
+				if !time.Now().After(end) {
+					inTime++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return map[string]any{"in_time": inTime, "latencies_ns": latencies, "cpu_ns": cpuNanos() - cpu0}
+}
+
+func runClient(url, exchange, target string) {
+	p := open(url, exchange)
+	ch := p.ch
+	must(ch.Qos(512, 0, false))
+	replyKey := fmt.Sprintf("GOCLIENT.c%d", os.Getpid())
+	queue := queueFor(ch, exchange, replyKey)
+	deliveries, err := ch.Consume(queue, "", false, true, false, false, nil)
+	must(err)
+	c := &client{pub: p, exchange: exchange, target: target, replyKey: replyKey, waiting: map[string]chan struct{}{}}
+	go c.replies(deliveries)
+	fmt.Println("ready")
+	out := json.NewEncoder(os.Stdout)
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		words := strings.Fields(in.Text())
+		switch {
+		case len(words) == 1 && words[0] == "call":
+			t0 := time.Now()
+			c.call()
+			must(out.Encode(map[string]int64{"latency_ns": time.Since(t0).Nanoseconds()}))
+		case len(words) == 3 && words[0] == "load":
+			concurrency, err := strconv.Atoi(words[1])
+			must(err)
+			millis, err := strconv.Atoi(words[2])
+			must(err)
+			must(out.Encode(c.load(concurrency, time.Duration(millis)*time.Millisecond)))
+		default:
+			fmt.Fprintln(os.Stderr, "rpcbench: unknown command", words)
+			os.Exit(2)
+		}
+	}
+}
+
+func main() {
+	if len(os.Args) != 5 {
+		fmt.Fprintln(os.Stderr, "usage: rpcbench serve|client URL EXCHANGE KEY")
+		os.Exit(2)
+	}
+	switch os.Args[1] {
+	case "serve":
+		serve(os.Args[2], os.Args[3], os.Args[4])
+	case "client":
+		runClient(os.Args[2], os.Args[3], os.Args[4])
+	default:
+		os.Exit(2)
+	}
+}
