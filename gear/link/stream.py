@@ -77,6 +77,11 @@ class Stream(asyncio.BufferedProtocol):
             self.flush()  # the core queued connection.close with the reason
             self._on_error(exc)
             return
+        except Exception:  # a bug in Gear: this stream cannot be trusted any more; the link reconnects
+            log.exception("reading from the broker failed unexpectedly; dropping the connection")
+            core.connection_lost("Gear failed reading from the broker (see the log)")
+            self.abort()
+            return
         if frames:
             self.last_frame = self._now()
         if core.has_output:
