@@ -32,6 +32,7 @@ _F_EXPIRATION = 1 << 8
 _F_MESSAGE_ID = 1 << 7
 _F_TYPE = 1 << 5
 _F_APP_ID = 1 << 3
+_DELIVERY_MODES = {1: b"\x01", 2: b"\x02"}
 
 
 def _short(value: str) -> bytes:
@@ -42,17 +43,33 @@ def _short(value: str) -> bytes:
     return bytes((len(raw),)) + raw
 
 
+_SHORTS: dict[str, bytes] = {}
+"""Encoded short strings that repeat from message to message (names, types, header keys)."""
+
+
+def _short_kept(value: str) -> bytes:
+    """:func:`_short` of a value that repeats (an exchange, a routing key, a header name), kept."""
+    raw = _SHORTS.get(value)
+    if raw is None:
+        raw = _short(value)
+        if len(_SHORTS) < 4096:
+            _SHORTS[value] = raw
+    return raw
+
+
 def _table(headers: dict[str, Any]) -> bytes:
     parts: list[bytes] = []
     for key, value in headers.items():
-        parts.append(_short(key))
-        if isinstance(value, bool):
-            parts.append(b"t\x01" if value else b"t\x00")
-        elif isinstance(value, int):
-            parts.append(b"l" + _LONGLONG.pack(value))
+        parts.append(_short_kept(key))
+        if value is True:
+            parts.append(b"t\x01")
+        elif value is False:
+            parts.append(b"t\x00")
         elif isinstance(value, str):
             raw = value.encode()
             parts.append(b"S" + _LONG.pack(len(raw)) + raw)
+        elif isinstance(value, int):  # (True and False were handled above)
+            parts.append(b"l" + _LONGLONG.pack(value))
         else:
             raise TypeError(f"header {key!r}: {type(value).__name__} is not supported here")
     table = b"".join(parts)
@@ -81,36 +98,52 @@ def encode_publish(
     ``frame_body_max`` bytes each.
 
     Raises:
-        TypeError: a value this encoder does not support (a header of another type, a short string
-            over 255 bytes).
+        TypeError: a header value this encoder does not support.
+        ValueError: a short string over 255 bytes.
     """
-    method = _PUBLISH_PREFIX + _short(exchange) + _short(routing_key) + (b"\x01" if mandatory else b"\x00")
+    method = (
+        _PUBLISH_PREFIX
+        + _short_kept(exchange)
+        + _short_kept(routing_key)
+        + (b"\x01" if mandatory else b"\x00")
+    )
     flags = _F_DELIVERY_MODE | _F_MESSAGE_ID
     props: list[bytes] = []
     if content_type is not None:
         flags |= _F_CONTENT_TYPE
-        props.append(_short(content_type))
+        props.append(_short_kept(content_type))
     if headers:
         flags |= _F_HEADERS
         props.append(_table(headers))
-    props.append(bytes((delivery_mode,)))
+    props.append(
+        _DELIVERY_MODES[delivery_mode] if delivery_mode in _DELIVERY_MODES else bytes((delivery_mode,))
+    )
     if correlation_id is not None:
         flags |= _F_CORRELATION_ID
         props.append(_short(correlation_id))
     if reply_to is not None:
         flags |= _F_REPLY_TO
-        props.append(_short(reply_to))
+        props.append(_short_kept(reply_to))
     if expiration is not None:
         flags |= _F_EXPIRATION
         props.append(_short(expiration))
     props.append(_short(message_id))
     if message_type is not None:
         flags |= _F_TYPE
-        props.append(_short(message_type))
+        props.append(_short_kept(message_type))
     if app_id is not None:
         flags |= _F_APP_ID
-        props.append(_short(app_id))
-    header = _HEADER.pack(60, 0, len(body), flags) + b"".join(props)
+        props.append(_short_kept(app_id))
+    size = len(body)
+    header = _HEADER.pack(60, 0, size, flags) + b"".join(props)
+    if 0 < size <= frame_body_max:  # the common case: one body frame
+        return b"".join(
+            (
+                _METHOD.pack(1, channel, len(method)), method, _FRAME_END,
+                _METHOD.pack(2, channel, len(header)), header, _FRAME_END,
+                _METHOD.pack(3, channel, size), body, _FRAME_END,
+            )
+        )  # fmt: skip
     out: list[bytes | memoryview] = [
         _METHOD.pack(1, channel, len(method)),
         method,
@@ -120,7 +153,7 @@ def encode_publish(
         _FRAME_END,
     ]
     view = memoryview(body)
-    for start in range(0, len(body), frame_body_max):
+    for start in range(0, size, frame_body_max):
         chunk = view[start : start + frame_body_max]
         out += [_METHOD.pack(3, channel, len(chunk)), chunk, _FRAME_END]
     return b"".join(out)

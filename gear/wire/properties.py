@@ -58,6 +58,20 @@ FIELDS: tuple[tuple[int, str, str], ...] = (
 """``(flag bit, kind, attribute)`` in wire order; kind: s short string, t table, o octet, q uint64."""
 
 
+_PLANS: dict[int, tuple[tuple[str, str], ...]] = {}
+"""flags -> ``(kind, attribute)`` of each property it announces, in wire order."""
+
+
+def _plan(flags: int) -> tuple[tuple[str, str], ...]:
+    plan = _PLANS.get(flags)
+    if plan is None:
+        if flags & 0x0003:
+            raise ValueError(f"property flags {flags:#06x} set bits that announce no property")
+        plan = tuple((kind, name) for bit, kind, name in FIELDS if flags & (1 << bit))
+        _PLANS[flags] = plan
+    return plan
+
+
 def decode_properties(data: bytes, offset: int, flags: int, end: int) -> Properties:
     """The properties announced by ``flags`` in ``data[offset:end]`` (all of it must be used).
 
@@ -66,33 +80,29 @@ def decode_properties(data: bytes, offset: int, flags: int, end: int) -> Propert
             table is malformed, or ``flags`` sets bits no property has (bit 0, a continuation, is
             not used by AMQP 0-9-1 basic and is refused too).
     """
-    if flags & 0x0003:
-        raise ValueError(f"property flags {flags:#06x} set bits that announce no property")
-    props = Properties()
+    values: dict[str, Any] = {}
     at = offset
-    for bit, kind, name in FIELDS:
-        if not flags & (1 << bit):
-            continue
+    for kind, name in _plan(flags):
         if kind == "s":
             if at >= end:
                 raise ValueError(f"property {name} runs past the end of the content header")
             stop = at + 1 + data[at]
             if stop > end:
                 raise ValueError(f"property {name} runs past the end of the content header")
-            setattr(props, name, bytes(data[at + 1 : stop]).decode("utf-8"))
+            values[name] = data[at + 1 : stop].decode("utf-8")
             at = stop
         elif kind == "t":
-            props.headers, at = decode_table(data, at, 0, end)
+            values[name], at = decode_table(data, at, 0, end)
         elif kind == "o":
             if at >= end:
                 raise ValueError(f"property {name} runs past the end of the content header")
-            setattr(props, name, data[at])
+            values[name] = data[at]
             at += 1
         else:
             if at + 8 > end:
                 raise ValueError(f"property {name} runs past the end of the content header")
-            props.timestamp = _U64.unpack_from(data, at)[0]
+            values[name] = _U64.unpack_from(data, at)[0]
             at += 8
     if at != end:
         raise ValueError(f"{end - at} byte(s) left over after the content properties")
-    return props
+    return Properties(**values)
