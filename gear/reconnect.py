@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from gear.alarms import Alarms
 from gear.errors import ConfigurationError, ConnectError, ConnectionLostError
 from gear.hooks import Hooks
 from gear.link import Link, open_link
@@ -119,7 +120,9 @@ class Connector:
         ssl_context: ssl.SSLContext | None = None,
         failback_every: float = 0.0,
         retire_grace: float = 5.0,
+        alarms: Alarms | None = None,
     ) -> None:
+        self._alarms = alarms or Alarms()
         urls = tuple(urls)
         first = zlib.crc32(spread_key.encode()) % len(urls) if spread_key and urls else 0
         self._urls = urls[first:] + urls[:first]
@@ -354,6 +357,7 @@ class Connector:
             prefetch=self._prefetch,
             name=self._name,
             ssl_context=self._ssl_context,
+            alarms=self._alarms,
         )
         try:
             # declarations and consumes are RPCs too: a broker that stops answering mid-setup must

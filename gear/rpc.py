@@ -13,6 +13,7 @@ before the call's deadline becomes ``CallTimeoutError`` here, as does a reply th
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from typing import Any, TypeVar, cast
 import pydantic_core
 
 from gear.address import Address
+from gear.alarms import Alarms
 from gear.context import current_request
 from gear.envelope import DEADLINE, METHOD, PARENT, TRACE, Kind, Meta, new_request_id, new_trace_id
 from gear.errors import (
@@ -66,7 +68,8 @@ class _Pending:
     trace_id: str
     replies: list[Reply] | None = None
     expected: int | None = None
-    timer: asyncio.TimerHandle | None = field(default=None)
+    alarm: int | None = field(default=None)
+    """The token of the alarm that expires it (see :class:`gear.alarms.Alarms`)."""
 
 
 class RPC:
@@ -83,8 +86,10 @@ class RPC:
         hooks: Hooks | None = None,
         max_message_bytes: int = 16 * 1024 * 1024,
         call_policy: RepublishPolicy | None = None,
+        alarms: Alarms | None = None,
     ) -> None:
         self._identity = identity
+        self._alarms = alarms or Alarms()
         self._call_policy = call_policy
         """How returned requests of calls are republished (``None``: the publisher's default)."""
         self._publisher = publisher
@@ -337,7 +342,7 @@ class RPC:
         except BaseException:
             self._pending.pop(rid, None)
             raise
-        pending.timer = loop.call_at(until, self._expire, rid)
+        pending.alarm = self._alarms.set(until, functools.partial(self._expire, rid))
         fut.add_done_callback(lambda f: self._run_callback(callback, f, result_type, address, method, span))
 
     async def _round_trip(
@@ -352,18 +357,22 @@ class RPC:
             try:  # inline rather than through _send: one coroutine less on the hot path
                 await self._publisher.publish(msg, until, policy=self._call_policy, verdict_grace=0.0)
             except (OutcomeUnknownError, ConnectionLostError) as exc:
-                raise _unsent(exc, until, address, method, remaining) from None
-            async with asyncio.timeout_at(until):
-                ok, body = await fut
+                error = _unsent(exc, until, address, method, remaining)
+                if isinstance(error, CallTimeoutError):
+                    self._trace_timeout(rid, pending)
+                raise error from None
+            if fut.done():
+                ok, body = fut.result()
+            else:
+                # the reply's deadline: an alarm (one loop timer for all calls), not a timeout scope
+                pending.alarm = self._alarms.set(until, functools.partial(self._expire, rid))
+                try:
+                    ok, body = await fut  # CallTimeoutError from _expire, which traced it
+                finally:
+                    self._alarms.clear(pending.alarm)
         except UnroutableError as exc:
             self._events.unroutable(msg.request_id, msg.trace_id, msg.method, addr.type or "*", exc.attempts)
             raise
-        except CallTimeoutError:
-            self._trace_timeout(rid, pending)
-            raise
-        except TimeoutError:
-            self._trace_timeout(rid, pending)
-            raise CallTimeoutError(address, method, remaining) from None
         finally:
             self._pending.pop(rid, None)
         return ok, body
@@ -511,8 +520,8 @@ class RPC:
             )
         if pending.replies is None:
             self._pending.pop(meta.request_id, None)
-            if pending.timer is not None:
-                pending.timer.cancel()
+            if pending.alarm is not None:
+                self._alarms.clear(pending.alarm)
             pending.future.set_result((meta.ok, body))
             return True
         try:
@@ -529,8 +538,8 @@ class RPC:
         """Fail every pending call (the service is stopping)."""
         for rid, pending in list(self._pending.items()):
             self._pending.pop(rid, None)
-            if pending.timer is not None:
-                pending.timer.cancel()
+            if pending.alarm is not None:
+                self._alarms.clear(pending.alarm)
             if not pending.future.done():
                 if pending.replies is not None:
                     pending.future.set_result(None)

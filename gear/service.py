@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from gear.address import Address
+from gear.alarms import Alarms
 from gear.dispatch import Dispatcher
 from gear.duplicates import DuplicateWindow
 from gear.errors import ConfigurationError, ConnectionLostError
@@ -140,6 +141,7 @@ class Service:
         self._tracer: Tracer = tracer
         s = self.settings
         events = Emitter(self._tracer, self.identity, s.exchange, sampler=TraceSampler(s.trace_sample))
+        alarms = Alarms()  # the deadlines of calls and confirms: one loop timer for all
         self._connector = Connector(
             s.url,
             name=f"gear {self.identity} pid {os.getpid()}",
@@ -155,6 +157,7 @@ class Service:
             ssl_context=client_context(s),
             failback_every=s.failback_interval,
             retire_grace=s.drain_timeout,
+            alarms=alarms,
         )
         republish = RepublishPolicy(initial=s.republish_initial, maximum=s.republish_max)
         self._publisher = Publisher(
@@ -178,6 +181,7 @@ class Service:
             hooks=self.hooks,
             max_message_bytes=s.max_message_bytes,
             call_policy=dataclasses.replace(republish, give_up_after=s.unroutable_after),
+            alarms=alarms,
         )
         self._reply_handlers = ReplyHandlers(self._get_executor)
         self._router = Router(

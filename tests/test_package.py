@@ -179,7 +179,7 @@ _LAYERS = {
     "pipeline": ("gear.tracing",),
     "wire": (),
     "amqp": ("gear.wire",),
-    "link": ("gear.amqp", "gear.errors", "gear.redact", "gear.topology"),
+    "link": ("gear.alarms", "gear.amqp", "gear.errors", "gear.redact", "gear.topology"),
 }
 
 

@@ -203,15 +203,15 @@ class ClientChannel:
 
     # -- inbound ---------------------------------------------------------------------------------
 
-    def receive(self, kind: int, payload: bytes) -> None:
-        """One frame for this channel.
+    def receive(self, kind: int, data: bytes | bytearray, start: int, end: int) -> None:
+        """One frame for this channel: its payload is ``data[start:end]`` (read in place).
 
         Raises:
             ProtocolError: the broker broke the protocol on this channel.
         """
         content = self._content
         if content is not None:
-            self._content_frame(content, kind, payload)
+            self._content_frame(content, kind, data, start, end)
             return
         if kind != FRAME_METHOD:
             if self.state is ChannelState.CLOSING:
@@ -220,23 +220,23 @@ class ClientChannel:
                 505,
                 f"{_FRAME_NAMES.get(kind, 'heartbeat')} frame on channel {self.number} with no method first",
             )
-        if len(payload) < 4:
-            raise ProtocolError(502, f"method frame of {len(payload)} bytes on channel {self.number}")
-        index = _INDEX.unpack_from(payload)[0]
+        if end - start < 4:
+            raise ProtocolError(502, f"method frame of {end - start} bytes on channel {self.number}")
+        index = _INDEX.unpack_from(data, start)[0]
         if self.state is ChannelState.CLOSING and index != _CLOSE and index != _CLOSE_OK:
             return
         if index == methods.DELIVER:
-            self._content = _Content(methods.decode_deliver(payload), False)
+            self._content = _Content(methods.decode_deliver(data, start, end), False)
         elif index == methods.ACK or index == methods.NACK:
             if not self.confirming:
                 name = methods.method_name(index)
                 raise ProtocolError(503, f"{name} on channel {self.number}, which is not in confirm mode")
-            tag, multiple = methods.decode_ack(payload)
+            tag, multiple = methods.decode_ack(data, start, end)
             self._notify(self._handler.on_confirm, tag, multiple, index == methods.ACK)
         elif index == methods.RETURN:
-            self._content = _Content(methods.decode_return(payload), True)
+            self._content = _Content(methods.decode_return(data, start, end), True)
         else:
-            self._method(index, methods.decode_method(payload))
+            self._method(index, methods.decode_method(data[start:end]))
 
     def _method(self, index: int, method: Any) -> None:
         if index == _CLOSE:
@@ -272,11 +272,13 @@ class ClientChannel:
                 self._consumers.pop(method.consumer_tag, None)
             self._notify(self._handler.on_reply, method)
 
-    def _content_frame(self, content: _Content, kind: int, payload: bytes) -> None:
+    def _content_frame(
+        self, content: _Content, kind: int, data: bytes | bytearray, start: int, end: int
+    ) -> None:
         if kind == FRAME_HEADER and content.remaining < 0:
-            if len(payload) < 14:
-                raise ProtocolError(502, f"content header of {len(payload)} bytes on channel {self.number}")
-            class_id, _, size, flags = _HEADER_START.unpack_from(payload)
+            if end - start < 14:
+                raise ProtocolError(502, f"content header of {end - start} bytes on channel {self.number}")
+            class_id, _, size, flags = _HEADER_START.unpack_from(data, start)
             if class_id != 60:
                 raise ProtocolError(505, f"content header for class {class_id} on channel {self.number}")
             if size > self._max_body:
@@ -284,7 +286,7 @@ class ClientChannel:
                     501, f"content body of {size} bytes announced, over the limit of {self._max_body}"
                 )
             try:
-                content.properties = decode_properties(payload, 14, flags, len(payload))
+                content.properties = decode_properties(data, start + 14, flags, end)
             except (ValueError, UnicodeDecodeError) as exc:
                 content.properties = Properties()
                 content.malformed = f"content properties do not decode: {exc}"
@@ -292,14 +294,16 @@ class ClientChannel:
             if size == 0:
                 self._complete(content, b"")
         elif kind == FRAME_BODY and content.remaining > 0:
-            if len(payload) > content.remaining:
+            length = end - start
+            if length > content.remaining:
                 raise ProtocolError(
                     505,
-                    f"content body frame of {len(payload)} bytes on channel {self.number}, "
+                    f"content body frame of {length} bytes on channel {self.number}, "
                     f"where {content.remaining} remained of the size its header declared",
                 )
-            content.parts.append(payload)
-            content.remaining -= len(payload)
+            part = data[start:end]
+            content.parts.append(part if type(part) is bytes else bytes(part))
+            content.remaining -= length
             if not content.remaining:
                 parts = content.parts
                 self._complete(content, parts[0] if len(parts) == 1 else b"".join(parts))

@@ -256,23 +256,27 @@ class ClientConnection:
         try:
             if self._step == _START:
                 self._check_not_a_protocol_header()
+            channels = self._channels
             while not self._finished():
-                frame = reader.next_frame()
-                if frame is None:
+                span = reader.next_span()
+                if span is None:
                     break
                 frames += 1
-                kind, number, payload = frame
+                kind, number, start, end = span
+                buf = reader.buffer
+                channel = channels.get(number)
+                if channel is not None:
+                    channel.receive(kind, buf, start, end)
+                    if channel.state is ChannelState.CLOSED:  # (a handler may have closed everything)
+                        channels = self._channels
+                        channels.pop(number, None)
+                    continue
+                payload = bytes(buf[start:end])
                 if number == 0:
                     self._connection_frame(kind, payload)
+                    channels = self._channels
                     continue
-                channel = self._channels.get(number)
-                if channel is None:
-                    raise ProtocolError(
-                        504, f"{_describe(kind, payload)} on channel {number}, which is not open"
-                    )
-                channel.receive(kind, payload)
-                if channel.state is ChannelState.CLOSED:  # (a handler may have closed everything)
-                    self._channels.pop(number, None)
+                raise ProtocolError(504, f"{_describe(kind, payload)} on channel {number}, which is not open")
         except FrameError as exc:
             self._fail(ProtocolError(501, exc.text))
         except ProtocolError as exc:

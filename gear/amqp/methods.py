@@ -52,68 +52,69 @@ def method_name(index: int) -> str:
     return name if isinstance(name, str) else f"method {index >> 16}.{index & 0xFFFF}"
 
 
-def _shortstr(payload: bytes, at: int, what: str) -> tuple[str, int]:
-    if at >= len(payload):
+def _shortstr(data: bytes | bytearray, at: int, end: int, what: str) -> tuple[str, int]:
+    if at >= end:
         raise ProtocolError(502, f"{what} runs past the end of the method frame")
-    end = at + 1 + payload[at]
-    if end > len(payload):
+    stop = at + 1 + data[at]
+    if stop > end:
         raise ProtocolError(502, f"{what} runs past the end of the method frame")
     try:
-        return payload[at + 1 : end].decode("utf-8"), end
+        return data[at + 1 : stop].decode("utf-8"), stop
     except UnicodeDecodeError as exc:
         raise ProtocolError(502, f"{what} is not UTF-8") from exc
 
 
-def _exact(payload: bytes, at: int, what: str) -> None:
-    if at != len(payload):
-        raise ProtocolError(502, f"{what} has {len(payload) - at} byte(s) past its last field")
+def _exact(at: int, end: int, what: str) -> None:
+    if at != end:
+        raise ProtocolError(502, f"{what} has {end - at} byte(s) past its last field")
 
 
-def decode_deliver(payload: bytes) -> tuple[str, int, bool, str, str]:
-    """``basic.deliver``: ``(consumer_tag, delivery_tag, redelivered, exchange, routing_key)``.
+def decode_deliver(data: bytes | bytearray, start: int, end: int) -> tuple[str, int, bool, str, str]:
+    """``basic.deliver`` in ``data[start:end]``: ``(consumer_tag, delivery_tag, redelivered, exchange,
+    routing_key)``.
 
     Raises:
         ProtocolError: 502 for a malformed method.
     """
-    tag, at = _shortstr(payload, 4, "basic.deliver consumer tag")
-    if at + 9 > len(payload):
+    tag, at = _shortstr(data, start + 4, end, "basic.deliver consumer tag")
+    if at + 9 > end:
         raise ProtocolError(502, "basic.deliver runs past the end of the method frame")
-    delivery_tag, bits = _U64_BITS.unpack_from(payload, at)
-    exchange, at = _shortstr(payload, at + 9, "basic.deliver exchange")
-    routing_key, at = _shortstr(payload, at, "basic.deliver routing key")
-    _exact(payload, at, "basic.deliver")
+    delivery_tag, bits = _U64_BITS.unpack_from(data, at)
+    exchange, at = _shortstr(data, at + 9, end, "basic.deliver exchange")
+    routing_key, at = _shortstr(data, at, end, "basic.deliver routing key")
+    _exact(at, end, "basic.deliver")
     return tag, delivery_tag, bool(bits & 1), exchange, routing_key
 
 
-def decode_return(payload: bytes) -> tuple[int, str, str, str]:
-    """``basic.return``: ``(reply_code, reply_text, exchange, routing_key)``.
+def decode_return(data: bytes | bytearray, start: int, end: int) -> tuple[int, str, str, str]:
+    """``basic.return`` in ``data[start:end]``: ``(reply_code, reply_text, exchange, routing_key)``.
 
     Raises:
         ProtocolError: 502 for a malformed method.
     """
-    if len(payload) < 6:
+    if end - start < 6:
         raise ProtocolError(502, "basic.return runs past the end of the method frame")
-    code = _U16.unpack_from(payload, 4)[0]
-    text, at = _shortstr(payload, 6, "basic.return reply text")
-    exchange, at = _shortstr(payload, at, "basic.return exchange")
-    routing_key, at = _shortstr(payload, at, "basic.return routing key")
-    _exact(payload, at, "basic.return")
+    code = _U16.unpack_from(data, start + 4)[0]
+    text, at = _shortstr(data, start + 6, end, "basic.return reply text")
+    exchange, at = _shortstr(data, at, end, "basic.return exchange")
+    routing_key, at = _shortstr(data, at, end, "basic.return routing key")
+    _exact(at, end, "basic.return")
     return code, text, exchange, routing_key
 
 
-def decode_ack(payload: bytes) -> tuple[int, bool]:
-    """``basic.ack`` or ``basic.nack`` from the broker: ``(delivery_tag, multiple)``.
+def decode_ack(data: bytes | bytearray, start: int, end: int) -> tuple[int, bool]:
+    """``basic.ack`` or ``basic.nack`` from the broker in ``data[start:end]``: ``(delivery_tag, multiple)``.
 
     Raises:
         ProtocolError: 502 for a malformed method.
     """
-    if len(payload) != 13:
-        raise ProtocolError(502, f"basic.ack/nack of {len(payload)} bytes; it has 13")
-    tag, bits = _U64_BITS.unpack_from(payload, 4)
+    if end - start != 13:
+        raise ProtocolError(502, f"basic.ack/nack of {end - start} bytes; it has 13")
+    tag, bits = _U64_BITS.unpack_from(data, start + 4)
     return tag, bool(bits & 1)
 
 
-def decode_method(payload: bytes) -> Any:
+def decode_method(payload: bytes | bytearray) -> Any:
     """Any method, decoded by pamqp (a ``pamqp.commands`` instance).
 
     Raises:
@@ -127,7 +128,7 @@ def decode_method(payload: bytes) -> Any:
         raise ProtocolError(540, f"unknown method: class {index >> 16}, method {index & 0xFFFF}")
     method = cls()
     try:
-        method.unmarshal(payload[4:])
+        method.unmarshal(bytes(payload[4:]))
     except Exception as exc:  # pamqp raises struct.error, ValueError, TypeError... on hostile bytes
         raise ProtocolError(502, f"{method_name(index)} does not decode: {exc}") from exc
     return method

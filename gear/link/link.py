@@ -39,6 +39,7 @@ from typing import Any, Protocol
 
 from pamqp import commands
 
+from gear.alarms import Alarms
 from gear.amqp import ChannelClosedError, ClosedError, Delivery
 from gear.errors import ConfigurationError, ConnectError, ConnectionLostError
 from gear.link.connection import Channel, ChannelListener, Connection, connect
@@ -80,6 +81,7 @@ async def open_link(
     prefetch: int,
     name: str,
     ssl_context: ssl.SSLContext | None = None,
+    alarms: Alarms | None = None,
 ) -> Link:
     """Connect to one broker and open the three channels, all within ``handshake_timeout``.
 
@@ -109,7 +111,7 @@ async def open_link(
     except ClosedError as exc:
         conn.abort("channel setup failed")
         raise ConnectError(f"cannot open channels on {conn.where}: {exc}") from None
-    return Link(conn, publish, consumers[0], consumers[1], events)
+    return Link(conn, publish, consumers[0], consumers[1], events, alarms or Alarms())
 
 
 class _Consumers(ChannelListener):
@@ -143,10 +145,16 @@ class Link:
     """One open AMQP connection with the publish, type and host channels."""
 
     def __init__(
-        self, conn: Connection, publish: Channel, type_ch: Channel, host_ch: Channel, events: LinkEvents
+        self,
+        conn: Connection,
+        publish: Channel,
+        type_ch: Channel,
+        host_ch: Channel,
+        events: LinkEvents,
+        alarms: Alarms,
     ) -> None:
         self._conn = conn
-        self._publish = PublishChannel(conn, publish, self._fail)
+        self._publish = PublishChannel(conn, publish, self._fail, alarms)
         self._events = events
         self.where = conn.where
         """The broker's URL, password masked."""

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ from typing import Any
 
 from pamqp import commands
 
+from gear.alarms import Alarms
 from gear.amqp import ChannelClosedError, ClosedError, ConnectionClosedError, encode_publish
 from gear.errors import ConfigurationError
 from gear.link.confirms import Confirms, Verdict
@@ -94,8 +96,11 @@ _RETURNED = PublishResult(Outcome.RETURNED)
 class PublishChannel:
     """The confirm channel of one connection, replaced when the broker closes it (see above)."""
 
-    def __init__(self, connection: Connection, channel: Channel, on_fail: Callable[[str], None]) -> None:
+    def __init__(
+        self, connection: Connection, channel: Channel, on_fail: Callable[[str], None], alarms: Alarms
+    ) -> None:
         self._connection = connection
+        self._alarms = alarms
         self._on_fail = on_fail
         self._channel = channel
         self._confirms = Confirms(channel)
@@ -201,10 +206,11 @@ class PublishChannel:
         self._in_flight += 1
         self.drained.clear()
         self._uses[channel] = self._uses.get(channel, 0) + 1
+        # the confirm's deadline: an alarm (one loop timer for all publishes), not a timeout scope
+        alarm = self._alarms.set(until, functools.partial(_give_up, verdict))
         try:
-            async with asyncio.timeout_at(until):
-                result = await verdict
-        except TimeoutError:
+            result = await verdict
+        except _NoVerdictError:
             return PublishResult(Outcome.UNCONFIRMED, "no confirm from the broker before the deadline")
         except ChannelClosedError as exc:
             if self._connection.is_open:
@@ -213,6 +219,7 @@ class PublishChannel:
         except ConnectionClosedError as exc:
             return PublishResult(Outcome.LINK_LOST, exc.text, exc.code or None)
         finally:
+            self._alarms.clear(alarm)
             self._settled(channel)
         if result is Verdict.ACK:
             return _CONFIRMED
@@ -325,6 +332,15 @@ class PublishChannel:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+
+class _NoVerdictError(Exception):
+    """The deadline came before the broker's verdict (the verdict's future fails with it)."""
+
+
+def _give_up(verdict: asyncio.Future[Verdict]) -> None:
+    if not verdict.done():
+        verdict.set_exception(_NoVerdictError())
 
 
 async def confirm_channel(connection: Connection) -> Channel:

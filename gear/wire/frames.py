@@ -112,6 +112,28 @@ class FrameReader:
         Raises:
             FrameError: an unknown frame type, a frame over ``frame_max``, or a bad frame-end octet.
         """
+        span = self.next_span()
+        if span is None:
+            return None
+        ftype, channel, start, end = span
+        payload = self._buf[start:end]
+        if type(payload) is not bytes:
+            payload = bytes(payload)
+        return ftype, channel, payload
+
+    @property
+    def buffer(self) -> bytes | bytearray:
+        """What :meth:`next_span` offsets point into (valid until the next :meth:`feed`)."""
+        return self._buf
+
+    def next_span(self) -> tuple[int, int, int, int] | None:
+        """The next complete frame as ``(type, channel, start, end)``: its payload is
+        ``buffer[start:end]``, not copied (for a parser that reads fields in place). None when more
+        bytes are needed.
+
+        Raises:
+            FrameError: an unknown frame type, a frame over ``frame_max``, or a bad frame-end octet.
+        """
         buf, pos = self._buf, self._pos
         if len(buf) - pos < 7:
             return None
@@ -125,8 +147,5 @@ class FrameReader:
             return None
         if buf[end] != FRAME_END:
             raise FrameError(f"frame end octet should be 0xCE, got {buf[end]:#04x}")
-        payload = buf[pos + 7 : end]
-        if type(payload) is not bytes:
-            payload = bytes(payload)
         self._pos = end + 1
-        return ftype, channel, payload
+        return ftype, channel, pos + 7, end

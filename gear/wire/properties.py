@@ -58,21 +58,27 @@ FIELDS: tuple[tuple[int, str, str], ...] = (
 """``(flag bit, kind, attribute)`` in wire order; kind: s short string, t table, o octet, q uint64."""
 
 
-_PLANS: dict[int, tuple[tuple[str, str], ...]] = {}
-"""flags -> ``(kind, attribute)`` of each property it announces, in wire order."""
+_STRING, _TABLE, _OCTET, _STAMP = 0, 1, 2, 3
+_KINDS = {"s": _STRING, "t": _TABLE, "o": _OCTET, "q": _STAMP}
+_PLANS: dict[int, tuple[tuple[int, int, str], ...]] = {}
+"""flags -> ``(kind, position in Properties, attribute)`` of each property it announces, in wire order."""
 
 
-def _plan(flags: int) -> tuple[tuple[str, str], ...]:
+def _plan(flags: int) -> tuple[tuple[int, int, str], ...]:
     plan = _PLANS.get(flags)
     if plan is None:
         if flags & 0x0003:
             raise ValueError(f"property flags {flags:#06x} set bits that announce no property")
-        plan = tuple((kind, name) for bit, kind, name in FIELDS if flags & (1 << bit))
+        plan = tuple(
+            (_KINDS[kind], position, name)
+            for position, (bit, kind, name) in enumerate(FIELDS)
+            if flags & (1 << bit)
+        )
         _PLANS[flags] = plan
     return plan
 
 
-def decode_properties(data: bytes, offset: int, flags: int, end: int) -> Properties:
+def decode_properties(data: bytes | bytearray, offset: int, flags: int, end: int) -> Properties:
     """The properties announced by ``flags`` in ``data[offset:end]`` (all of it must be used).
 
     Raises:
@@ -80,29 +86,27 @@ def decode_properties(data: bytes, offset: int, flags: int, end: int) -> Propert
             table is malformed, or ``flags`` sets bits no property has (bit 0, a continuation, is
             not used by AMQP 0-9-1 basic and is refused too).
     """
-    values: dict[str, Any] = {}
+    values: list[Any] = [None] * 14
     at = offset
-    for kind, name in _plan(flags):
-        if kind == "s":
-            if at >= end:
-                raise ValueError(f"property {name} runs past the end of the content header")
-            stop = at + 1 + data[at]
+    for kind, position, name in _plan(flags):
+        if kind == _STRING:
+            stop = at + 1 + data[at] if at < end else end + 1
             if stop > end:
                 raise ValueError(f"property {name} runs past the end of the content header")
-            values[name] = data[at + 1 : stop].decode("utf-8")
+            values[position] = data[at + 1 : stop].decode("utf-8")
             at = stop
-        elif kind == "t":
-            values[name], at = decode_table(data, at, 0, end)
-        elif kind == "o":
+        elif kind == _TABLE:
+            values[position], at = decode_table(data, at, 0, end)
+        elif kind == _OCTET:
             if at >= end:
                 raise ValueError(f"property {name} runs past the end of the content header")
-            values[name] = data[at]
+            values[position] = data[at]
             at += 1
         else:
             if at + 8 > end:
                 raise ValueError(f"property {name} runs past the end of the content header")
-            values[name] = _U64.unpack_from(data, at)[0]
+            values[position] = _U64.unpack_from(data, at)[0]
             at += 8
     if at != end:
         raise ValueError(f"{end - at} byte(s) left over after the content properties")
-    return Properties(**values)
+    return Properties(*values)

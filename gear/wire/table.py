@@ -42,7 +42,7 @@ _VOID = (ord("V"), 0)  # a zero type byte is void too: not in the spec, but seen
 
 
 def decode_table(
-    data: bytes, offset: int = 0, depth: int = 0, limit: int | None = None
+    data: bytes | bytearray, offset: int = 0, depth: int = 0, limit: int | None = None
 ) -> tuple[dict[str, Any], int]:
     """The field table starting at ``offset`` (its 4-byte size first) and the offset just past it.
 
@@ -62,7 +62,7 @@ def decode_table(
         key_end = at + 1 + size
         if key_end > end:
             raise ValueError("field table key runs past the end of the table")
-        key = bytes(data[at + 1 : key_end]).decode("utf-8")
+        key = data[at + 1 : key_end].decode("utf-8")
         table[key], at = _value(data, key_end, end, depth)
     if at != end:
         raise ValueError("field table value runs past the end of the table")
@@ -70,7 +70,7 @@ def decode_table(
 
 
 def decode_array(
-    data: bytes, offset: int = 0, depth: int = 0, limit: int | None = None
+    data: bytes | bytearray, offset: int = 0, depth: int = 0, limit: int | None = None
 ) -> tuple[list[Any], int]:
     """The field array starting at ``offset`` and the offset just past it.
 
@@ -90,7 +90,7 @@ def decode_array(
     return values, end
 
 
-def _end_of(data: bytes, offset: int, limit: int, what: str) -> int:
+def _end_of(data: bytes | bytearray, offset: int, limit: int, what: str) -> int:
     if offset + 4 > limit:
         raise ValueError(f"{what} size runs past the end of the data")
     end: int = offset + 4 + _U32.unpack_from(data, offset)[0]
@@ -99,7 +99,7 @@ def _end_of(data: bytes, offset: int, limit: int, what: str) -> int:
     return end
 
 
-def _value(data: bytes, at: int, limit: int, depth: int) -> tuple[Any, int]:
+def _value(data: bytes | bytearray, at: int, limit: int, depth: int) -> tuple[Any, int]:
     """One typed value at ``at`` (its type letter first), never reading past ``limit``."""
     if at >= limit:
         raise ValueError("field value type missing")
