@@ -33,7 +33,7 @@ async def test_a_failing_callback_does_not_stop_the_others() -> None:
 async def test_many_cleared_alarms_are_compacted_and_the_live_ones_still_ring() -> None:
     alarms, rang = Alarms(), list[int]()
     now = asyncio.get_running_loop().time()
-    for n in range(5000):
+    for _ in range(5000):
         alarms.clear(alarms.set(now + 60, lambda: rang.append(-1)))
     alarms.set(now + 0.01, lambda: rang.append(1))
     assert len(alarms) == 1
