@@ -140,7 +140,7 @@ def test_each_table_is_defined_once_and_consistently() -> None:
 
 def test_p99_line_is_broken_where_buckets_have_no_answered_call() -> None:
     assert p99_runs([0, 1, 2, 5, 7, 8]) == [[0, 1, 2], [5], [7, 8]]
-    first = TIMELINE[0]["bucket_ns"]
+    first = int(TIMELINE[0]["bucket_ns"])
     rows = [
         {**TIMELINE[0], "callee": "REPO", "bucket_ns": first + k * 1_000_000_000, "p99_ms": p99}
         for k, p99 in ((0, 2.0), (1, 3.0), (2, None), (3, 4.0), (30, 5.0), (31, 6.0))

@@ -41,9 +41,10 @@ class _Page(HTMLParser):
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         a = dict(attrs)
-        if a.get("data-card"):
-            self._card = a["data-card"]
-            self.cards[self._card] = []
+        card = a.get("data-card")
+        if card:
+            self._card = card
+            self.cards[card] = []
         elif tag == "table":
             self._table, self._head = a.get("data-table"), []
         elif tag == "tr":
