@@ -92,6 +92,8 @@ _SUMMARY_ROWS_BY_TABLE = {"timeline": 20_000}
 LOCAL_REPORT_DIR = "gear-report"
 """Where ``summary.json`` and ``report.html`` go when ``--out`` is not a local path (HDFS, S3...)."""
 
+_APP = "gear-traces-analyze"
+
 SPARK_LOG = "spark.log"
 """The file beside the report that receives the local JVM's output."""
 
@@ -341,9 +343,6 @@ def _start_jvm(master: str, options: dict[str, str], log: Path) -> None:
     SparkContext(conf=conf, gateway=gateway)
 
 
-_APP = "gear-traces-analyze"
-
-
 def spark_session(
     master: str | None = None,
     conf: dict[str, str] | None = None,
@@ -409,7 +408,8 @@ def run(
     startup = time.monotonic() - started
     summary = analyze(spark, path, out, since=since, until=until, progress=progress)
     summary["spark_startup_seconds"] = round(startup, 3)
-    summary["spark_profile"] = "small input" if small else "default"
+    local = (spark.sparkContext.master or "").startswith("local")
+    summary["spark_profile"] = "small input" if small and local else "default"
     return summary
 
 
