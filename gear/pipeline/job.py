@@ -26,8 +26,8 @@ a note the report and the CLI show. The data-quality row stays raw: it counts wh
 Every table is written with ``mode("overwrite")`` and the summary and report are rewritten, so running
 again on the same input replaces the previous results and never adds to them.
 
-In local mode the JVM's own output (its start-up banner, warnings, Spark's log at ``GEAR_SPARK_LOG_LEVEL``)
-goes to ``spark.log`` beside the report instead of the terminal. An input of at most
+Unless under spark-submit, the driver JVM's own output (its start-up banner, warnings, Spark's log at
+``GEAR_SPARK_LOG_LEVEL``) goes to ``spark.log`` beside the report instead of the terminal. An input of at most
 :data:`SMALL_INPUT_BYTES` (a demo, a test, a few minutes of traces) runs with a profile made for a
 short-lived JVM: HotSpot's quick C1 compiler only (the optimising C2 compiler spent more CPU compiling
 Spark's classes than the whole analysis needed), no adaptive query execution and no broadcast joins
@@ -324,7 +324,7 @@ def _local_options(small: bool) -> dict[str, str]:
 
 
 def _start_jvm(master: str, options: dict[str, str], log: Path) -> None:
-    """Start the local JVM with its stdout and stderr in ``log``, unless this process already has one.
+    """Start the driver's JVM with its stdout and stderr in ``log``, unless this process already has one.
 
     Raises:
         SparkMissingError: if the JVM exits before it is ready (the reason is in ``log``).
@@ -354,8 +354,8 @@ def spark_session(
 
     Under spark-submit the master and configuration come from its command line and are not overridden;
     ``conf`` (Spark properties) is applied last, so it wins over Gear's local-mode defaults. In local
-    mode, ``small`` picks the short-lived-JVM profile and ``log`` receives the JVM's output (else it
-    goes to this process's stdout and stderr).
+    mode, ``small`` picks the short-lived-JVM profile. Unless under spark-submit, ``log`` receives the
+    driver JVM's output (else it goes to this process's stdout and stderr).
 
     Raises:
         SparkMissingError: if the local JVM does not start.
@@ -368,7 +368,7 @@ def spark_session(
         options = _local_options(small)
     options |= {"spark.ui.showConsoleProgress": "false", "spark.sql.session.timeZone": "UTC"}
     options |= conf or {}
-    if chosen and chosen.startswith("local") and log is not None:
+    if chosen and log is not None:  # not under spark-submit: this process starts the driver's JVM
         _start_jvm(chosen, options, log)
     builder = SparkSession.builder.appName(_APP)
     if chosen:
@@ -391,8 +391,8 @@ def run(
 ) -> dict[str, Any]:
     """Start (or reuse) a session, run :func:`analyze`, and add the start-up time to the summary.
 
-    A local input of at most :data:`SMALL_INPUT_BYTES` gets the short-lived-JVM profile; a local JVM's
-    output goes to :data:`SPARK_LOG` beside the report.
+    A local input of at most :data:`SMALL_INPUT_BYTES` gets the short-lived-JVM profile; the driver
+    JVM's output goes to :data:`SPARK_LOG` beside the report.
 
     Raises:
         FileNotFoundError: if a local input path does not exist.
