@@ -11,7 +11,15 @@ steadier than wall time on a shared machine: on 2 idle cores the wall time is ab
 and the load average before and after (on a shared machine it explains most of the spread). A small
 unmeasured analysis runs first (``--warmup``): the session's
 first one pays one-off costs. With several sizes a table follows with the seconds per million events
-relative to the smallest size: 1.00x everywhere is linear.
+relative to the smallest size: 1.00x everywhere is linear. These runs use the default Spark profile
+(``GEAR_SPARK_PROFILE=default``), whatever the size.
+
+    python benchmarks/pipeline.py --cold [--events 400] [--rounds 2]
+
+measures what ``gear demo --report`` or a first ``gear traces analyze`` of a few hundred events costs: a
+fresh process and JVM per run, the default profile against the small-input one (``gear.pipeline.job``)
+side by side, in alternation. Printed per run: the session start-up and analysis seconds, the JVM's CPU
+seconds (start-up included), the number of Spark jobs and whether the links equal the truth.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -28,7 +37,7 @@ from typing import Any
 from gear.pipeline import STAGES, run_analyze
 from gear.testing.traces.generate import generate
 
-__all__ = ("main", "measure", "scale_table")
+__all__ = ("cold_table", "main", "measure", "measure_cold", "scale_table")
 
 
 def _jvm_cpu_seconds() -> float | None:
@@ -109,20 +118,104 @@ def scale_table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _cold_run(profile: str, traces: str, out: str) -> None:
+    """One analysis in this (fresh) process with ``profile``; prints its figures as one JSON line."""
+    os.environ["GEAR_SPARK_PROFILE"] = profile
+    from pyspark.sql import SparkSession
+
+    summary = run_analyze(traces, out, master="local[*]")
+    session = SparkSession.getActiveSession()
+    assert session is not None
+    print(
+        json.dumps(
+            {
+                "profile": summary["spark_profile"],
+                "events": summary["data_quality"]["lines"],
+                "startup_s": summary["spark_startup_seconds"],
+                "analysis_s": summary["seconds"],
+                "jvm_cpu_s": _jvm_cpu_seconds(),
+                "spark_jobs": len(session.sparkContext.statusTracker().getJobIdsForGroup()),
+                "calls": summary["calls"]["total"],
+                "load": round(os.getloadavg()[0], 1),
+            }
+        )
+    )
+
+
+def measure_cold(events: int, base: Path, rounds: int) -> list[dict[str, Any]]:
+    """Generate ``events`` events; analyse them ``rounds`` times per profile, each in a fresh process."""
+    traces = base / f"traces-cold-{events}"
+    if traces.exists():
+        shutil.rmtree(traces)
+    truth = generate(traces, events=events, seed=1)
+    expected = {f"{a}->{b}": v["calls"] for (a, b), v in truth.links().items()}
+    results = []
+    for _ in range(rounds):
+        for profile in ("default", "small"):
+            out = base / f"out-cold-{profile}"
+            done = subprocess.run(
+                [sys.executable, __file__, "--cold-run", profile, str(traces), str(out)],
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=600,
+            )
+            row = json.loads(done.stdout.strip().splitlines()[-1])
+            links = json.loads((out / "dependencies.json").read_text())
+            row["links_match_truth"] = {
+                f"{r['parent']}->{r['child']}": r["callCount"] for r in links
+            } == expected
+            print(json.dumps(row), file=sys.stderr, flush=True)
+            results.append(row)
+    return results
+
+
+def cold_table(results: list[dict[str, Any]]) -> str:
+    """One row per cold run."""
+    lines = [
+        "| profile | events | JVM start s | analysis s | JVM CPU s | Spark jobs | load | links = truth |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for row in results:
+        lines.append(
+            f"| {row['profile']} | {row['events']:,} | {row['startup_s']:.1f} | {row['analysis_s']:.1f} | "
+            f"{row['jvm_cpu_s'] or '-'} | {row['spark_jobs']} | {row['load']:.1f} | "
+            f"{'yes' if row['links_match_truth'] else 'NO'} |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> str:
     """Generate, analyse, report; returns the table."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--events", default="1000000", help="comma-separated sizes, e.g. 1000000,2000000")
+    parser.add_argument(
+        "--events",
+        default=None,
+        help="comma-separated sizes, e.g. 1000000,2000000 (default 1000000; --cold: 400)",
+    )
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--dir", default="/tmp/gear-bench")
     parser.add_argument("--driver-memory", default="", help="spark.driver.memory (local mode: the heap)")
     parser.add_argument(
         "--warmup", type=int, default=20_000, help="events analysed first, unmeasured; 0: none"
     )
+    parser.add_argument("--cold", action="store_true", help="default vs small-input profile, fresh JVMs")
+    parser.add_argument("--rounds", type=int, default=2, help="--cold: runs per profile")
+    parser.add_argument("--cold-run", nargs=3, metavar=("PROFILE", "TRACES", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    sizes = [int(x) for x in args.events.split(",") if x.strip()]
+    if args.cold_run:
+        _cold_run(*args.cold_run)
+        return ""
+    if args.cold:
+        events = int(args.events or 400)
+        table = f"cold runs, master local[*], {events:,} generated events (seed 1)\n\n"
+        table += cold_table(measure_cold(events, Path(args.dir), args.rounds))
+        print(table)
+        return table
+    os.environ.setdefault("GEAR_SPARK_PROFILE", "default")  # the JVM options do not change with the size
+    sizes = [int(x) for x in (args.events or "1000000").split(",") if x.strip()]
     conf = {"spark.driver.memory": args.driver_memory} if args.driver_memory else None
     if args.warmup:  # the session's first analysis pays one-off costs (JIT, class loading): not measured
         measure(args.warmup, args.master, Path(args.dir), conf)

@@ -7,20 +7,27 @@ reply or unroutable). Its outcome, in order of precedence:
 ``unroutable`` > ``ok`` (a response without ``error.type``) > ``remote_error`` > ``timeout`` >
 ``nacked`` (a nack and no confirm) > ``ok`` for a confirmed cast > ``none`` (no outcome seen).
 
+Every table counts calls this way (the report states it: ``gear.pipeline.tables.CALL_DEFINITION``): once
+per request, whatever the number of attempts and of instances that received it, so each table's calls
+add up to the same total. A
+broadcast (``*.*``) is one call to the callee ``*``; ``dependency_links`` names the TYPEs it reached in
+``receivers`` instead of counting it once per TYPE.
+
 Latency is first response minus first publish, both on the caller's clock, so clock skew between
-machines cannot distort it. Percentiles use ``percentile_approx`` with accuracy 10 000, which returns
-an element of the data (the nearest rank) and is exact on small groups.
+machines cannot distort it; only calls that got a reply (``answered``) have one. Percentiles use
+``percentile_approx`` with accuracy 10 000, which returns an element of the data (the nearest rank) and
+is exact on small groups.
 
 A call weighs what its caller's events weigh (1/rate when the caller samples traces, see
-:mod:`gear.pipeline.load`): the tables' counts, latency's ``n`` included, are estimates of the whole
-traffic. Per-call facts (returns, republishes, nacks of one call) stay as seen and are weighted when
-summed. Percentiles, max and mean come from the recorded calls unweighted: sampling by trace id is
-uniform, so they estimate the whole traffic's as they are.
+:mod:`gear.pipeline.load`): the tables' counts, latency's ``calls`` and ``answered`` included, are
+estimates of the whole traffic. Per-call facts (returns, republishes, nacks of one call) stay as seen
+and are weighted when summed. Percentiles, max and mean come from the recorded calls unweighted:
+sampling by trace id is uniform, so they estimate the whole traffic's as they are.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
@@ -31,6 +38,8 @@ from gear.tracing.api import EventName as E
 
 __all__ = (
     "CALLER_EVENTS",
+    "ERROR_OUTCOMES",
+    "OUTCOMES",
     "CallTotals",
     "build_calls",
     "call_totals",
@@ -52,7 +61,11 @@ CALLER_EVENTS = (
 )
 """Events that belong to the caller side of a call."""
 
+OUTCOMES = ("ok", "remote_error", "timeout", "unroutable", "nacked", "none")
+"""Every outcome a call can have, in the order the report lists them."""
+
 ERROR_OUTCOMES = ("remote_error", "timeout", "unroutable", "nacked")
+"""The outcomes that count as errors (Zipkin's ``errorCount``)."""
 
 
 def _is(name: E) -> Column:
@@ -139,16 +152,36 @@ class CallTotals:
     """Recorded calls whose outcome is ``none``."""
     estimated_calls: int
     """Calls of the whole traffic: :attr:`calls` weighted (equal to it when nothing was sampled)."""
+    outcomes: dict[str, int] = field(default_factory=dict)
+    """Weighted calls per outcome (every one of :data:`OUTCOMES`)."""
+    answered: int = 0
+    """Weighted calls that got a reply (ok or remote error): the calls latency is measured on."""
+
+    def breakdown(self) -> dict[str, int]:
+        """The summary's ``calls`` entry: total, answered, errors, each outcome, and confirmed casts
+        (calls that are ok without a reply: a cast expects none)."""
+        errors = sum(self.outcomes.get(o, 0) for o in ERROR_OUTCOMES)
+        with_reply_ok = self.answered - self.outcomes.get("remote_error", 0)
+        return {
+            "total": self.estimated_calls,
+            "answered": self.answered,
+            "errors": errors,
+            **{o: self.outcomes.get(o, 0) for o in OUTCOMES},
+            "confirmed_casts": max(0, self.outcomes.get("ok", 0) - with_reply_ok),
+        }
 
 
 def call_totals(calls: DataFrame) -> CallTotals:
-    """The time span, the number of calls (recorded and estimated) and of calls without an outcome."""
+    """The time span, the number of calls (recorded and estimated), per outcome and answered."""
+    out = sf.col("outcome")
     row = calls.agg(
         sf.min("t").alias("lo"),
         sf.max("t").alias("hi"),
         sf.count(sf.lit(1)).alias("calls"),
-        count_where(sf.col("outcome") == "none").alias("none"),
+        count_where(out == "none").alias("none"),
         estimate().alias("estimated"),
+        estimate(sf.col("latency_ms").isNotNull()).alias("answered"),
+        *[estimate(out == name).alias(f"outcome_{name}") for name in OUTCOMES],
     ).first()
     assert row is not None
     lo, hi = row["lo"], row["hi"]
@@ -158,30 +191,31 @@ def call_totals(calls: DataFrame) -> CallTotals:
         int(row["calls"]),
         int(row["none"]),
         int(row["estimated"]),
+        {name: int(row[f"outcome_{name}"]) for name in OUTCOMES},
+        int(row["answered"]),
     )
 
 
-def _delivered_types(events: DataFrame) -> DataFrame:
-    return (
-        # Only broadcasts need this; their deliveries say so by route (or by the @all.@all routing key).
+def _receivers(calls: DataFrame, events: DataFrame) -> DataFrame:
+    """Per broadcast call (``rid``): the TYPEs its request was delivered to, sorted and comma-joined."""
+    broadcasts = calls.filter(sf.col("callee") == "*").select("rid")
+    delivered = (
+        # Broadcast deliveries say so by route (or by the @all.@all routing key).
         events.filter(_is(E.DELIVER) & _not_reply() & (sf.col("route").isNull() | (sf.col("route") == "all")))
-        .select("rid", sf.col("service").alias("delivered_to"))
-        .distinct()
+        .select("rid", "service")
+        .join(broadcasts, "rid", "left_semi")
     )
+    return delivered.groupBy("rid").agg(sf.array_sort(sf.collect_set("service")).alias("types"))
 
 
 def dependency_links(calls: DataFrame, events: DataFrame) -> DataFrame:
-    """caller TYPE -> callee TYPE with calls, errors and their kinds (broadcasts: per receiving TYPE)."""
-    wide = (
-        calls.filter(sf.col("callee") == "*")
-        .join(_delivered_types(events), "rid", "left")
-        .withColumn("callee", sf.coalesce("delivered_to", sf.lit("*")))
-        .drop("delivered_to")
-    )
-    linked = calls.filter(sf.col("callee") != "*").unionByName(wide)
+    """caller TYPE -> callee TYPE with calls, errors and their kinds. A broadcast is one call to ``*``
+    (counted once, like every call); ``receivers`` lists the TYPEs such calls reached."""
     out = sf.col("outcome")
+    reached = sf.array_sort(sf.array_distinct(sf.flatten(sf.collect_list(sf.coalesce("types", sf.array())))))
     return (
-        linked.groupBy("caller", "callee")
+        calls.join(_receivers(calls, events), "rid", "left")
+        .groupBy("caller", "callee")
         .agg(
             estimate().alias("calls"),
             estimate(out.isin(*ERROR_OUTCOMES)).alias("errors"),
@@ -191,7 +225,13 @@ def dependency_links(calls: DataFrame, events: DataFrame) -> DataFrame:
             estimate(out == "nacked").alias("nacked"),
             estimate(value="late_replies").alias("late_replies"),
             estimate(out == "none").alias("no_outcome"),
+            reached.alias("reached"),
         )
+        .withColumn(
+            "receivers",
+            sf.when(sf.col("callee") == "*", sf.array_join("reached", ", ")).otherwise(sf.col("callee")),
+        )
+        .drop("reached")
         .withColumn("parent", sf.col("caller"))
         .withColumn("child", sf.col("callee"))
         .withColumn("callCount", sf.col("calls"))
@@ -200,13 +240,14 @@ def dependency_links(calls: DataFrame, events: DataFrame) -> DataFrame:
 
 
 def latency(calls: DataFrame) -> DataFrame:
-    """p50/p90/p99/max/mean of caller round trips per callee, route form and method."""
+    """Per callee, route form and method: every call, the answered ones, and p50/p90/p99/max/mean of
+    their round trips (null where none was answered: casts, or every call failed without a reply)."""
     q = sf.percentile_approx("latency_ms", [0.5, 0.9, 0.99], 10000)
     return (
-        calls.filter(sf.col("latency_ms").isNotNull())
-        .groupBy("callee", "route", "method")
+        calls.groupBy("callee", "route", "method")
         .agg(
-            estimate().alias("n"),
+            estimate().alias("calls"),
+            estimate(sf.col("latency_ms").isNotNull()).alias("answered"),
             q.alias("q"),
             sf.max("latency_ms").alias("max_ms"),
             sf.avg("latency_ms").alias("mean_ms"),
@@ -215,7 +256,8 @@ def latency(calls: DataFrame) -> DataFrame:
             "callee",
             "route",
             "method",
-            "n",
+            "calls",
+            "answered",
             sf.col("q")[0].alias("p50_ms"),
             sf.col("q")[1].alias("p90_ms"),
             sf.col("q")[2].alias("p99_ms"),

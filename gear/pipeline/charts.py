@@ -1,18 +1,30 @@
 """The report's charts as SVG: latency percentiles per route, and the time axis per callee.
 
 Every chart sizes itself from its text (:func:`gear.pipeline.svg.text_width`), so no label is cut at an
-edge, and shows its top rows only (the rest stay in the tables and the Parquet output).
+edge, and shows its top rows only (the rest stay in the tables and the Parquet output). Each has a
+``viewBox``, so the page can scale it down to a narrow window. Latency bars use a log scale (one slow
+call must not flatten every other bar); the time axis draws p99 as a line only across consecutive
+buckets that have answered calls, and a lone bucket's p99 as a dot.
 """
 
 from __future__ import annotations
 
 import html
+import math
 from datetime import UTC, datetime
 from typing import Any
 
 from gear.pipeline.svg import text_width
+from gear.pipeline.tables import route_name
 
-__all__ = ("MAX_LATENCY_ROWS", "MAX_TIMELINE_PANELS", "latency_svg", "timeline_svg")
+__all__ = (
+    "MAX_LATENCY_ROWS",
+    "MAX_TIMELINE_PANELS",
+    "decade_label",
+    "latency_svg",
+    "p99_runs",
+    "timeline_svg",
+)
 
 MAX_LATENCY_ROWS = 15
 MAX_TIMELINE_PANELS = 6
@@ -24,40 +36,62 @@ def _ms(value: float) -> str:
     return f"{value:,.1f}" if value < 10 else f"{value:,.0f}"
 
 
+def decade_label(exponent: int) -> str:
+    """The axis label of 10**exponent milliseconds: ``0.01 ms`` ... ``100 ms``, ``1 s``, ``10 s``."""
+    if exponent >= 3:
+        return f"{10 ** (exponent - 3):,} s"
+    return f"{10**exponent:g} ms" if exponent >= 0 else f"{10.0**exponent:.{-exponent}f} ms"
+
+
 def latency_svg(rows: list[dict[str, Any]]) -> str:
-    """Horizontal bars per (callee, route, method): p50 solid, p90 and p99 lighter, max as a tick."""
-    if not rows:
-        return "<p class=note>No completed calls.</p>"
-    shown = sorted(rows, key=lambda r: -int(r["n"]))[:MAX_LATENCY_ROWS]
-    names = [f"{r['callee']} · {r['route']} · {r['method']} (n={int(r['n']):,})" for r in shown]
+    """Horizontal bars per answered (callee, route, method) on a log scale: p50 solid, p90 and p99
+    lighter, max as a tick, a labelled grid line per decade."""
+    answered = [r for r in rows if r.get("answered") and r.get("p50_ms") is not None]
+    if not answered:
+        return "<p class=note>No answered calls.</p>"
+    shown = sorted(answered, key=lambda r: -int(r["answered"]))[:MAX_LATENCY_ROWS]
+    names = [
+        f"{r['callee']} · {route_name(r['route'])} · {r['method']} (n={int(r['answered']):,})" for r in shown
+    ]
     notes = [f"p50 {_ms(float(r['p50_ms']))} · p99 {_ms(float(r['p99_ms']))} ms" for r in shown]
     label_w = max(text_width(n, 11) for n in names) + 16
     note_w = max(text_width(n, 11) for n in notes) + 16
     bar_w, row_h = 420, 26
-    scale = max(float(r["max_ms"]) for r in shown) or 1.0
+    low = min(max(float(r["p50_ms"]), 1e-3) for r in shown)
+    lo = math.floor(math.log10(low))
+    hi = max(lo + 1, math.ceil(math.log10(max(float(r["max_ms"]) for r in shown))))
+
+    def x(ms: float) -> float:
+        return label_w + bar_w * (math.log10(max(ms, 10.0**lo)) - lo) / (hi - lo)
+
     width = label_w + bar_w + note_w
     height = 44 + row_h * len(shown)
     out = [
         f"<svg id='latency-chart' xmlns='http://www.w3.org/2000/svg' width='{width:.0f}' height='{height}' "
         f"viewBox='0 0 {width:.0f} {height}' font-family='sans-serif' font-size='11'>"
     ]
+    for exponent in range(lo, hi + 1):
+        gx = x(10.0**exponent)
+        anchor = "start" if exponent == lo else "end" if exponent == hi else "middle"
+        out.append(
+            f"<line class='grid' x1='{gx:.1f}' x2='{gx:.1f}' y1='14' y2='{height - 20}' stroke='#e3e3e3'/>"
+            f"<text x='{gx:.1f}' y='{height - 6}' text-anchor='{anchor}' fill='#666'>"
+            f"{decade_label(exponent)}</text>"
+        )
     for i, (r, name, note) in enumerate(zip(shown, names, notes, strict=True)):
         y = 20 + i * row_h
         out.append(f"<text x='{label_w - 8:.1f}' y='{y + 13}' text-anchor='end'>{html.escape(name)}</text>")
         for key, colour in (("p99_ms", "#c6d7ef"), ("p90_ms", "#8fb0dd"), ("p50_ms", "#4a6fa5")):
-            w = bar_w * float(r[key]) / scale
+            w = x(float(r[key])) - label_w
             out.append(
-                f"<rect x='{label_w:.1f}' y='{y}' width='{w:.1f}' height='18' fill='{colour}'>"
-                f"<title>{key[:-3]} {float(r[key]):.1f} ms</title></rect>"
+                f"<rect class='bar' data-ms='{float(r[key]):.6g}' x='{label_w:.1f}' y='{y}' width='{w:.1f}' "
+                f"height='18' fill='{colour}'><title>{key[:-3]} {float(r[key]):.1f} ms</title></rect>"
             )
-        mx = label_w + bar_w * float(r["max_ms"]) / scale
+        mx = x(float(r["max_ms"]))
         out.append(f"<line x1='{mx:.1f}' x2='{mx:.1f}' y1='{y - 2}' y2='{y + 20}' stroke='#d0342c'/>")
         out.append(f"<text x='{label_w + bar_w + 8:.1f}' y='{y + 13}'>{html.escape(note)}</text>")
-    out.append(
-        f"<text x='{label_w:.1f}' y='{height - 6}' fill='#666'>0</text><text x='{label_w + bar_w:.1f}' "
-        f"y='{height - 6}' text-anchor='end' fill='#666'>{_ms(scale)} ms (max)</text></svg>"
-    )
-    more = len(rows) - len(shown)
+    out.append("</svg>")
+    more = len(answered) - len(shown)
     extra = (
         f"<p class=note>Busiest {len(shown)} routes shown; {more:,} more in the table.</p>"
         if more > 0
@@ -73,6 +107,17 @@ def _clock(ns: int, bucket_ms: int) -> str:
     if bucket_ms >= 1000:
         return moment.strftime("%H:%M:%S")
     return moment.strftime("%H:%M:%S.") + f"{moment.microsecond // 1000:03d}"[: 1 if bucket_ms >= 100 else 2]
+
+
+def p99_runs(buckets: list[int]) -> list[list[int]]:
+    """``buckets`` (sorted bucket numbers that have a p99) split into runs of consecutive numbers."""
+    runs: list[list[int]] = []
+    for k in buckets:
+        if runs and runs[-1][-1] == k - 1:
+            runs[-1].append(k)
+        else:
+            runs.append([k])
+    return runs
 
 
 def timeline_svg(rows: list[dict[str, Any]], bucket_ms: int) -> str:
@@ -120,8 +165,9 @@ def timeline_svg(rows: list[dict[str, Any]], bucket_ms: int) -> str:
         out.append(f"<line x1='{left:.0f}' x2='{left + plot_w:.0f}' y1='{base}' y2='{base}' stroke='#bbb'/>")
         out.append(f"<text x='{left - 6:.0f}' y='{top + 9}' text-anchor='end' fill='#666'>{peak:,}</text>")
         out.append(f"<text x='{left - 6:.0f}' y='{base}' text-anchor='end' fill='#666'>0</text>")
-        out.append(f"<text x='{left + plot_w + 6:.0f}' y='{top + 9}' fill='{_P99}'>{_ms(slow)} ms</text>")
-        points: list[str] = []
+        if any(r["p99_ms"] is not None for r in data.values()):  # casts only: no latency scale
+            out.append(f"<text x='{left + plot_w + 6:.0f}' y='{top + 9}' fill='{_P99}'>{_ms(slow)} ms</text>")
+        points: dict[int, float] = {}
         for ts, r in sorted(data.items()):
             k = (ts - first) // width_ns
             bx = left + k * bar
@@ -139,12 +185,18 @@ def timeline_svg(rows: list[dict[str, Any]], bucket_ms: int) -> str:
                         f"fill='{colour}'><title>{tip}</title></rect>"
                     )
             if r["p99_ms"] is not None:
-                py = base - plot_h * float(r["p99_ms"]) / slow
-                points.append(f"{bx + bw / 2:.1f},{py:.1f}")
-        if points:
-            out.append(
-                f"<polyline points='{' '.join(points)}' fill='none' stroke='{_P99}' stroke-width='1.5'/>"
-            )
+                points[k] = base - plot_h * float(r["p99_ms"]) / slow
+        for run in p99_runs(sorted(points)):
+            xy = [(left + k * bar + max(1.0, bar - 1) / 2, points[k]) for k in run]
+            if len(xy) == 1:
+                out.append(
+                    f"<circle class='p99' cx='{xy[0][0]:.1f}' cy='{xy[0][1]:.1f}' r='2' fill='{_P99}'/>"
+                )
+            else:
+                line = " ".join(f"{px:.1f},{py:.1f}" for px, py in xy)
+                out.append(
+                    f"<polyline class='p99' points='{line}' fill='none' stroke='{_P99}' stroke-width='1.5'/>"
+                )
         if i == len(shown) - 1:
             ticks = min(6, buckets)
             for t in range(ticks):

@@ -1,12 +1,17 @@
 """``report.html``: a one-page health view built from the job's summary, with no JavaScript.
 
-Top to bottom: headline cards, the time axis (calls, errors, timeouts and p99 latency per callee over
-time), the dependency graph (:mod:`gear.pipeline.svg`; edges coloured by error rate and thickened by
-volume), the latency chart, then the tables. A table shows its first :data:`TOP_ROWS` rows (the most
-important first) and folds the rest under a ``<details>`` element; rows past the summary's sample stay
-in the Parquet table, and the page says how many. ``graph.dot`` is written beside the report for
-Graphviz users. When instances sampled their traces, a note under the title says so and the count cards
-show estimates (marked ≈).
+Every count on the page counts calls one way (:data:`~gear.pipeline.tables.CALL_DEFINITION`, stated
+under the cards with the breakdown of the total by outcome): the cards read the summary's ``calls``
+entry and each table's calls add up to it. Routes are shown by their names (point-to-point, stateless,
+multicast, broadcast). Charts scale down with the window; tables wider than it scroll on their own.
+
+Top to bottom: headline cards, the definition of a call, the time axis (calls, errors, timeouts and p99
+latency per callee over time), the dependency graph (:mod:`gear.pipeline.svg`; edges coloured by error
+rate and thickened by volume), the latency chart, then the tables. A table shows its first
+:data:`TOP_ROWS` rows (the most important first) and folds the rest under a ``<details>`` element; rows
+past the summary's sample stay in the Parquet table, and the page says how many. ``graph.dot`` is written
+beside the report for Graphviz users. When instances sampled their traces, a note under the title says so
+and the count cards show estimates (marked ≈).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from typing import Any
 
 from gear.pipeline.charts import latency_svg, timeline_svg
 from gear.pipeline.svg import dependency_svg, dot_source
-from gear.pipeline.tables import BY_NAME, TABLES
+from gear.pipeline.tables import BY_NAME, CALL_DEFINITION, ROUTE_FORMS, ROUTE_NAMES, TABLES, route_name
 
 __all__ = ("TOP_ROWS", "render_report", "sampling_note", "write_report")
 
@@ -29,11 +34,15 @@ body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd}
 .meta{color:#666;font-size:12px}.cards{display:flex;flex-wrap:wrap;gap:10px;margin:14px 0}
 .card{border:1px solid #ddd;border-radius:6px;padding:8px 12px;min-width:120px}
-.card b{display:block;font-size:20px}.ok{border-left:5px solid #2e9d4f}.warn{border-left:5px solid #e0a100}
+.card b{display:block;font-size:20px}.card small{display:block;color:#666;font-size:11px}
+.ok{border-left:5px solid #2e9d4f}.warn{border-left:5px solid #e0a100}
 .bad{border-left:5px solid #d0342c}table{border-collapse:collapse;font-size:12px;margin:6px 0}
-th,td{border:1px solid #e3e3e3;padding:3px 7px;text-align:right}th{background:#f5f5f5}
+th,td{border:1px solid #e3e3e3;padding:3px 7px;text-align:right;white-space:nowrap}th{background:#f5f5f5}
 td:first-child,th:first-child{text-align:left}.note{color:#666;font-size:12px}
-.chart{overflow-x:auto}details summary{cursor:pointer;color:#4a6fa5;font-size:12px;margin:4px 0}
+.chart,.scroll{overflow-x:auto}.chart svg{max-width:100%;height:auto;display:block}
+details summary{cursor:pointer;color:#4a6fa5;font-size:12px;margin:4px 0}
+#definition{background:#f7f9fc;border:1px solid #dde5f0;border-radius:6px;padding:8px 12px;font-size:13px}
+#definition p{margin:3px 0}
 """
 
 
@@ -46,7 +55,15 @@ def _cell(value: Any) -> str:
 
 
 def _rows_html(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
-    return "".join("<tr>" + "".join(f"<td>{_cell(r.get(c))}</td>" for c in columns) + "</tr>" for r in rows)
+    def shown(row: dict[str, Any], column: str) -> str:
+        return html.escape(route_name(row.get(column))) if column == "route" else _cell(row.get(column))
+
+    return "".join("<tr>" + "".join(f"<td>{shown(r, c)}</td>" for c in columns) + "</tr>" for r in rows)
+
+
+def _grid(name: str, head: str, body: str) -> str:
+    """A table the page's readers (and its tests) find by ``data-table``; it scrolls when too wide."""
+    return f"<div class=scroll><table data-table='{name}'>{head}{body}</table></div>"
 
 
 def _table(name: str, table: dict[str, Any]) -> str:
@@ -59,11 +76,11 @@ def _table(name: str, table: dict[str, Any]) -> str:
     keys = spec.first
     rows.sort(key=lambda r: tuple(-float(r.get(k) or 0) for k in keys))
     head = "<tr>" + "".join(f"<th>{c}</th>" for c in columns) + "</tr>"
-    out = [title, f"<table>{head}{_rows_html(rows[:TOP_ROWS], columns)}</table>"]
+    out = [title, _grid(name, head, _rows_html(rows[:TOP_ROWS], columns))]
     if len(rows) > TOP_ROWS:
         out.append(
             f"<details><summary>Show {len(rows) - TOP_ROWS:,} more rows</summary>"
-            f"<table>{head}{_rows_html(rows[TOP_ROWS:], columns)}</table></details>"
+            f"{_grid(name, head, _rows_html(rows[TOP_ROWS:], columns))}</details>"
         )
     more = int(table.get("rows", len(rows))) - len(rows)
     if more > 0:
@@ -71,8 +88,12 @@ def _table(name: str, table: dict[str, Any]) -> str:
     return "".join(out)
 
 
-def _card(label: str, value: str, level: str) -> str:
-    return f"<div class='card {level}'><b>{html.escape(value)}</b>{html.escape(label)}</div>"
+def _card(key: str, label: str, value: str, level: str, detail: str = "") -> str:
+    small = f"<small>{html.escape(detail)}</small>" if detail else ""
+    return (
+        f"<div class='card {level}' data-card='{key}'><b>{html.escape(value)}</b>{html.escape(label)}"
+        f"{small}</div>"
+    )
 
 
 def _level(value: float, warn: float, bad: float) -> str:
@@ -92,33 +113,80 @@ def sampling_note(sampling: dict[str, Any], instances: int) -> str:
 
 def _cards(summary: dict[str, Any]) -> str:
     tables = summary["tables"]
-    links = tables["dependency_links"]["sample"]
-    calls = sum(r["calls"] for r in links)
-    errors = sum(r["errors"] for r in links)
-    timeouts = sum(r["timeouts"] for r in links)
-    unroutable = sum(r["unroutable"] for r in links)
-    rate = errors / calls if calls else 0.0
+    calls = summary["calls"]
+    total, errors = calls["total"], calls["errors"]
+    rate = errors / total if total else 0.0
     quality = summary.get("data_quality", {})
     blocked_ms = sum(r["duration_ms"] or 0.0 for r in tables["blocked_periods"]["sample"])
     reconnects = tables["reconnects"]["rows"]
     bad_lines = quality.get("corrupt_lines", 0) + quality.get("invalid_events", 0)
-    no_outcome = quality.get("calls_without_outcome", 0)
     sampling = summary.get("sampling") or {}  # estimates replace the raw totals
     about = "≈" if sampling else ""
-    all_calls = sampling.get("estimated_calls", quality.get("calls", calls))
     dups = sampling.get("estimated_duplicate_requests", tables["duplicate_deliveries"]["rows"])
+    timeouts, unroutable, none = calls["timeout"], calls["unroutable"], calls["none"]
     cards = (
-        _card("calls", f"{about}{all_calls:,}", "ok"),
-        _card("error rate", f"{rate:.2%}", _level(rate, 0.01, 0.05)),
-        _card("timeouts", f"{about}{timeouts:,}", _level(timeouts / calls if calls else 0.0, 0.01, 0.05)),
-        _card("unroutable", f"{about}{unroutable:,}", _level(unroutable, 1, 10)),
-        _card("duplicate requests", f"{about}{dups:,}", _level(dups, 1, 100)),
-        _card("blocked", f"{blocked_ms / 1000:,.1f} s", _level(blocked_ms, 1, 10_000)),
-        _card("reconnects", f"{reconnects:,}", _level(reconnects, 1, 5)),
-        _card("bad lines", f"{bad_lines:,}", _level(bad_lines, 1, 1000)),
-        _card("calls w/o outcome", f"{no_outcome:,}", _level(no_outcome, 1, 100)),
+        _card("calls", "calls", f"{about}{total:,}", "ok"),
+        _card(
+            "error_rate", "error rate", f"{rate:.2%}", _level(rate, 0.01, 0.05), f"{errors:,} of {total:,}"
+        ),
+        _card(
+            "timeouts",
+            "timeouts",
+            f"{about}{timeouts:,}",
+            _level(timeouts / total if total else 0, 0.01, 0.05),
+        ),
+        _card("unroutable", "unroutable", f"{about}{unroutable:,}", _level(unroutable, 1, 10)),
+        _card("duplicates", "duplicate requests", f"{about}{dups:,}", _level(dups, 1, 100)),
+        _card("blocked", "blocked", f"{blocked_ms / 1000:,.1f} s", _level(blocked_ms, 1, 10_000)),
+        _card("reconnects", "reconnects", f"{reconnects:,}", _level(reconnects, 1, 5)),
+        _card("bad_lines", "bad lines", f"{bad_lines:,}", _level(bad_lines, 1, 1000)),
+        _card("no_outcome", "calls w/o outcome", f"{about}{none:,}", _level(none, 1, 100)),
     )
     return "<div class=cards>" + "".join(cards) + "</div>"
+
+
+def _plural(n: int, one: str, many: str | None = None) -> str:
+    return f"{n:,} {one if n == 1 else many or one + 's'}"
+
+
+def _definition(calls: dict[str, int]) -> str:
+    """The definition of a call and the breakdown of the total that every card and table agrees with."""
+    total, answered, casts = calls["total"], calls["answered"], calls["confirmed_casts"]
+    parts = " + ".join(
+        (
+            _plural(calls["ok"], "ok", "ok"),
+            _plural(calls["remote_error"], "remote error"),
+            _plural(calls["timeout"], "timed out", "timed out"),
+            _plural(calls["unroutable"], "unroutable", "unroutable"),
+            _plural(calls["nacked"], "nacked by the broker", "nacked by the broker"),
+            _plural(calls["none"], "without an outcome", "without an outcome"),
+        )
+    )
+    errors = calls["errors"]
+    rate = errors / total if total else 0.0
+    failed = total - answered - casts
+    routes = ", ".join(f"{ROUTE_NAMES[r]} ({ROUTE_FORMS[r]})" for r in ROUTE_NAMES)
+    lines = (
+        ("What is a call", CALL_DEFINITION),
+        (_plural(total, "call"), f"= {parts}."),
+        (
+            "Error rate",
+            f"{rate:.2%} = {_plural(errors, 'error')} (remote errors, timeouts, unroutable and nacked "
+            f"calls) / {_plural(total, 'call')}.",
+        ),
+        (
+            "Latency",
+            f"is measured on the {_plural(answered, 'call')} that got a reply (ok or remote error); the "
+            f"other {total - answered:,} got none: {_plural(casts, 'confirmed cast')} (a cast expects no "
+            f"reply) and {failed:,} that timed out, were unroutable or nacked, or have no outcome.",
+        ),
+        (
+            "Routes",
+            f"{routes}; multicast reaches every instance of a TYPE, broadcast every instance of every TYPE.",
+        ),
+    )
+    body = "".join(f"<p><b>{html.escape(head)}</b> {html.escape(text)}</p>" for head, text in lines)
+    return f"<div id=definition data-total='{total}'>{body}</div>"
 
 
 def _sampling_html(sampling: dict[str, Any] | None) -> str:
@@ -145,17 +213,27 @@ def render_report(summary: dict[str, Any]) -> str:
         f"{html.escape(str(summary.get('spark', {}).get('version')))}</div>",
         _sampling_html(summary.get("sampling")),
         _cards(summary),
+        _definition(summary["calls"]),
         "<h2>Over time</h2><p class=note>Per callee TYPE: calls per bucket (bars), errors and timeouts "
-        "over them, p99 latency (line, right scale). A call counts in the bucket of its first publish.</p>",
+        "over them, p99 latency of the answered calls (line, right scale; broken where a bucket has no "
+        "answered call). A call counts in the bucket of its first publish.</p>",
         f"<div class=chart>{timeline_svg(timeline, bucket_ms)}</div>",
         "<h2>Dependency graph</h2><p class=note>Edge label: calls · error rate; colour: green &lt; 1 %, "
-        "amber &lt; 5 %, red ≥ 5 %; width grows with calls.</p>",
+        "amber &lt; 5 %, red ≥ 5 %; width grows with calls. A broadcast is one edge to * (the TYPEs it "
+        "reached are in the links table's receivers column); a loop on a TYPE is a TYPE calling its "
+        "own TYPE.</p>",
         f"<div class=chart>{dependency_svg(links)}</div>",
-        "<h2>Latency percentiles</h2>",
+        "<h2>Latency percentiles</h2><p class=note>Answered calls per callee, route and method, on a "
+        "log scale: p50 (dark), p90 and p99 (lighter) bars, the maximum as a red tick. Methods with no "
+        "answered call (casts) are in the table only.</p>",
         f"<div class=chart>{latency_svg(tables['latency']['sample'])}</div>",
     ]
     parts.extend(_table(t.name, tables[t.name]) for t in TABLES if t.shown and t.name in tables)
-    parts.append(f"<h2>Data quality</h2><table>{dq}</table></body></html>")
+    parts.append(
+        "<h2>Data quality</h2><p class=note>What the files hold, not scaled by sampling.</p>"
+        + _grid("data_quality", "<tr><th>counter</th><th>value</th></tr>", dq)
+    )
+    parts.append("</body></html>")
     return "\n".join(parts)
 
 

@@ -5,9 +5,9 @@ rounds as there are TYPEs) and TYPEs in a column are stacked. Forward edges leav
 and enter the next node's left side; each side spreads its edges over separate ports, so arrowheads
 never sit on top of each other. Edges that skip a column go round underneath (never through a box),
 edges back to an earlier (or the same) column arc above the graph, and a TYPE calling itself gets a
-loop above its box. Arrowheads have a fixed size (not scaled with the line
-width) and their tips end exactly on the target's border. Each label sits on its own edge's midpoint,
-on a white plate, moved down or up until it overlaps no other label and no node.
+loop above its box. A broadcast's callee ``*`` is drawn as ``* (broadcast)``. Arrowheads have a fixed
+size (not scaled with the line width) and their tips end exactly on the target's border. Each label sits
+on its own edge's midpoint, on a white plate, moved down or up until it overlaps no other label and no node.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ("dependency_svg", "dot_source", "edge_colour", "text_width")
+__all__ = ("dependency_svg", "dot_source", "edge_colour", "node_name", "text_width")
 
 _NODE_H, _COL_GAP, _ROW_GAP, _PAD, _FONT = 40, 150, 60, 30, 12
 _ARROW = 10.0
@@ -35,6 +35,11 @@ def edge_colour(calls: int, errors: int) -> str:
     """Green under 1 % errors, amber under 5 %, red from 5 %."""
     rate = errors / calls if calls else 0.0
     return _COLOURS[2] if rate >= 0.05 else _COLOURS[1] if rate >= 0.01 else _COLOURS[0]
+
+
+def node_name(node: str) -> str:
+    """A node's text: the TYPE, or ``* (broadcast)`` for the callee of broadcasts."""
+    return "* (broadcast)" if node == "*" else node
 
 
 def _label(row: dict[str, Any]) -> str:
@@ -94,7 +99,7 @@ def dependency_svg(links: list[dict[str, Any]]) -> str:
     columns: dict[int, list[str]] = defaultdict(list)
     for node in nodes:
         columns[level[node]].append(node)
-    width_of = {n: max(96.0, text_width(n, _FONT + 1) + 28) for n in nodes}
+    width_of = {n: max(96.0, text_width(node_name(n), _FONT + 1) + 28) for n in nodes}
     col_w = {c: max(width_of[n] for n in members) for c, members in columns.items()}
     arcs = sum(1 for a, b in edges if level[b] <= level[a])
     skips = sum(1 for a, b in edges if level[b] > level[a] + 1)
@@ -181,9 +186,10 @@ def dependency_svg(links: list[dict[str, Any]]) -> str:
         for c in _COLOURS
     )
     nodes_svg = "".join(
-        f"<g class='node'><rect x='{b.x:.1f}' y='{b.y:.1f}' width='{b.w:.1f}' height='{b.h}' rx='8' "
-        f"fill='#eef3fb' stroke='#4a6fa5'/><text x='{b.x + b.w / 2:.1f}' y='{b.y + b.h / 2 + 5:.1f}' "
-        f"text-anchor='middle' font-weight='bold' font-size='{_FONT + 1}'>{html.escape(n)}</text></g>"
+        f"<g class='node' data-node='{html.escape(n)}'><rect x='{b.x:.1f}' y='{b.y:.1f}' "
+        f"width='{b.w:.1f}' height='{b.h}' rx='8' fill='#eef3fb' stroke='#4a6fa5'/><text "
+        f"x='{b.x + b.w / 2:.1f}' y='{b.y + b.h / 2 + 5:.1f}' text-anchor='middle' font-weight='bold' "
+        f"font-size='{_FONT + 1}'>{html.escape(node_name(n))}</text></g>"
         for n, b in boxes.items()
     )
     return (
@@ -211,8 +217,9 @@ def _place_label(text: str, at: tuple[float, float], colour: str, title: str, pl
 
 
 def _title(r: dict[str, Any]) -> str:
+    reached = f" (reached {r['receivers']})" if r["callee"] == "*" and r.get("receivers") else ""
     return (
-        f"{r['caller']} → {r['callee']}: {r['calls']} calls, {r['errors']} errors "
+        f"{r['caller']} → {node_name(r['callee'])}{reached}: {r['calls']} calls, {r['errors']} errors "
         f"({r.get('remote_errors', 0)} remote, {r.get('timeouts', 0)} timeouts, "
         f"{r.get('unroutable', 0)} unroutable), {r.get('late_replies', 0)} late replies"
     )

@@ -11,7 +11,37 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import MappingProxyType
 
-__all__ = ("BY_NAME", "TABLES", "TABLE_NAMES", "Table")
+__all__ = (
+    "BY_NAME",
+    "CALL_DEFINITION",
+    "ROUTE_FORMS",
+    "ROUTE_NAMES",
+    "TABLES",
+    "TABLE_NAMES",
+    "Table",
+    "route_name",
+)
+
+CALL_DEFINITION = (
+    "A call is one request a caller published (a call, a cast or a gather), counted once however often "
+    "it was republished and however many instances received it; a broadcast (*.*) is one call to *. "
+    "Every count on this page counts calls this way: the cards, the time axis, the graph and the tables."
+)
+"""What every table counts as a call, as the report states it."""
+
+ROUTE_NAMES = MappingProxyType(
+    {"type_host": "point-to-point", "type": "stateless", "type_all": "multicast", "all": "broadcast"}
+)
+"""The report's name of each ``gear.route`` value (``gear.address.Route``; the tables keep the value)."""
+
+ROUTE_FORMS = MappingProxyType({"type_host": "TYPE.host", "type": "TYPE", "type_all": "TYPE.*", "all": "*.*"})
+"""The address form of each route, for the report's legend."""
+
+
+def route_name(route: object) -> str:
+    """The human name of a ``gear.route`` value (``type_host`` -> ``point-to-point``); others as given."""
+    text = "" if route is None else str(route)
+    return ROUTE_NAMES.get(text, text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,20 +65,22 @@ TABLES: tuple[Table, ...] = (
     Table(
         "dependency_links",
         ("caller", "callee", "calls", "errors", "remote_errors", "timeouts", "unroutable", "nacked",
-         "late_replies", "no_outcome", "parent", "child", "callCount", "errorCount"),
+         "late_replies", "no_outcome", "receivers", "parent", "child", "callCount", "errorCount"),
         order=("caller", "callee"),
         title="Dependency links (caller TYPE → callee TYPE)",
         shown=("caller", "callee", "calls", "errors", "remote_errors", "timeouts", "unroutable", "nacked",
-               "late_replies", "no_outcome"),
+               "late_replies", "no_outcome", "receivers"),
         first=("errors", "calls"),
     ),
     Table(
         "latency",
-        ("callee", "route", "method", "n", "p50_ms", "p90_ms", "p99_ms", "max_ms", "mean_ms"),
+        ("callee", "route", "method", "calls", "answered", "p50_ms", "p90_ms", "p99_ms", "max_ms",
+         "mean_ms"),
         order=("callee", "route", "method"),
-        title="Caller round-trip latency (ms, caller's clock)",
-        shown=("callee", "route", "method", "n", "p50_ms", "p90_ms", "p99_ms", "max_ms", "mean_ms"),
-        first=("p99_ms", "n"),
+        title="Calls and round-trip latency per method (ms, caller's clock)",
+        shown=("callee", "route", "method", "calls", "answered", "p50_ms", "p90_ms", "p99_ms", "max_ms",
+               "mean_ms"),
+        first=("p99_ms", "calls"),
     ),
     Table(
         "timeline",

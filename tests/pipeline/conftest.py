@@ -1,12 +1,16 @@
-"""A session-scoped local Spark session for the pipeline tests (skipped without Java or PySpark)."""
+"""A session-scoped local Spark session for the pipeline tests (skipped without Java or PySpark), and one
+analysis of generated traces that the truth, report and browser tests share."""
 
 from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+from gear.testing.traces.truth import Truth
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -40,3 +44,15 @@ def spark() -> Iterator[Any]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def analyzed(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Truth, dict[str, Any], Path]:
+    """``(truth, summary, out)``: the job's run on 400 generated root requests (seed 11)."""
+    from gear.pipeline.job import analyze
+    from gear.testing.traces.generate import generate
+
+    base = tmp_path_factory.mktemp("analyzed")
+    truth = generate(base / "traces", roots=400, seed=11)
+    summary = analyze(spark, base / "traces", base / "out")
+    return truth, summary, base / "out"

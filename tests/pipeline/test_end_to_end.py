@@ -67,15 +67,17 @@ async def test_example_system_links_match_the_calls(spark: Any, tmp_path: Path) 
     rows = summary["tables"]["dependency_links"]["sample"]
     links = {(r["caller"], r["callee"]): (r["calls"], r["errors"]) for r in rows}
     assert links == {
-        ("WEB", "REPO"): (6 + 1, 0),  # puts, plus the broadcast refresh reaching REPO
-        ("WEB", "CTRL"): (4 + 1, 0),  # lookups, plus the refresh
+        ("WEB", "REPO"): (6, 0),  # puts
+        ("WEB", "CTRL"): (4, 0),  # lookups
         ("CTRL", "REPO"): (4, 0),  # each lookup asks the owning REPO
-        ("WEB", "WEB"): (1, 0),  # the broadcast reaches the sender too
+        ("WEB", "*"): (1, 0),  # the broadcast refresh: one call, whatever it reached
     }
+    (broadcast,) = (r for r in rows if r["callee"] == "*")
+    assert broadcast["receivers"] == "CTRL, REPO, WEB"  # the sender's own TYPE too
     quality = summary["data_quality"]
     assert quality["corrupt_lines"] == 0
     assert quality["invalid_events"] == 0
     assert quality["calls_without_outcome"] == 0
-    latency = {(r["callee"], r["method"]): r["n"] for r in summary["tables"]["latency"]["sample"]}
+    latency = {(r["callee"], r["method"]): r["answered"] for r in summary["tables"]["latency"]["sample"]}
     assert latency[("REPO", "put")] == 6
     assert latency[("CTRL", "lookup")] == 4

@@ -207,7 +207,7 @@ async def test_every_table_matches_what_the_test_saw(
     assert sum(r["late_replies"] for r in links.values()) == web["late_replies"]
     assert links[callee_full]["nacked"] == 1
 
-    latency = {(r["callee"], r["method"]): r["n"] for r in tables["latency"]}
+    latency = {(r["callee"], r["method"]): r["answered"] for r in tables["latency"] if r["answered"]}
     answered = Counter(
         (k[0], k[2]) for k, n in record.outcomes.items() for _ in range(n) if k[3] in ("ok", "remote_error")
     )

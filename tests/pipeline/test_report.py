@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from gear.pipeline.charts import latency_svg, timeline_svg
+import pytest
+
+from gear.pipeline.charts import decade_label, latency_svg, p99_runs, timeline_svg
 from gear.pipeline.report import TOP_ROWS, render_report, write_report
 from gear.pipeline.svg import dependency_svg, dot_source, edge_colour
 
@@ -18,9 +21,15 @@ LINKS = [
     {**LINK, "caller": "REPO", "callee": "WEB", "calls": 1, "errors": 0},
 ]
 LATENCY = [
-    {"callee": "CTRL", "route": "type", "method": "lookup", "n": 100, "p50_ms": 4.0, "p90_ms": 9.0,
-     "p99_ms": 20.0, "max_ms": 31.0, "mean_ms": 5.0},
+    {"callee": "CTRL", "route": "type", "method": "lookup", "calls": 100, "answered": 100, "p50_ms": 4.0,
+     "p90_ms": 9.0, "p99_ms": 20.0, "max_ms": 31.0, "mean_ms": 5.0},
+    {"callee": "REPO", "route": "type_host", "method": "get", "calls": 90, "answered": 81, "p50_ms": 0.5,
+     "p90_ms": 1.0, "p99_ms": 2.0, "max_ms": 900.0, "mean_ms": 12.0},
+    {"callee": "AUDIT", "route": "type", "method": "log", "calls": 4, "answered": 0, "p50_ms": None,
+     "p90_ms": None, "p99_ms": None, "max_ms": None, "mean_ms": None},
 ]  # fmt: skip
+CALLS = {"total": 194, "answered": 181, "errors": 9, "ok": 185, "remote_error": 0, "timeout": 9,
+         "unroutable": 0, "nacked": 0, "none": 0, "confirmed_casts": 4}  # fmt: skip
 
 
 def _summary() -> dict[str, Any]:
@@ -30,7 +39,7 @@ def _summary() -> dict[str, Any]:
         for name in ("route_rates", "duplicate_deliveries", "redeliveries", "blocked_periods", "reconnects")
     }
     tables["dependency_links"] = {"rows": len(LINKS), "sample": LINKS}
-    tables["latency"] = {"rows": 1, "sample": LATENCY}
+    tables["latency"] = {"rows": len(LATENCY), "sample": LATENCY}
     tables["timeline"] = {"rows": len(TIMELINE), "sample": TIMELINE}
     dups = [
         {"service": "REPO", "instance": "REPO.r1", "request_id": f"{i:016x}", "method": "put",
@@ -42,6 +51,7 @@ def _summary() -> dict[str, Any]:
         "inputs": ["/t"],
         "tables": tables,
         "timeline_bucket_ms": 1000,
+        "calls": CALLS,
         "data_quality": {"corrupt_lines": 2, "invalid_events": 0},
     }
 
@@ -70,7 +80,7 @@ def test_arrowheads_keep_their_size_and_end_on_the_target() -> None:
     for marker in graph.iter(f"{SVG}marker"):
         assert marker.get("markerUnits") == "userSpaceOnUse"  # not scaled by the line width
     boxes = {
-        node.find(f"{SVG}text").text: node.find(f"{SVG}rect")  # type: ignore[union-attr]
+        node.get("data-node"): node.find(f"{SVG}rect")
         for node in graph.iter(f"{SVG}g")
         if node.get("class") == "node"
     }
@@ -126,3 +136,52 @@ def test_each_table_is_defined_once_and_consistently() -> None:
             assert set(part) <= set(table.columns), (table.name, set(part) - set(table.columns))
         assert bool(table.shown) == bool(table.title), table.name
     assert tuple(QUALITY_SCHEMA.fieldNames()) == TABLES[-1].columns
+
+
+def test_p99_line_is_broken_where_buckets_have_no_answered_call() -> None:
+    assert p99_runs([0, 1, 2, 5, 7, 8]) == [[0, 1, 2], [5], [7, 8]]
+    first = int(TIMELINE[0]["bucket_ns"])
+    rows = [
+        {**TIMELINE[0], "callee": "REPO", "bucket_ns": first + k * 1_000_000_000, "p99_ms": p99}
+        for k, p99 in ((0, 2.0), (1, 3.0), (2, None), (3, 4.0), (30, 5.0), (31, 6.0))
+    ]  # bucket 2 has calls but no answer; buckets 4 to 29 have no calls at all
+    chart = ET.fromstring(timeline_svg(rows, 1000))
+    lines = [e for e in chart.iter(f"{SVG}polyline") if e.get("class") == "p99"]
+    dots = [e for e in chart.iter(f"{SVG}circle") if e.get("class") == "p99"]
+    assert [len(e.get("points", "").split()) for e in lines] == [2, 2]
+    assert len(dots) == 1  # bucket 3 stands alone
+
+
+def test_latency_bars_use_a_log_scale() -> None:
+    chart = ET.fromstring(latency_svg(LATENCY))
+    bars = {
+        float(r.get("data-ms", 0)): float(r.get("width", 0))
+        for r in chart.iter(f"{SVG}rect")
+        if r.get("class") == "bar"
+    }
+    # equal ratios, equal lengths: 0.5 -> 1 ms is a factor 2 and 0.5 -> 4 ms is 2 cubed
+    doubling = bars[1.0] - bars[0.5]
+    assert bars[4.0] - bars[0.5] == pytest.approx(3 * doubling, rel=1e-2)
+    assert bars[20.0] - bars[2.0] == pytest.approx(doubling / math.log10(2), rel=1e-2)  # a decade
+    assert bars[20.0] / bars[2.0] < 2  # p99 20 ms is not drawn ten times as long as 2 ms
+    labels = {t.text for t in chart.iter(f"{SVG}text")}
+    assert {"0.1 ms", "1 ms", "10 ms", "100 ms", "1 s"} <= labels
+    assert not any("AUDIT" in (t or "") for t in labels)  # a cast has no latency to draw
+    assert "REPO · point-to-point · get (n=81)" in labels
+
+
+def test_decade_labels() -> None:
+    assert [decade_label(e) for e in (-2, -1, 0, 2, 3, 4)] == [
+        "0.01 ms", "0.1 ms", "1 ms", "100 ms", "1 s", "10 s",
+    ]  # fmt: skip
+
+
+def test_routes_are_shown_by_name_and_the_call_is_defined() -> None:
+    page = render_report(_summary())
+    assert "stateless" in page
+    assert "point-to-point" in page
+    assert ">type_host<" not in page
+    assert ">type<" not in page
+    assert "A call is one request a caller published" in page
+    assert "9 of 194" in page  # the error rate card says what it divides
+    assert ".chart svg{max-width:100%;height:auto" in page  # charts shrink with the window

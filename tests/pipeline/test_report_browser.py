@@ -2,8 +2,10 @@
 
 The page is the real job's output on generated traces. The browser must log no console error; the time
 axis, the dependency graph and the latency chart must be visible, every text inside its chart, no edge
-label on top of another label, a node or an arrowhead. The screenshot is kept as a test artifact
-(``$GEAR_TEST_ARTIFACTS``, default ``test-artifacts/``). Skipped when Chromium is not installed
+label on top of another label, a node or an arrowhead. At 700 px the charts shrink to the window and the
+page does not scroll sideways (wide tables scroll in their own box). Screenshots at 1400 and 700 px are
+kept as test artifacts (``$GEAR_TEST_ARTIFACTS``, default ``test-artifacts/``: ``report-1400.png``,
+``report-700.png``). Skipped when Chromium is not installed
 (``.ci/run`` installs it with ``apt-get install -y chromium``).
 """
 
@@ -64,41 +66,44 @@ _CHECK = """(() => {
 })()""".replace("CHART_IDS", json.dumps(CHARTS))
 
 
-@pytest.fixture(scope="module")
-def report(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from gear.pipeline.job import analyze
-    from gear.testing.traces.generate import generate
+@pytest.fixture
+def report(analyzed: tuple[Any, dict[str, Any], Path]) -> Path:
+    return analyzed[2] / "report.html"
 
-    base = tmp_path_factory.mktemp("browser")
-    generate(base / "traces", roots=400, seed=11)
-    analyze(spark, base / "traces", base / "out")
-    return base / "out" / "report.html"
+
+WIDTHS = (1400, 700)
 
 
 def test_report_renders_in_chromium(report: Path, tmp_path: Path) -> None:
     exe = find_chromium()
     if exe is None:
         pytest.skip("Chromium is not installed (apt-get install -y chromium; .ci/run does it)")
+    artifacts = Path(os.environ.get("GEAR_TEST_ARTIFACTS", "test-artifacts"))
+    artifacts.mkdir(parents=True, exist_ok=True)
     browser = Browser(exe, tmp_path / "profile")
+    found: dict[int, Any] = {}
     try:
-        browser.open(report.as_uri())
-        found = browser.evaluate(_CHECK)
-        artifacts = Path(os.environ.get("GEAR_TEST_ARTIFACTS", "test-artifacts"))
-        artifacts.mkdir(parents=True, exist_ok=True)
-        browser.screenshot(artifacts / "report-chromium.png")
+        for width in WIDTHS:
+            browser.open(report.as_uri(), width=width)
+            found[width] = browser.evaluate(_CHECK)
+            browser.screenshot(artifacts / f"report-{width}.png")
     finally:
         browser.close()
     assert browser.errors == []
-    for chart in CHARTS:
-        seen = found["charts"][chart]
-        assert seen is not None, f"{chart} is missing"
-        assert seen["shown"], chart
-        assert seen["width"] > 100, (chart, seen)
-        assert seen["height"] > 40, (chart, seen)
-        assert seen["shapes"] > 3, chart
-        assert seen["outside"] == [], f"{chart}: text outside the chart: {seen['outside']}"
-    assert found["overlaps"] == []
-    assert found["arrows"] == []
-    assert found["labelsInPlates"]
-    assert found["folded"] >= 1  # the duplicate table folds rows past the first ten
-    assert (artifacts / "report-chromium.png").stat().st_size > 10_000
+    for width, seen_at in found.items():
+        assert seen_at["pageWidth"] <= width, f"the page scrolls sideways at {width} px"
+        for chart in CHARTS:
+            seen = seen_at["charts"][chart]
+            assert seen is not None, f"{chart} is missing"
+            assert seen["shown"], chart
+            assert 100 < seen["width"] <= width, (width, chart, seen)
+            assert seen["height"] > 40, (width, chart, seen)
+            assert seen["shapes"] > 3, chart
+            assert seen["outside"] == [], f"{chart}: text outside the chart: {seen['outside']}"
+        assert seen_at["overlaps"] == []
+        assert seen_at["arrows"] == []
+        assert seen_at["labelsInPlates"]
+        assert seen_at["folded"] >= 1  # the duplicate table folds rows past the first ten
+        assert (artifacts / f"report-{width}.png").stat().st_size > 10_000
+    narrow, wide = (found[w]["charts"]["timeline-chart"]["width"] for w in (700, 1400))
+    assert narrow < wide  # the time axis shrank with the window

@@ -25,7 +25,7 @@ _LINK_COUNTS = ("calls", "errors", "remote_errors", "timeouts", "unroutable", "n
 _ROUTE_COUNTS = ("calls", "returns", "republishes", "republished_calls", "republish_ok", "republish_failed")
 COUNTS = {
     "dependency_links": (*_LINK_COUNTS, "no_outcome", "callCount", "errorCount"),
-    "latency": ("n",),
+    "latency": ("calls", "answered"),
     "timeline": ("calls", "errors", "timeouts", "remote_errors"),
     "route_rates": (*_ROUTE_COUNTS, "nacks", "timeouts", "remote_errors", "unroutable", "no_outcome"),
     "redeliveries": ("deliveries", "redelivered", "nacks", "rejects", "requeued"),

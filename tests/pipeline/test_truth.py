@@ -9,20 +9,14 @@ from typing import Any
 
 import pytest
 
-from gear.testing.traces.generate import generate
 from gear.testing.traces.truth import Truth
 
 pytestmark = pytest.mark.timeout(300)
 
 
-@pytest.fixture(scope="module")
-def result(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Truth, dict[str, Any], Path]:
-    from gear.pipeline.job import analyze
-
-    base = tmp_path_factory.mktemp("truth")
-    truth = generate(base / "traces", roots=400, seed=11)
-    summary = analyze(spark, base / "traces", base / "out")
-    return truth, summary, base / "out"
+@pytest.fixture
+def result(analyzed: tuple[Truth, dict[str, Any], Path]) -> tuple[Truth, dict[str, Any], Path]:
+    return analyzed
 
 
 def _table(spark: Any, out: Path, name: str) -> list[dict[str, Any]]:
@@ -37,13 +31,17 @@ def test_dependency_links(spark: Any, result: tuple[Truth, dict[str, Any], Path]
     }
     assert got == truth.links()
     assert all(r["callCount"] == r["calls"] and r["errorCount"] == r["errors"] for r in rows)
+    broadcasts = {r["caller"]: r["receivers"] for r in rows if r["callee"] == "*"}
+    assert broadcasts == truth.receivers()
+    assert all(r["receivers"] == r["callee"] for r in rows if r["callee"] != "*")
 
 
 def test_latency_on_the_callers_clock(spark: Any, result: tuple[Truth, dict[str, Any], Path]) -> None:
     truth, _, out = result
     got = {
         (r["callee"], r["route"], r["method"]): {
-            "n": float(r["n"]),
+            "calls": float(r["calls"]),
+            "answered": float(r["answered"]),
             "p50": r["p50_ms"],
             "p90": r["p90_ms"],
             "p99": r["p99_ms"],

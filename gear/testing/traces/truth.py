@@ -59,38 +59,52 @@ class Truth:
     orphan_events: int = 0
 
     def links(self) -> dict[tuple[str, str], dict[str, int]]:
-        """(caller, callee) -> calls, errors, remote_errors, timeouts, unroutable, nacked, late, none."""
+        """(caller, callee) -> calls, errors, remote_errors, timeouts, unroutable, nacked, late, none.
+
+        A broadcast is one call to ``*``, like every call counted once (see :meth:`receivers`)."""
         out: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
         for call in self.calls:
-            callees = [call.callee] if call.callee != "*" else sorted(call.callee_types) or ["*"]
-            for callee in callees:
-                row = out[(call.caller, callee)]
-                row["calls"] += 1
-                row["errors"] += call.outcome in ERROR_OUTCOMES
-                row["remote_errors"] += call.outcome == "remote_error"
-                row["timeouts"] += call.outcome == "timeout"
-                row["unroutable"] += call.outcome == "unroutable"
-                row["nacked"] += call.outcome == "nacked"
-                row["late_replies"] += call.late
-                row["no_outcome"] += call.outcome == "none"
+            row = out[(call.caller, call.callee)]
+            row["calls"] += 1
+            row["errors"] += call.outcome in ERROR_OUTCOMES
+            row["remote_errors"] += call.outcome == "remote_error"
+            row["timeouts"] += call.outcome == "timeout"
+            row["unroutable"] += call.outcome == "unroutable"
+            row["nacked"] += call.outcome == "nacked"
+            row["late_replies"] += call.late
+            row["no_outcome"] += call.outcome == "none"
         return {k: dict(v) for k, v in out.items()}
 
-    def latency(self) -> dict[tuple[str, str, str], dict[str, float]]:
-        """(callee, route, method) -> n, p50, p90, p99, max (milliseconds, caller's clock)."""
+    def receivers(self) -> dict[str, str]:
+        """Caller TYPE -> the TYPEs its broadcasts reached, sorted and comma-joined."""
+        reached: dict[str, set[str]] = defaultdict(set)
+        for call in self.calls:
+            if call.callee == "*":
+                reached[call.caller] |= call.callee_types
+        return {caller: ", ".join(sorted(types)) for caller, types in reached.items()}
+
+    def outcomes(self) -> Counter[str]:
+        """Calls per outcome."""
+        return Counter(call.outcome for call in self.calls)
+
+    def latency(self) -> dict[tuple[str, str, str], dict[str, float | None]]:
+        """(callee, route, method) -> calls, answered, p50, p90, p99, max (milliseconds, caller's clock;
+        None where no call was answered)."""
+        calls: Counter[tuple[str, str, str]] = Counter()
         groups: dict[tuple[str, str, str], list[float]] = defaultdict(list)
         for call in self.calls:
+            key = (call.callee, call.route, call.method)
+            calls[key] += 1
             if call.latency_ms is not None:
-                groups[(call.callee, call.route, call.method)].append(call.latency_ms)
-        return {
-            key: {
-                "n": float(len(values)),
-                "p50": nearest_rank(values, 0.5),
-                "p90": nearest_rank(values, 0.9),
-                "p99": nearest_rank(values, 0.99),
-                "max": max(values),
-            }
-            for key, values in groups.items()
-        }
+                groups[key].append(call.latency_ms)
+        out: dict[tuple[str, str, str], dict[str, float | None]] = {}
+        for key, n in calls.items():
+            values = groups.get(key, [])
+            out[key] = {"calls": float(n), "answered": float(len(values))}
+            for name, p in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
+                out[key][name] = nearest_rank(values, p) if values else None
+            out[key]["max"] = max(values) if values else None
+        return out
 
     def route_rates(self) -> dict[tuple[str, str], dict[str, int]]:
         """(callee, route) -> calls, returns, republishes, republished calls and their outcome, ..."""
