@@ -329,8 +329,8 @@ def _start_jvm(master: str, options: dict[str, str], log: Path) -> None:
     Raises:
         SparkMissingError: if the JVM exits before it is ready (the reason is in ``log``).
     """
-    # PySpark keeps its one gateway in this class attribute; a second would start a second JVM.
-    if SparkContext._gateway is not None:
+    # a second gateway would start a second JVM: reuse the running one (through its active session)
+    if SparkSession.getActiveSession() is not None:
         return
     conf = SparkConf(loadDefaults=False).setMaster(master).setAppName(_APP).setAll(list(options.items()))
     log.parent.mkdir(parents=True, exist_ok=True)
