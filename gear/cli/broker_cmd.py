@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import importlib.util
 import re
 import sys
 from pathlib import Path
@@ -188,6 +190,23 @@ def broker(
             show_default=False,
         ),
     ] = None,
+    prometheus_port: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            max=65535,
+            help="Serve /metrics under RabbitMQ's Prometheus metric names on this port (on --bind), so one "
+            "dashboard serves both brokers. Needs gear-rpc[metrics].",
+            show_default=False,
+        ),
+    ] = None,
+    prometheus_per_object: Annotated[
+        bool,
+        typer.Option(
+            help="Queue metrics per queue (labels vhost, queue) instead of summed, like RabbitMQ's "
+            "prometheus.return_per_object_metrics.",
+        ),
+    ] = False,
     level: LogLevelOpt = "WARNING",
 ) -> None:
     """Run Gear's reference broker (AMQP 0-9-1) in the foreground until Ctrl-C or SIGTERM.
@@ -202,12 +221,12 @@ def broker(
     anything that must span several machines.
     """
     from gear.broker import (
+        Broker,
         BrokerConfig,
         DefinitionsError,
         RecoveryReport,
         StoreLockedError,
         load_definitions,
-        serve,
     )
 
     configure_logging(log_level(level))
@@ -257,9 +276,25 @@ def broker(
     def recovered(report: RecoveryReport) -> None:
         typer.echo(f"gear broker: {report.summary()}")
 
+    if prometheus_port is not None and importlib.util.find_spec("prometheus_client") is None:
+        fail("--prometheus-port needs prometheus-client: pip install 'gear-rpc[metrics]'", ExitCode.USAGE)
+
+    async def run() -> None:
+        async with Broker(config) as running:
+            if data_dir is not None and running.recovery is not None:
+                recovered(running.recovery)
+            exporter = None
+            if prometheus_port is not None:
+                exporter = _expose(running, prometheus_port, bind, prometheus_per_object)
+            ready(running.url)
+            try:
+                await asyncio.Event().wait()
+            finally:
+                if exporter is not None:
+                    exporter.close()
+
     try:
-        extra = {"on_recovered": recovered} if data_dir is not None else {}
-        gear.run(run_until_signal(serve(config, on_ready=ready, **extra)))
+        gear.run(run_until_signal(run()))
     except StoreLockedError as exc:
         fail(str(exc), ExitCode.USAGE)
     except ValueError as exc:  # an unusable TLS certificate or key
@@ -267,6 +302,15 @@ def broker(
     except OSError as exc:
         fail(f"cannot listen on {bind}:{options['port']}: {exc.strerror or exc}", ExitCode.CONNECT)
     typer.echo("gear broker: stopped")
+
+
+def _expose(broker: Any, port: int, bind: str, per_object: bool) -> Any:
+    """Serve ``broker``'s metrics on ``bind:port``, read on its event loop at each scrape."""
+    from gear.broker.metrics import MetricsServer
+
+    server = MetricsServer(broker, asyncio.get_running_loop(), port, bind, per_object)
+    typer.echo(f"gear broker: Prometheus metrics on http://{bind}:{server.port}/metrics")
+    return server
 
 
 def hash_password_command(
