@@ -11,9 +11,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from gear.eventloop import call_in_loop
@@ -24,9 +25,24 @@ from gear.tracing.emitter import Emitter
 from gear.tracing.metering import Meter
 from gear.tracing.spans import otel_wanted
 
-__all__ = ("Exporters", "Tee")
+__all__ = ("Exporters", "Tee", "using_meter_provider")
 
 log = logging.getLogger("gear.metrics")
+
+_provider: Any | None = None
+"""The OpenTelemetry meter provider services started now use (None: the global one)."""
+
+
+@contextlib.contextmanager
+def using_meter_provider(provider: Any) -> Iterator[Any]:
+    """Services started inside the block record to ``provider`` (an OpenTelemetry ``MeterProvider``)
+    instead of the global one (tests, or an application with a provider of its own)."""
+    global _provider
+    previous, _provider = _provider, provider
+    try:
+        yield provider
+    finally:
+        _provider = previous
 
 
 class Tee:
@@ -73,7 +89,6 @@ class Exporters:
         port: int | None,
         bind: str,
         exchange: str,
-        otel_provider: Any | None = None,
     ) -> Exporters:
         """Choose the meters, set them on ``emitter`` and serve ``port`` if given.
 
@@ -89,8 +104,8 @@ class Exporters:
         if otel_wanted():
             from gear.metrics.otel import OtelMeter, sdk_configured
 
-            if otel_provider is not None or sdk_configured():
-                otel = OtelMeter(probe, exchange, otel_provider)
+            if _provider is not None or sdk_configured():
+                otel = OtelMeter(probe, exchange, _provider)
                 meters.append(otel)
         server = None
         if port is not None:

@@ -39,7 +39,8 @@ async def test_metrics_count_the_calls_made_by_method_route_and_error(fleet: Fle
     await client.rpc.cast("REPO", "note", {})
     await eventually(lambda: repo.stats["handlers_in_flight"] == 0)
 
-    assert client.metrics_port is not None and repo.metrics_port is not None
+    assert client.metrics_port is not None
+    assert repo.metrics_port is not None
     seen = await samples(client.metrics_port)
     calls = "rpc_client_call_duration_seconds_count"
     assert value(seen, calls, rpc_method="REPO/put", gear_route="type", error_type="") == 7
@@ -80,7 +81,10 @@ async def test_handlers_cancelled_at_their_deadline_and_duplicates_are_counted(f
     assert repo.metrics_port is not None
     found = await samples(repo.metrics_port)
     assert value(found, "gear_server_cancelled_total") == 1
-    assert value(found, "rpc_server_call_duration_seconds_count", rpc_method="REPO/slow", error_type="deadline") == 1
+    assert (
+        value(found, "rpc_server_call_duration_seconds_count", rpc_method="REPO/slow", error_type="deadline")
+        == 1
+    )
 
 
 async def test_livez_answers_while_the_loop_runs_and_not_when_it_is_stuck(fleet: Fleet) -> None:
@@ -92,7 +96,7 @@ async def test_livez_answers_while_the_loop_runs_and_not_when_it_is_stuck(fleet:
 
     loop = asyncio.get_running_loop()
     probe = loop.run_in_executor(None, _status_later, repo.metrics_port, "/livez")
-    time.sleep(LIVENESS_TIMEOUT + 1.0)  # the loop is stuck (a blocking call on it, say)
+    time.sleep(LIVENESS_TIMEOUT + 1.0)  # noqa: ASYNC251 - the point: the loop is stuck, as a blocking call would
     assert await probe == 503
     assert await aget(repo.metrics_port, "/livez") == (200, "ok\n")
 
@@ -129,7 +133,7 @@ async def test_the_port_is_released_at_stop_and_a_taken_port_fails_start(fleet: 
     port = repo.metrics_port
     assert port is not None
     other = fleet.service("REPO", "r2", metrics_port=port, metrics_bind="127.0.0.1")
-    with pytest.raises(OSError):
+    with pytest.raises(OSError, match="in use"):
         await other.start()
     await repo.stop()
     assert repo.metrics_port is None

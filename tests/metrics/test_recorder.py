@@ -100,7 +100,11 @@ def test_casts_are_measured_as_processing_and_publish_outcomes_as_errors() -> No
         if name == "messaging_client_sent_messages_total"
         for labels in [dict(key)]
     }
-    assert sent == {("call", "gear:CTRL", ""): 1, ("call", "gear:CTRL", "returned"): 1, ("cast", "gear:CTRL.@all", "nacked"): 1}
+    assert sent == {
+        ("call", "gear:CTRL", ""): 1,
+        ("call", "gear:CTRL", "returned"): 1,
+        ("cast", "gear:CTRL.@all", "nacked"): 1,
+    }
     ops = [k for k in found if k[0] == "messaging_client_operation_duration_seconds_count"]
     assert {dict(k[1])["messaging_operation_type"] for k in ops} == {"send"}
 
