@@ -15,8 +15,6 @@ from time import perf_counter
 from types import TracebackType
 from typing import Protocol
 
-from gear.tracing.spans import ClientSpan
-
 __all__ = ("METHOD_NOT_FOUND", "Meter", "TimedCall", "TimedServe", "error_type", "mark_failed")
 
 METHOD_NOT_FOUND = "MethodNotFound"
@@ -60,12 +58,19 @@ def error_type(error: BaseException | str) -> str:
     return type(error).__name__
 
 
+class _Span(Protocol):
+    """A client span (``gear.tracing.spans.ClientSpan``; not imported: the span module imports this one's
+    neighbours)."""
+
+    def end(self, error: BaseException | None = None) -> None: ...
+
+
 class TimedCall:
     """A call's client span, timed for :meth:`Meter.client_call` when it ends (``end`` is idempotent)."""
 
     __slots__ = ("_address", "_meter", "_method", "_span", "_started")
 
-    def __init__(self, span: ClientSpan, meter: Meter, address: str, method: str) -> None:
+    def __init__(self, span: _Span, meter: Meter, address: str, method: str) -> None:
         self._span = span
         self._meter: Meter | None = meter
         self._address = address
