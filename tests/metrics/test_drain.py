@@ -5,6 +5,7 @@ every call made is answered (by it or by the other instance): none is lost."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import signal
 import socket
@@ -71,9 +72,7 @@ async def test_sigterm_turns_readiness_off_first_and_loses_no_call() -> None:
         try:
             loop = asyncio.get_running_loop()
             for port in ports.values():
-                await eventually(
-                    lambda port=port: _ready(port), limit=30, what=f"instance on port {port} ready"
-                )
+                await eventually(functools.partial(_ready, port), limit=30, what=f"instance on {port} ready")
             await client.start()
             answered: Counter[str] = Counter()
             failures: list[BaseException] = []

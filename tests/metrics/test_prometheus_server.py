@@ -5,6 +5,7 @@ calls the test made. Skipped where the package is not installed (``apt-get insta
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shutil
 import socket
@@ -12,7 +13,7 @@ import subprocess
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -128,10 +129,8 @@ async def test_prometheus_sees_the_calls_made(prometheus: tuple[int, Path]) -> N
             start = time.time()
             for n in range(calls):
                 payload = {"fail": n < failing, "slow": failing <= n < failing + slow}
-                try:
+                with contextlib.suppress(gear.RemoteError):
                     await client.rpc.call("REPO", "put", payload)
-                except gear.RemoteError:
-                    pass
             await asyncio.sleep(4 * _INTERVAL)  # scraped after the last call
             end = time.time()
             window = f"{int(end - start) + 2}s"
@@ -146,7 +145,7 @@ async def test_prometheus_sees_the_calls_made(prometheus: tuple[int, Path]) -> N
             )
             assert error_share == pytest.approx(failing / calls, abs=0.02)
             assert _scalar(port, f"sum({counts})", end) == calls + 2
-            buckets = f'rpc_client_call_duration_seconds_bucket{{role="client",rpc_method="REPO/put"}}'
+            buckets = 'rpc_client_call_duration_seconds_bucket{role="client",rpc_method="REPO/put"}'
             p50 = _scalar(port, f"histogram_quantile(0.5, sum by (le) (rate({buckets}[{window}])))", end)
             p99 = _scalar(port, f"histogram_quantile(0.99, sum by (le) (rate({buckets}[{window}])))", end)
             assert p50 < 0.05  # 170 of 200 calls do nothing
@@ -168,7 +167,7 @@ async def test_prometheus_sees_the_calls_made(prometheus: tuple[int, Path]) -> N
         exporter.close()
 
 
-async def _until(check, limit: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+async def _until(check: Callable[[], bool], limit: float = 30.0) -> None:
     deadline = time.monotonic() + limit
     while True:
         try:

@@ -91,8 +91,12 @@ def test_casts_are_measured_as_processing_and_publish_outcomes_as_errors() -> No
     recorder.published("gear.call", "CTRL", 0.002, "returned")
     recorder.published("gear.cast", "CTRL.@all", 0.003, "nacked")
     found = _exposition(recorder)
-    process = (("error_type", "ValueError"), ("messaging_operation_name", "process"))
-    process += (("messaging_system", "rabbitmq"), ("rpc_method", "REPO/reload"))
+    process = (
+        ("error_type", "ValueError"),
+        ("messaging_operation_name", "process"),
+        ("messaging_system", "rabbitmq"),
+        ("rpc_method", "REPO/reload"),
+    )
     assert found["messaging_process_duration_seconds_count", process] == 1
     sent = {
         (labels["gear_rpc_kind"], labels["messaging_destination_name"], labels["error_type"]): v
