@@ -11,11 +11,10 @@ the exporter turns the copy into cumulative buckets.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from gear.metrics.labels import (
-    RawCache,
     call_labels,
     consumed_labels,
     process_labels,
@@ -28,6 +27,8 @@ from gear.tracing.metering import error_type
 __all__ = ("Recorder", "Snapshot")
 
 _CAST = "gear.cast"
+_RAW_KEYS = 4096
+"""Raw keys (addresses, routing keys...) kept per instrument before the cache starts over."""
 
 Series = list[float]
 """Counts per bucket (``len(BUCKETS) + 1``), then the sum of the values."""
@@ -80,43 +81,65 @@ class Recorder:
         self._process = _Family(Measured.PROCESS, hist)
         self._publish = _Family(Measured.PUBLISH, hist)
         self._consumed = _Family(Measured.CONSUMED, 1)
-        self._calls: RawCache[Series] = RawCache(self._in(self._client, call_labels))
-        self._served: RawCache[Series] = RawCache(self._in(self._server, served_labels, own_type))
-        self._casts: RawCache[Series] = RawCache(self._in(self._process, process_labels, own_type))
-        self._sent: RawCache[Series] = RawCache(self._in(self._publish, publish_labels, exchange))
-        self._delivered: RawCache[Series] = RawCache(self._in(self._consumed, consumed_labels, own_type))
+        self._own = own_type
+        self._exchange = exchange
+        # raw key -> series: the hot path's one lookup (cleared past _RAW_KEYS: raw keys may hold HOSTs)
+        self._calls: dict[tuple[str, str, str], Series] = {}
+        self._served: dict[tuple[str, str], Series] = {}
+        self._casts: dict[tuple[str, str], Series] = {}
+        self._sent: dict[tuple[str, str, str], Series] = {}
+        self._delivered: dict[tuple[str, str], Series] = {}
 
     @staticmethod
-    def _in(family: _Family, labels: Callable[..., tuple[str, ...]], *first: str) -> Callable[..., Series]:
-        def make(*raw: str) -> Series:
-            return family.find(labels(*first, *raw))
-
-        return make
+    def _keep(cache: dict[Any, Series], key: Any, series: Series) -> Series:
+        if len(cache) >= _RAW_KEYS:
+            cache.clear()
+        cache[key] = series
+        return series
 
     # -- the Meter protocol (on the event loop) ---------------------------------------------------------
 
     def client_call(self, address: str, method: str, seconds: float, error: BaseException | None) -> None:
         """Record a finished call or gather."""
-        series = self._calls.get((address, method, "" if error is None else error_type(error)))
+        key = (address, method, "" if error is None else error_type(error))
+        series = self._calls.get(key)
+        if series is None:
+            series = self._keep(self._calls, key, self._client.find(call_labels(*key)))
         series[bisect_left(BUCKETS, seconds)] += 1
         series[-1] += seconds
 
     def served(self, method: str, kind: str, seconds: float, error: BaseException | str | None) -> None:
         """Record a served request (a cast under ``messaging.process.duration``)."""
-        raw = (method, "" if error is None else error_type(error))
-        series = self._casts.get(raw) if kind == _CAST else self._served.get(raw)
+        key = (method, "" if error is None else error_type(error))
+        if kind == _CAST:
+            series = self._casts.get(key)
+            if series is None:
+                made = self._process.find(process_labels(self._own, *key))
+                series = self._keep(self._casts, key, made)
+        else:
+            series = self._served.get(key)
+            if series is None:
+                series = self._keep(self._served, key, self._server.find(served_labels(self._own, *key)))
         series[bisect_left(BUCKETS, seconds)] += 1
         series[-1] += seconds
 
     def published(self, kind: str, routing_key: str, seconds: float, outcome: str) -> None:
         """Record one publish attempt and its verdict."""
-        series = self._sent.get((kind, routing_key, outcome))
+        key = (kind, routing_key, outcome)
+        series = self._sent.get(key)
+        if series is None:
+            series = self._keep(self._sent, key, self._publish.find(publish_labels(self._exchange, *key)))
         series[bisect_left(BUCKETS, seconds)] += 1
         series[-1] += seconds
 
     def consumed(self, queue: str, kind: str) -> None:
         """Count one delivery."""
-        self._delivered.get((queue, kind))[0] += 1
+        key = (queue, kind)
+        series = self._delivered.get(key)
+        if series is None:
+            made = self._consumed.find(consumed_labels(self._own, *key))
+            series = self._keep(self._delivered, key, made)
+        series[0] += 1
 
     # -- reading (on the event loop) ----------------------------------------------------------------------
 

@@ -95,8 +95,11 @@ class TimedServe:
 
     __slots__ = ("_inner", "_kind", "_meter", "_method", "_started", "_token", "error")
 
-    def __init__(self, inner: AbstractContextManager[None], meter: Meter, method: str, kind: str) -> None:
+    def __init__(
+        self, inner: AbstractContextManager[None] | None, meter: Meter, method: str, kind: str
+    ) -> None:
         self._inner = inner
+        """The span's context, or None when there is none to enter (no span backend)."""
         self._meter = meter
         self._method = method
         self._kind = kind
@@ -106,13 +109,15 @@ class TimedServe:
     def __enter__(self) -> None:
         self._token = _SERVING.set(self)
         self._started = perf_counter()
-        self._inner.__enter__()
+        if self._inner is not None:
+            self._inner.__enter__()
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         try:
-            self._inner.__exit__(kind, exc, tb)
+            if self._inner is not None:
+                self._inner.__exit__(kind, exc, tb)
         finally:
             _SERVING.reset(self._token)
             # a run given up at stop (cancelled) was not served: the broker delivers it again
