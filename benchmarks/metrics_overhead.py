@@ -97,7 +97,9 @@ class _Pair:
     def __init__(self, url: str, side: str, scrape_every: float) -> None:
         suffix = uuid.uuid4().hex[:6]
         self.url, self.side, self.server_type = url, side, f"BENCHS{suffix}"
-        port = {"metrics_port": 0, "metrics_bind": "127.0.0.1"} if side == "prometheus" else {}
+        port: dict[str, Any] = (
+            {"metrics_port": 0, "metrics_bind": "127.0.0.1"} if side == "prometheus" else {}
+        )
         self.server = gear.Service(self.server_type, "s1", url=url, **port)
         self.client = gear.Service(f"BENCHC{suffix}", "c1", url=url, serve=False, **port)
         self._every = scrape_every
