@@ -172,7 +172,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "metrics",
         "metrics_overhead.py",
         ("--calls", "2000", "--rounds", "3"),
-        ("--calls", "6000", "--rounds", "7"),
+        ("--calls", "6000", "--rounds", "5"),
         render=_metrics,
         needs=("prometheus_client",),
     ),
