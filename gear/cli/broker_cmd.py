@@ -221,12 +221,12 @@ def broker(
     anything that must span several machines.
     """
     from gear.broker import (
-        Broker,
         BrokerConfig,
         DefinitionsError,
         RecoveryReport,
         StoreLockedError,
         load_definitions,
+        serve,
     )
 
     configure_logging(log_level(level))
@@ -279,28 +279,26 @@ def broker(
     if prometheus_port is not None and importlib.util.find_spec("prometheus_client") is None:
         fail("--prometheus-port needs prometheus-client: pip install 'gear-rpc[metrics]'", ExitCode.USAGE)
 
-    async def run() -> None:
-        async with Broker(config) as running:
-            if data_dir is not None and running.recovery is not None:
-                recovered(running.recovery)
-            exporter = None
-            if prometheus_port is not None:
-                exporter = _expose(running, prometheus_port, bind, prometheus_per_object)
-            ready(running.url)
-            try:
-                await asyncio.Event().wait()
-            finally:
-                if exporter is not None:
-                    exporter.close()
+    exporters: list[Any] = []
 
+    def expose(running: Any) -> None:
+        assert prometheus_port is not None
+        exporters.append(_expose(running, prometheus_port, bind, prometheus_per_object))
+
+    extra: dict[str, Any] = {"on_recovered": recovered} if data_dir is not None else {}
+    if prometheus_port is not None:
+        extra["on_started"] = expose
     try:
-        gear.run(run_until_signal(run()))
+        gear.run(run_until_signal(serve(config, on_ready=ready, **extra)))
     except StoreLockedError as exc:
         fail(str(exc), ExitCode.USAGE)
     except ValueError as exc:  # an unusable TLS certificate or key
         fail(str(exc), ExitCode.USAGE)
     except OSError as exc:
         fail(f"cannot listen on {bind}:{options['port']}: {exc.strerror or exc}", ExitCode.CONNECT)
+    finally:
+        for exporter in exporters:
+            exporter.close()
     typer.echo("gear broker: stopped")
 
 
