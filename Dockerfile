@@ -16,7 +16,7 @@ WORKDIR /app
 # The package is gear: the SDK, the reference broker, gear.cli (the `gear` command) and gear.examples.
 COPY pyproject.toml README.md ./
 COPY gear ./gear
-RUN pip install . && rm -rf /app/build
+RUN pip install ".[metrics]" && rm -rf /app/build
 
 # Never run services as root.
 RUN useradd --create-home --uid 10001 gear

@@ -42,6 +42,32 @@ README = HERE.parent / "README.md"
 RABBITMQ = os.environ.get("GEAR_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
 
 
+def _metrics(out: str) -> str:
+    """metrics_overhead.py prints progress, then a JSON object: turn it into a table."""
+    result = json.loads(out[out.index("{") :])
+    rows = [
+        "| metrics | calls/s | overhead vs off (calls/s) | CPU us per call | overhead vs off (CPU) |",
+        "|---|---:|---:|---:|---:|",
+        f"| off | {result['off_calls_per_s']:,} | - | {result['off_cpu_us_per_call']} | - |",
+    ]
+    for label, side in (
+        ("Prometheus (--metrics-port, scraped)", "prometheus"),
+        ("OpenTelemetry SDK", "otel"),
+    ):
+        calls, cpu = result[f"overhead_{side}_per_round"], result[f"cpu_overhead_{side}_per_round"]
+        rows.append(
+            f"| {label} | {result[side + '_calls_per_s']:,} | {calls:+.1%} | "
+            f"{result[side + '_cpu_us_per_call']} | {cpu:+.1%} |"
+        )
+    rows += [
+        "",
+        f"{result['calls_per_round']:,} calls per side per round at {result['concurrency']} in flight, "
+        f"{result['rounds']} rounds; both instances measured, scraped (or collected) every "
+        f"{result['scrape_every_s']:g} s; overheads are the median of each round's own ratio to `off`",
+    ]
+    return "\n".join(rows) + "\n"
+
+
 def _tracing(out: str) -> str:
     """tracing_overhead.py prints progress, then a JSON object: turn it into a table."""
     result = json.loads(out[out.index("{") :])
@@ -141,6 +167,14 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         ("--calls", "1000", "--rounds", "3"),
         ("--calls", "3000", "--rounds", "9", "--sample", "0.02"),
         render=_tracing,
+    ),
+    Benchmark(
+        "metrics",
+        "metrics_overhead.py",
+        ("--calls", "2000", "--rounds", "3"),
+        ("--calls", "6000", "--rounds", "5"),
+        render=_metrics,
+        needs=("prometheus_client",),
     ),
     Benchmark(
         "tracing-cpu",

@@ -9,12 +9,13 @@ the standard loop even when uvloop is installed (for comparisons and bug reports
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import importlib
 import os
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-__all__ = ("loop_factory", "loop_name", "run")
+__all__ = ("call_in_loop", "loop_factory", "loop_name", "run")
 
 T = TypeVar("T")
 
@@ -45,3 +46,31 @@ def run(main: Coroutine[Any, Any, T], *, debug: bool | None = None) -> T:
     """
     with asyncio.Runner(debug=debug, loop_factory=loop_factory()) as runner:
         return runner.run(main)
+
+
+def call_in_loop(loop: asyncio.AbstractEventLoop, func: Callable[[], T], timeout: float) -> T:
+    """Run ``func`` on ``loop`` from another thread and return its result (what an HTTP endpoint
+    served in a thread uses to read state that the loop owns).
+
+    Raises:
+        TimeoutError: the loop did not run it within ``timeout`` seconds (it is stuck or closed).
+        Exception: whatever ``func`` raised.
+    """
+    done: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+    def run() -> None:
+        if done.set_running_or_notify_cancel():
+            try:
+                done.set_result(func())
+            except BaseException as exc:  # handed to the waiting thread
+                done.set_exception(exc)
+
+    try:
+        loop.call_soon_threadsafe(run)
+    except RuntimeError as exc:  # the loop is closed
+        raise TimeoutError(f"the event loop is closed: {exc}") from None
+    try:
+        return done.result(timeout)
+    except concurrent.futures.TimeoutError:
+        done.cancel()
+        raise TimeoutError(f"the event loop did not answer within {timeout:g}s") from None

@@ -129,6 +129,9 @@ class Router:
         """Entry point from the link, inline: replies are routed and acknowledged here, requests go
         to the server, which settles them when served."""
         p = delivery.properties
+        meter = self._events.meter
+        if meter is not None:
+            meter.consumed(delivery.queue, p.message_type or "other")
         try:
             if delivery.malformed is not None:
                 raise EnvelopeError(delivery.malformed)

@@ -141,6 +141,8 @@ class Publisher:
         self._events = events or Emitter(NullTracer(), app_id, exchange)
         self.returns = 0
         self.republishes = 0
+        self.nacks = 0
+        """Attempts the broker nacked."""
 
     async def publish(
         self,
@@ -203,6 +205,8 @@ class Publisher:
             tracing = msg.traced and events.active
             if tracing:
                 events.publish(msg, message_id, attempt, reason or None)
+            meter = events.meter
+            sent_at = time.perf_counter() if meter is not None else 0.0
             result = await link.publishing.publish(
                 self._exchange,
                 msg.routing_key,
@@ -219,6 +223,8 @@ class Publisher:
                 isolated=isolated,
             )
             outcome = result.outcome
+            if meter is not None and outcome is not Outcome.NOT_SENT:
+                meter.published(msg.kind, msg.routing_key, time.perf_counter() - sent_at, outcome)
             if outcome is Outcome.CONFIRMED:
                 if tracing:
                     events.confirmed(msg, message_id, attempt)
@@ -239,6 +245,7 @@ class Publisher:
                 await asyncio.sleep(delay)
                 continue
             if outcome is Outcome.NACKED:
+                self.nacks += 1
                 if tracing:
                     events.nacked(msg, message_id, attempt)
                 nacks += 1

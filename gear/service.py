@@ -38,6 +38,8 @@ from gear.errors import ConfigurationError, ConnectionLostError
 from gear.hooks import HookAttr, Hooks
 from gear.inbound import ReplyHandlers, Router
 from gear.link import Link
+from gear.metrics.exporters import Exporters
+from gear.metrics.health import Readiness
 from gear.publisher import Publisher, RepublishPolicy
 from gear.reconnect import Backoff, Connector, ServiceState
 from gear.redact import mask_secrets
@@ -191,9 +193,13 @@ class Service:
         self._started = False
         self._started_at = 0.0
         self._stopping = False
+        self._stop_requested = False
+        """SIGTERM/SIGINT came (``run_forever``): not ready from that moment, before the drain starts."""
         self._draining = False
         """True while :meth:`stop` waits for handlers (no TYPE consumer, replies still received)."""
         self._stop_event = asyncio.Event()
+        self._events = events
+        self._exporters: Exporters | None = None
 
     @classmethod
     def client(
@@ -285,7 +291,35 @@ class Service:
             "calls_in_flight": self.rpc.in_flight,
             "handlers_in_flight": self._dispatcher.in_flight,
             "stats": self.stats,
+            "draining": self._draining,
         }
+
+    def readiness(self) -> Readiness:
+        """Whether this instance takes work (``/readyz``): a link is open, the topology declared, every
+        consumer it needs attached, and it is not stopping or draining (a SIGTERM to
+        :meth:`run_forever` makes it unready at once)."""
+        reasons: list[str] = []
+        if not self._started:
+            reasons.append("not started")
+        if self._stop_requested or self._stopping:
+            reasons.append("draining" if self._draining else "stopping")
+        link = self._connector.link
+        if not self.connected or link is None:
+            reasons.append(f"link {self.state.value}")
+        elif not self._stopping:
+            topology = self.topology
+            wanted = [topology.host_queue.name]
+            if topology.type_queue is not None:
+                wanted.append(topology.type_queue.name)
+            attached = link.consuming
+            reasons += [f"consumer of {q!r} not attached" for q in wanted if q not in attached]
+        return Readiness(not reasons, tuple(reasons))
+
+    @property
+    def metrics_port(self) -> int | None:
+        """The port ``/metrics``, ``/livez`` and ``/readyz`` are served on while running (None: none)."""
+        server = self._exporters.server if self._exporters is not None else None
+        return server.port if server is not None else None
 
     @property
     def blocked(self) -> bool:
@@ -312,6 +346,7 @@ class Service:
             "duplicates": self._dispatcher.duplicates,
             "duplicate_window_evicted": self._dispatcher.window.evicted,
             "held_at_stop": self._dispatcher.held,
+            "nacks": self._publisher.nacks,
             "reconnects": self._connector.reconnects,
             "failbacks": self._connector.failbacks,
             "calls_in_flight": self.rpc.in_flight,
@@ -347,9 +382,14 @@ class Service:
         self._topology = self._make_topology()
         if self._topology.type_queue is not None and PING_METHOD not in self._dispatcher.handlers:
             self._dispatcher.register(PING_METHOD, self._ping)
+        s = self.settings
+        self._exporters = Exporters.start(
+            self, self._events, port=s.metrics_port, bind=s.metrics_bind, exchange=s.exchange
+        )
         self._started_at = time.time()
         self._started = True
         self._stopping = False
+        self._stop_requested = False
         self._dispatcher.accept()
         self.rpc.loop = asyncio.get_running_loop()
         try:
@@ -358,6 +398,7 @@ class Service:
             self._started = False
             self.rpc.loop = None
             await self._connector.close()
+            self._close_exporters()
             raise
         log.info("%s started", self.identity)
 
@@ -407,6 +448,7 @@ class Service:
             self._executor = None
         self._started = False
         self._stop_event.set()
+        self._close_exporters()
         if self._own_tracer:
             self._tracer.close()
         log.info("%s stopped", self.identity)
@@ -423,7 +465,7 @@ class Service:
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 try:
-                    loop.add_signal_handler(sig, self._stop_event.set)
+                    loop.add_signal_handler(sig, self._request_stop)
                     installed.append(sig)
                 except (NotImplementedError, RuntimeError):
                     pass
@@ -433,6 +475,16 @@ class Service:
             for sig in installed:
                 loop.remove_signal_handler(sig)
             await self.stop()
+
+    def _request_stop(self) -> None:
+        """SIGTERM/SIGINT: unready now (an orchestrator stops sending work), then stop and drain."""
+        self._stop_requested = True
+        self._stop_event.set()
+
+    def _close_exporters(self) -> None:
+        if self._exporters is not None:
+            self._exporters.close()
+            self._exporters = None
 
     async def __aenter__(self) -> Service:
         await self.start()

@@ -90,6 +90,11 @@ class Settings(BaseSettings):
     """Private key (PEM) of ``tls_cert``; omit it when the key is in the certificate file."""
     tls_verify: bool = True
     """Verify the broker's certificate and host name (``False`` lets anyone in between listen in)."""
+    metrics_port: int | None = Field(default=None, ge=0, le=65535)
+    """Serve ``/metrics`` (Prometheus; ``pip install 'gear-rpc[metrics]'``), ``/livez`` and ``/readyz``
+    on this port while the service runs (``GEAR_METRICS_PORT``; 0 picks a free one); unset: no port."""
+    metrics_bind: str = "0.0.0.0"
+    """The interface of ``metrics_port`` (every one by default, so that probes and scrapers reach it)."""
     trace: str | None = None
     """Directory for JSON-lines trace events (``GEAR_TRACE``); unset, empty or ``off``: tracing off."""
     trace_sample: float = Field(default=1.0, gt=0, le=1)

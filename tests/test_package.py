@@ -8,6 +8,7 @@ import pkgutil
 import re
 import subprocess
 import sys
+import textwrap
 import tomllib
 import zipfile
 from pathlib import Path
@@ -75,6 +76,41 @@ def test_what_spark_executors_load_pulls_in_no_sdk(module: str) -> None:
     assert _loaded_by(f"import {module}", _SDK) == []
 
 
+_METRICS_LIBRARIES = ("prometheus_client", "opentelemetry")
+
+
+def test_a_service_without_a_metrics_port_or_the_otel_extra_loads_no_metrics_library() -> None:
+    """``GEAR_OTEL=off`` stands for the ``otel`` extra missing: a service that serves and calls with no
+    metrics port imports neither prometheus-client nor OpenTelemetry, and sets no meter."""
+    code = textwrap.dedent(
+        """
+        import asyncio, os, sys
+        os.environ["GEAR_OTEL"] = "off"
+        import gear
+        from gear.broker import Broker
+
+        async def main():
+            async with Broker(port=0) as broker:
+                svc = gear.Service("REPO", "r1", url=broker.url)
+                svc.handler("echo")(lambda x: x)
+                async with svc:
+                    assert await svc.rpc.call("REPO", "echo", 1) == 1
+                    assert svc._events.meter is None
+
+        asyncio.run(main())
+        print(",".join(sorted(m for m in sys.modules if m.split(".")[0] in {libraries!r})))
+        """
+    ).format(libraries=_METRICS_LIBRARIES)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == ""
+
+
+def test_the_metrics_package_loads_its_libraries_only_where_they_are_used() -> None:
+    assert _loaded_by("import gear.metrics, gear.metrics.exporters", _METRICS_LIBRARIES) == []
+    assert _loaded_by("import gear.broker", _METRICS_LIBRARIES) == []
+
+
 def test_gear_names_load_on_first_use() -> None:
     assert _loaded_by("import gear", _SDK) == []
     assert "gear.service" in _loaded_by("import gear; gear.Service", _SDK)
@@ -106,11 +142,13 @@ def test_only_the_brokers_server_does_io() -> None:
 def test_the_cli_uses_only_public_names() -> None:
     """``gear/cli/`` is glue over the public API: ``gear``'s facade, ``gear.broker``, ``gear.pipeline``."""
     import gear.broker
+    import gear.broker.metrics
     import gear.pipeline
 
     public = {
         "gear": {*gear.__all__, "pipeline"},
         "gear.broker": set(gear.broker.__all__),
+        "gear.broker.metrics": set(gear.broker.metrics.__all__),  # imported when its port is asked for
         "gear.pipeline": set(gear.pipeline.__all__),
         "gear.version": {"DISTRIBUTION", "version"},
     }
@@ -175,6 +213,7 @@ def test_the_calling_and_serving_sides_do_not_know_each_other() -> None:
 # package: what else of gear its modules may import (the layer picture in the README)
 _LAYERS = {
     "tracing": (),
+    "metrics": ("gear.tracing", "gear.eventloop", "gear.version"),
     "broker": ("gear.redact", "gear.eventloop"),
     "pipeline": ("gear.tracing",),
     "wire": (),

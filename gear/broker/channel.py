@@ -263,15 +263,19 @@ class Channel:
     def publish(self, method: FastPublish, message: Message) -> None:
         """Route one complete message: return if unroutable and mandatory, enqueue, track the confirm."""
         seq = 0
+        vhost = self.vhost
+        totals = vhost.totals
+        totals.received += 1
         if self.confirm_mode:
             self._seq += 1
             seq = self._seq
-        vhost = self.vhost
+            totals.received_confirm += 1
         exchange = vhost.exchanges.get(method.exchange)
         queues: list[Queue] = []
         if exchange is not None:
             if method.exchange == "" and method.routing_key.startswith(_REPLY_PREFIX):
                 if self._direct_reply(message):
+                    totals.routed += 1
                     self._confirm_now(seq)
                     return
             elif (
@@ -286,14 +290,18 @@ class Channel:
                 queues = vhost.route(exchange, message)
         if not queues:
             if method.mandatory:
+                totals.unroutable_returned += 1
                 self.conn.send(
                     return_frame(self.number, 312, "NO_ROUTE", method.exchange, method.routing_key)
                     + b"".join(
                         content_frames(self.number, message.properties, message.body, self.conn.frame_max)
                     )
                 )
+            else:
+                totals.unroutable_dropped += 1
             self._confirm_now(seq)
             return
+        totals.routed += 1
         if seq:
             self._unconfirmed[seq] = len(queues)
         ledger = self.ledger
@@ -362,6 +370,7 @@ class Channel:
         nacks, self._nacks = self._nacks, []
         if self.closing or self.released:
             return
+        self.vhost.totals.confirmed += len(acks)
         floor = next(iter(self._unconfirmed), 1 << 64)
         if nacks:
             nacks.sort()
@@ -408,6 +417,13 @@ class Channel:
         self.next_tag += 1
         tag = self.next_tag
         message = entry.message
+        totals = self.vhost.totals
+        if consumer.no_ack:
+            totals.delivered_auto_ack += 1
+        else:
+            totals.delivered_manual_ack += 1
+        if entry.redelivered:
+            totals.redelivered += 1
         if not consumer.no_ack and queue is not None:
             self.unacked[tag] = (queue, entry, consumer)
         conn = self.conn

@@ -158,6 +158,7 @@ def apply_settle(channel: Channel, kind: str, tag: int, multiple: bool, requeue:
         items = [item]
     touched: set[Queue] = set()
     if kind == "ack":
+        channel.vhost.totals.acknowledged += len(items)
         for queue, entry, consumer in items:
             queue.settled(entry, consumer)
             touched.add(queue)

@@ -325,11 +325,13 @@ async def serve(
     config: BrokerConfig,
     on_ready: Callable[[str], object] | None = None,
     on_recovered: Callable[[RecoveryReport], object] | None = None,
+    on_started: Callable[[Broker], object] | None = None,
 ) -> None:
     """Run a broker until cancelled; ``on_ready`` gets the URL once it listens (the CLI uses this).
 
     ``on_ready`` may be a plain function or return an awaitable, which is awaited. With a data
-    directory, ``on_recovered`` first gets what was recovered from it.
+    directory, ``on_recovered`` first gets what was recovered from it. ``on_started`` gets the running
+    broker itself before ``on_ready`` (``gear broker --prometheus-port`` reads it).
 
     Raises:
         StoreLockedError: another broker uses ``config.data_dir``.
@@ -337,6 +339,8 @@ async def serve(
     async with Broker(config) as broker:
         if on_recovered is not None and broker.recovery is not None:
             on_recovered(broker.recovery)
+        if on_started is not None:
+            on_started(broker)
         if on_ready is not None:
             result = on_ready(broker.url)
             if inspect.isawaitable(result):

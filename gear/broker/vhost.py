@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from gear.broker.exchange import Exchange
 from gear.broker.message import Message
 from gear.broker.queue import Queue, QueueStore
+from gear.broker.totals import MessageTotals
 
 __all__ = ("SYSTEM_EXCHANGES", "VhostServices", "VirtualHost")
 
@@ -59,6 +60,8 @@ class VirtualHost:
         self.exchanges: dict[str, Exchange] = {}
         self.queues: dict[str, Queue] = {}
         self.expiring: set[Queue] = set()
+        self.totals = MessageTotals()
+        """Messages counted since start (read by ``gear.broker.metrics``)."""
         for ex_name, kind, internal in SYSTEM_EXCHANGES:
             self.exchanges[ex_name] = Exchange(ex_name, kind, durable=True, internal=internal)
 

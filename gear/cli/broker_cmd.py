@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import importlib.util
 import re
 import sys
 from pathlib import Path
@@ -188,6 +190,23 @@ def broker(
             show_default=False,
         ),
     ] = None,
+    prometheus_port: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            max=65535,
+            help="Serve /metrics under RabbitMQ's Prometheus metric names on this port (on --bind), so one "
+            "dashboard serves both brokers. Needs gear-rpc[metrics].",
+            show_default=False,
+        ),
+    ] = None,
+    prometheus_per_object: Annotated[
+        bool,
+        typer.Option(
+            help="Queue metrics per queue (labels vhost, queue) instead of summed, like RabbitMQ's "
+            "prometheus.return_per_object_metrics.",
+        ),
+    ] = False,
     level: LogLevelOpt = "WARNING",
 ) -> None:
     """Run Gear's reference broker (AMQP 0-9-1) in the foreground until Ctrl-C or SIGTERM.
@@ -257,8 +276,19 @@ def broker(
     def recovered(report: RecoveryReport) -> None:
         typer.echo(f"gear broker: {report.summary()}")
 
+    if prometheus_port is not None and importlib.util.find_spec("prometheus_client") is None:
+        fail("--prometheus-port needs prometheus-client: pip install 'gear-rpc[metrics]'", ExitCode.USAGE)
+
+    exporters: list[Any] = []
+
+    def expose(running: Any) -> None:
+        assert prometheus_port is not None
+        exporters.append(_expose(running, prometheus_port, bind, prometheus_per_object))
+
+    extra: dict[str, Any] = {"on_recovered": recovered} if data_dir is not None else {}
+    if prometheus_port is not None:
+        extra["on_started"] = expose
     try:
-        extra = {"on_recovered": recovered} if data_dir is not None else {}
         gear.run(run_until_signal(serve(config, on_ready=ready, **extra)))
     except StoreLockedError as exc:
         fail(str(exc), ExitCode.USAGE)
@@ -266,7 +296,19 @@ def broker(
         fail(str(exc), ExitCode.USAGE)
     except OSError as exc:
         fail(f"cannot listen on {bind}:{options['port']}: {exc.strerror or exc}", ExitCode.CONNECT)
+    finally:
+        for exporter in exporters:
+            exporter.close()
     typer.echo("gear broker: stopped")
+
+
+def _expose(broker: Any, port: int, bind: str, per_object: bool) -> Any:
+    """Serve ``broker``'s metrics on ``bind:port``, read on its event loop at each scrape."""
+    from gear.broker.metrics import MetricsServer
+
+    server = MetricsServer(broker, asyncio.get_running_loop(), port, bind, per_object)
+    typer.echo(f"gear broker: Prometheus metrics on http://{bind}:{server.port}/metrics")
+    return server
 
 
 def hash_password_command(

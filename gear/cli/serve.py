@@ -70,18 +70,31 @@ def serve(
         str | None, typer.Option("--host", envvar="GEAR_HOST", help="Instance HOST (env GEAR_HOST).")
     ] = None,
     trace: TraceOpt = None,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            max=65535,
+            envvar="GEAR_METRICS_PORT",
+            help="Serve /metrics (Prometheus; needs gear-rpc[metrics]), /livez and /readyz on this port "
+            "(env GEAR_METRICS_PORT).",
+            show_default=False,
+        ),
+    ] = None,
     level: LogLevelOpt = "INFO",
 ) -> None:
     """Run a service until Ctrl-C or SIGTERM, then stop gracefully (handlers in flight finish).
 
-    --url, --type, --host and --trace are put in the environment (GEAR_URL, GEAR_TYPE, GEAR_HOST,
-    GEAR_TRACE) before the module is imported, so services that read gear.Settings pick them up.
+    --url, --type, --host, --trace and --metrics-port are put in the environment (GEAR_URL, GEAR_TYPE,
+    GEAR_HOST, GEAR_TRACE, GEAR_METRICS_PORT) before the module is imported, so services that read
+    gear.Settings pick them up. On SIGTERM /readyz turns 503 at once, then the drain starts.
     """
     settings = (
         ("GEAR_URL", ",".join(url or ())),
         ("GEAR_TYPE", type_),
         ("GEAR_HOST", host),
         ("GEAR_TRACE", trace),
+        ("GEAR_METRICS_PORT", None if metrics_port is None else str(metrics_port)),
     )
     for name, value in settings:
         if value:
@@ -96,6 +109,9 @@ def serve(
         typer.echo(
             f"gear serve: starting {svc.address} on {_hosts(svc)}; Ctrl-C or SIGTERM stops it", err=True
         )
+        if svc.settings.metrics_port is not None:
+            where = f"{svc.settings.metrics_bind}:{svc.settings.metrics_port}"
+            typer.echo(f"gear serve: /metrics, /livez and /readyz on {where}", err=True)
         # run_forever connects, serves, and on SIGINT/SIGTERM stops consuming, lets handlers in flight
         # finish (GEAR_DRAIN_TIMEOUT) and closes the connection.
         await svc.run_forever()

@@ -356,6 +356,11 @@ class Link:
             consumers.queues.pop(tag, None)
             raise ConnectionLostError(f"cannot consume {queue!r}: {exc}") from exc
 
+    @property
+    def consuming(self) -> frozenset[str]:
+        """The queues this link consumes (asked for, and not cancelled since)."""
+        return frozenset(q for consumers in self._consumers.values() for q in list(consumers.queues.values()))
+
     async def stop_consuming(self, queue: str | None = None) -> None:
         """Cancel the consumer of ``queue`` (default: every consumer); deliveries already taken are
         still processed and acknowledged."""

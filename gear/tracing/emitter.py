@@ -24,8 +24,9 @@ from typing import Any
 from gear.tracing.api import Attr, EventName, Settlement, Tracer
 from gear.tracing.layout import LAYOUTS, Layout
 from gear.tracing.messages import DeliveredMessage, OutgoingMessage, RequestMeta, type_of
+from gear.tracing.metering import Meter, TimedCall, TimedServe, mark_failed
 from gear.tracing.sampling import ALL, TraceSampler
-from gear.tracing.spans import ClientSpan, Spans, default_spans
+from gear.tracing.spans import NO_SPANS, ClientSpan, Spans, default_spans
 
 __all__ = ("Emitter",)
 
@@ -41,6 +42,9 @@ def _ms(seconds: float) -> float:
 # -- layouts: which attributes each event carries, in order (see gear.tracing.layout) ----------------
 
 _RABBIT = (Attr.MESSAGING_SYSTEM, "rabbitmq")
+_CAST = "gear.cast"
+_NO_SPAN_CONTEXT = NO_SPANS.server(None, None, None, "", record=False)  # type: ignore[arg-type]
+"""What the no-op span backend serves in: a timed request skips entering it."""
 _PUBLISH_FIELDS = (
     _RABBIT, (Attr.OPERATION_TYPE, "send"), (Attr.OPERATION_NAME, "publish"), (Attr.DESTINATION, str),
     (Attr.ROUTING_KEY, str), (Attr.MESSAGE_ID, str), (Attr.REQUEST_ID, str), (Attr.ATTEMPT, int),
@@ -152,7 +156,8 @@ class Emitter:
     """The trace events of one service instance (``identity`` = its ``TYPE.HOST``)."""
 
     __slots__ = (
-        "_drops", "_ended", "_exchange", "_identity", "_live", "_record", "_sampled", "_spans", "_tracer"
+        "_drops", "_ended", "_exchange", "_identity", "_live", "_record", "_sampled", "_spans", "_tracer",
+        "meter",
     )  # fmt: skip
 
     def __init__(
@@ -182,6 +187,10 @@ class Emitter:
         """Where an event goes: the tracer's own ``record`` (a layout number and a tuple of values,
         nothing else built on this thread), else :meth:`_emit`, which makes the attribute dict. An event
         with a ``None`` value goes to :meth:`_emit` in any case (``record`` takes no missing values)."""
+        self.meter: Meter | None = None
+        """Where Gear's metrics go (see :mod:`gear.tracing.metering`); ``None``: no metrics. Calls and
+        served requests are timed here; the publisher and the router read it for attempts and
+        deliveries. Sampling never applies to it."""
 
     def _dropped(self, trace_id: str | None) -> bool:
         """True when the sampler drops the trace ``trace_id``: no event, no span."""
@@ -209,7 +218,11 @@ class Emitter:
         """Start the span of an outgoing call/cast/gather and put its context in ``msg.headers``."""
         live = self._live = self._spans.active
         record = live and not self._dropped(msg.trace_id)
-        return self._spans.start_client(msg, address, msg.headers, self._exchange, record=record)
+        span = self._spans.start_client(msg, address, msg.headers, self._exchange, record=record)
+        meter = self.meter
+        if meter is None or msg.kind == _CAST:  # a cast is measured by its publish attempts
+            return span
+        return TimedCall(span, meter, address, msg.method)
 
     def server_span(
         self, delivery: DeliveredMessage, meta: RequestMeta, headers: Any
@@ -217,11 +230,17 @@ class Emitter:
         """The context in which one request is served (its span current, parented by ``headers``)."""
         live = self._live = self._spans.active
         record = live and not self._dropped(meta.trace_id)
-        return self._spans.server(delivery, meta, headers, self._exchange, record=record)
+        context = self._spans.server(delivery, meta, headers, self._exchange, record=record)
+        meter = self.meter
+        if meter is None:
+            return context
+        return TimedServe(None if context is _NO_SPAN_CONTEXT else context, meter, meta.method, meta.kind)
 
     def failed(self, error: BaseException | str) -> None:
         """The request being served failed (handler exception, bad payload, unknown method)."""
         self._spans.failed(error)
+        if self.meter is not None:
+            mark_failed(error)
 
     def current_trace_id(self) -> str | None:
         """The current OpenTelemetry trace id, so Gear's own trace id can be the same."""
@@ -406,12 +425,14 @@ class Emitter:
 
     def expired(self, delivery: DeliveredMessage, meta: RequestMeta) -> None:
         """``gear.rpc.expired``: the request's deadline had passed when it arrived; it is dropped."""
+        if self.meter is not None:
+            mark_failed("expired")
         if self._records(meta.trace_id):
             self._delivery_event(_EXPIRED, delivery, meta)
 
     def cancelled(self, delivery: DeliveredMessage, meta: RequestMeta) -> None:
         """``gear.rpc.cancelled``: the handler outlived the request's deadline; no reply follows."""
-        self._spans.failed("deadline")
+        self.failed("deadline")
         if self._records(meta.trace_id):
             self._delivery_event(_CANCELLED, delivery, meta)
 

@@ -49,6 +49,7 @@ from opentelemetry.trace import (
 
 from gear.tracing.api import Attr
 from gear.tracing.messages import DeliveredMessage, OutgoingMessage, RequestMeta, type_of
+from gear.tracing.metering import error_type
 
 __all__ = ("SCHEMA_URL", "OtelSpans")
 
@@ -90,19 +91,8 @@ _NO_CLIENT_SPAN = _NoClientSpan()
 _NO_CONTEXT = nullcontext()
 
 
-def _error_type(error: BaseException | str) -> str:
-    if isinstance(error, str):
-        return error
-    remote = getattr(error, "type", None)  # RemoteError carries the remote exception's class name
-    if isinstance(remote, str) and remote:
-        return remote
-    if isinstance(error, TimeoutError):
-        return "timeout"
-    return type(error).__name__
-
-
 def _fail(span: Span, error: BaseException | str) -> None:
-    kind = _error_type(error)
+    kind = error_type(error)
     span.set_attribute(Attr.ERROR_TYPE, kind)
     if isinstance(error, BaseException):
         span.record_exception(error)

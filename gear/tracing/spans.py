@@ -20,7 +20,16 @@ from typing import Any, Protocol
 
 from gear.tracing.messages import DeliveredMessage, OutgoingMessage, RequestMeta
 
-__all__ = ("NO_SPANS", "OTEL_ENV", "ClientSpan", "Spans", "configure_spans", "default_spans", "using_spans")
+__all__ = (
+    "NO_SPANS",
+    "OTEL_ENV",
+    "ClientSpan",
+    "Spans",
+    "configure_spans",
+    "default_spans",
+    "otel_wanted",
+    "using_spans",
+)
 
 OTEL_ENV = "GEAR_OTEL"
 """``off`` (or ``0``/``false``/``no``) disables the OpenTelemetry bridge although the extra is installed."""
@@ -154,7 +163,9 @@ def configure_spans(spans: Spans | None) -> None:
 _installed: bool | None = None
 
 
-def _otel_wanted() -> bool:
+def otel_wanted() -> bool:
+    """True when the ``otel`` extra is installed and ``GEAR_OTEL`` does not turn it off (nothing is
+    imported to find out)."""
     global _installed
     if os.environ.get(OTEL_ENV, "").strip().lower() in ("0", "off", "false", "no"):
         return False
@@ -175,7 +186,7 @@ def default_spans() -> Spans:
     global _auto
     if _configured is not None:
         return _configured
-    if not _otel_wanted():
+    if not otel_wanted():
         return NO_SPANS
     if _auto is None:
         from gear.tracing.otel import OtelSpans
