@@ -28,6 +28,7 @@ import argparse
 import asyncio
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -45,6 +46,8 @@ from gobench import GoClient
 __all__ = ("main",)
 
 PAYLOAD = {"data": "x" * 80}
+BROKER_PID: int | None = None
+"""The broker process (found by the port it listens on), whose CPU per call is reported too."""
 CONCURRENCY: tuple[int, ...] = (1, 16, 64, 256)
 
 
@@ -227,6 +230,19 @@ PEERS: dict[
 # -- measurement -----------------------------------------------------------------------------------
 
 
+def _listening_pid(url: str) -> int | None:
+    """The process listening on the broker URL's port on this machine (``ss``), if it can be told."""
+    from yarl import URL
+
+    port = URL(url).port or 5672
+    try:
+        out = subprocess.run(["ss", "-ltnpH", f"sport = :{port}"], capture_output=True, text=True).stdout
+    except OSError:
+        return None
+    found = {int(pid) for pid in re.findall(r"pid=(\d+)", out)}
+    return found.pop() if len(found) == 1 else None
+
+
 def _proc_cpu(pid: int) -> float:
     """User + system CPU seconds of a child process (Linux)."""
     try:
@@ -247,11 +263,13 @@ async def measure(
 async def _slice(client: Client, concurrency: int, seconds: float, server_pid: int | None) -> dict[str, Any]:
     """One stretch of load. Calls that finish after ``seconds`` still count for CPU, not for the rate
     (the stretch's tail, when fewer calls are in flight, would otherwise lower it)."""
+    broker0 = _proc_cpu(BROKER_PID) if BROKER_PID else float("nan")
     if client.load is not None:  # a peer in its own process runs the stretch itself
         srv0 = _proc_cpu(server_pid) if server_pid else float("nan")
         got = await client.load(concurrency, seconds)
         srv = (_proc_cpu(server_pid) - srv0) if server_pid else float("nan")
-        return {**got, "seconds": seconds, "cpu": got["cpu"] + srv}
+        broker = (_proc_cpu(BROKER_PID) - broker0) if BROKER_PID else float("nan")
+        return {**got, "seconds": seconds, "cpu": got["cpu"] + srv, "broker_cpu": broker}
     call = client.call
     latencies: list[float] = []
     loop = asyncio.get_running_loop()
@@ -274,7 +292,14 @@ async def _slice(client: Client, concurrency: int, seconds: float, server_pid: i
     await asyncio.wait_for(asyncio.gather(*(worker() for _ in range(concurrency))), seconds + 60)
     cpu = time.process_time() - cpu0
     srv = (_proc_cpu(server_pid) - srv0) if server_pid else float("nan")
-    return {"latencies": latencies, "in_time": in_time, "seconds": seconds, "cpu": cpu + srv}
+    broker = (_proc_cpu(BROKER_PID) - broker0) if BROKER_PID else float("nan")
+    return {
+        "latencies": latencies,
+        "in_time": in_time,
+        "seconds": seconds,
+        "cpu": cpu + srv,
+        "broker_cpu": broker,
+    }
 
 
 def _summary(slices: list[dict[str, Any]]) -> dict[str, float]:
@@ -283,6 +308,7 @@ def _summary(slices: list[dict[str, Any]]) -> dict[str, float]:
     return {
         "rps": sum(s["in_time"] for s in slices) / sum(s["seconds"] for s in slices),
         "cpu_us": sum(s["cpu"] for s in slices) / n * 1e6,
+        "broker_us": sum(s.get("broker_cpu", float("nan")) for s in slices) / n * 1e6,
         "p50": latencies[n // 2] * 1000,
         "p99": latencies[min(n - 1, int(n * 0.99))] * 1000,
     }
@@ -332,6 +358,7 @@ async def alternating(calls: dict[str, Client], seconds: float) -> dict[str, dic
         out[name] = {
             "rps": n / sum(lat),
             "cpu_us": float("nan"),
+            "broker_us": float("nan"),
             "p50": lat[n // 2] * 1000,
             "p99": lat[min(n - 1, int(n * 0.99))] * 1000,
         }
@@ -399,21 +426,29 @@ async def run(url: str, rounds: int, seconds: float, peers: list[str], loop: str
 
 def report(results: Results, peers: list[str], rounds: int, loop: str = "asyncio") -> None:
     """Print the results as the README's markdown table plus the Gear / peer ratios."""
-    busiest = max(CONCURRENCY)
+    busiest = 64 if 64 in CONCURRENCY else max(CONCURRENCY)
     print(
         f"\nRPC, {loop} event loop: median of {rounds} interleaved rounds, 100 B JSON payload, client and "
         f"server in separate processes; CPU us/call is client + server process CPU per call at "
-        f"c={busiest} (the broker's is not included)\n"
+        f"c={busiest}, broker us/call the broker process's CPU per call at c={busiest}\n"
     )
-    head = ["peer", "c=1 p50 ms", "c=1 p99 ms", *(f"rps c={c}" for c in CONCURRENCY), "CPU us/call"]
+    head = [
+        "peer",
+        "c=1 p50 ms",
+        "c=1 p99 ms",
+        *(f"rps c={c}" for c in CONCURRENCY),
+        "CPU us/call",
+        "broker us/call",
+    ]
     print("| " + " | ".join(head) + " |")
     print("|---|" + "---:|" * (len(head) - 1))
     for name in peers:
         lat = results[(name, 1)]
         cells = [name, f"{_median([x['p50'] for x in lat]):.2f}", f"{_median([x['p99'] for x in lat]):.2f}"]
         cells += [f"{_median([x['rps'] for x in results[(name, c)]]):,.0f}" for c in CONCURRENCY]
-        cpu = _median([x["cpu_us"] for x in results[(name, busiest)]])
-        cells.append("-" if math.isnan(cpu) else f"{cpu:,.0f}")
+        for key in ("cpu_us", "broker_us"):
+            cpu = _median([x[key] for x in results[(name, busiest)]])
+            cells.append("-" if math.isnan(cpu) else f"{cpu:,.0f}")
         print("| " + " | ".join(cells) + " |")
     if "gear" not in peers:
         return
@@ -428,9 +463,12 @@ def report(results: Results, peers: list[str], rounds: int, loop: str = "asyncio
             parts.append(f"rps c={c} {_median(ratios):.2f}x")
         p50s = [g["p50"] / p["p50"] for g, p in zip(results[("gear", 1)], results[(name, 1)], strict=True)]
         parts.append(f"p50 c=1 {_median(p50s):.2f}x")
-        pairs = zip(results[("gear", busiest)], results[(name, busiest)], strict=True)
         if busiest > 1:
-            parts.append(f"CPU/call {_median([g['cpu_us'] / p['cpu_us'] for g, p in pairs]):.2f}x")
+            for key, label in (("cpu_us", "CPU/call"), ("broker_us", "broker CPU/call")):
+                pairs = zip(results[("gear", busiest)], results[(name, busiest)], strict=True)
+                ratio = _median([g[key] / p[key] for g, p in pairs])
+                if not math.isnan(ratio):
+                    parts.append(f"{label} {ratio:.2f}x")
         print(f"- vs {name}: " + ", ".join(parts))
 
 
@@ -468,6 +506,8 @@ def main() -> None:
             runner.run(serve(args.url, args.tag))
         return
     peers = [p.strip() for p in args.peers.split(",") if p.strip()]
+    global BROKER_PID
+    BROKER_PID = _listening_pid(args.url)
     if GO in peers:
         global _go_binary
         _go_binary, why = gobench.build()
