@@ -17,7 +17,15 @@ contract diff`` run.
 
 from gear.contract.asyncapi import ASYNCAPI_VERSION, asyncapi_document
 from gear.contract.diff import Change, Compatibility, diff_documents
-from gear.contract.proxy import Answer, call_sync, gather, gather_sync, proxy_address, with_timeout
+from gear.contract.proxy import (
+    Answer,
+    call_sync,
+    call_with_callback,
+    gather,
+    gather_sync,
+    proxy_address,
+    with_timeout,
+)
 from gear.contract.spec import (
     Contract,
     ContractError,
@@ -40,6 +48,7 @@ __all__ = (
     "MethodSpec",
     "asyncapi_document",
     "call_sync",
+    "call_with_callback",
     "contract_spec",
     "diff_documents",
     "gather",

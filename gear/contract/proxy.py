@@ -34,7 +34,16 @@ from gear.reply import Reply, validation_errors
 if TYPE_CHECKING:
     from gear.rpc import RPC
 
-__all__ = ("Answer", "call_sync", "gather", "gather_sync", "make_proxy", "proxy_address", "with_timeout")
+__all__ = (
+    "Answer",
+    "call_sync",
+    "call_with_callback",
+    "gather",
+    "gather_sync",
+    "make_proxy",
+    "proxy_address",
+    "with_timeout",
+)
 
 C = TypeVar("C")
 R = TypeVar("R")
@@ -267,7 +276,7 @@ def _payload(plan: _Plan, payload: Any) -> Any:
 def _gathering(method: Callable[..., Any]) -> tuple[_Proxy, _Plan]:
     proxy, plan = _bound(method)
     if plan.method.one_way:
-        raise ConfigurationError(f"{plan.name!r} is one-way: it has no replies to gather; call it to cast it")
+        raise ConfigurationError(f"{plan.name!r} is one-way: it has no reply; call it to cast it")
     return proxy, plan
 
 
@@ -310,6 +319,49 @@ async def gather(
         expected=expected,
     )
     return [plan.answer(reply, proxy._address) for reply in replies]
+
+
+@overload
+async def call_with_callback(
+    method: Callable[[], Awaitable[R]], *, callback: Callable[[R | GearError], Awaitable[None] | None]
+) -> str: ...
+@overload
+async def call_with_callback(
+    method: Callable[[A], Awaitable[R]],
+    payload: A,
+    *,
+    callback: Callable[[R | GearError], Awaitable[None] | None],
+) -> str: ...
+async def call_with_callback(
+    method: Callable[..., Awaitable[Any]],
+    payload: Any = _MISSING,
+    *,
+    callback: Callable[[Any], Awaitable[None] | None],
+) -> str:
+    """Send ``method``'s request (a proxy's, e.g. ``ctrl.lookup``) and return its request id once the
+    broker confirmed it; ``callback`` runs later, once, with the result validated into the declared
+    type, or with the error (a declared error as its own class), as :meth:`gear.RPC.call_with_callback`.
+
+    Raises:
+        ConfigurationError: not a proxy's method, a one-way method, or a fan-out address.
+        UnroutableError, NotConfirmedError, CallTimeoutError...: the request was not sent.
+    """
+    proxy, plan = _gathering(method)
+    address = proxy._address
+
+    def deliver(value: Any) -> Awaitable[None] | None:
+        if isinstance(value, RemoteError):
+            value = plan.error(value)
+        elif not isinstance(value, BaseException):
+            try:
+                value = plan.finish(value, address)
+            except BadResultError as exc:
+                value = exc
+        return callback(value)
+
+    return await proxy._rpc.call_with_callback(
+        address, plan.name, _payload(plan, payload), callback=deliver, timeout=proxy._timeout
+    )
 
 
 @overload
