@@ -154,8 +154,8 @@ def diff(
             "changes": [c.as_dict() for c in changes],
         }
     )
-    out.table(["class", "method", "where", "change"], [_row(c) for c in changes])
     if changes:
+        out.table(["class", "method", "where", "change"], [_row(c) for c in changes])
         out.line()
     out.line(f"{len(changes)} change(s): {len(breaking)} breaking, {len(changes) - len(breaking)} compatible")
     if breaking:

@@ -24,6 +24,7 @@ is typed as the contract itself. :func:`contract_spec` reads a contract into a :
 from __future__ import annotations
 
 import inspect
+import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -296,11 +297,23 @@ def _plain(hint: Any) -> Any:
 
 
 def type_text(hint: Any) -> str:
-    """A type hint as a person reads it: ``ItemQuery``, ``list[int]``, ``str | None``."""
+    """A type hint as a person reads it: ``ItemQuery``, ``list[Stock]``, ``str | None``."""
     if hint is NO_PAYLOAD:
         return "(no payload)"
     if hint is None or hint is type(None):
         return "None"
-    if isinstance(hint, type) and not typing.get_args(hint):
+    if hint is Any:
+        return "Any"
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Annotated:
+        return type_text(args[0])
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(type_text(arg) for arg in args)
+    if origin is typing.Literal:
+        return f"Literal[{', '.join(repr(arg) for arg in args)}]"
+    if origin is not None and args:
+        name = getattr(origin, "__name__", repr(origin).replace("typing.", ""))
+        return f"{name}[{', '.join('...' if a is Ellipsis else type_text(a) for a in args)}]"
+    if isinstance(hint, type):
         return hint.__name__
     return repr(hint).replace("typing.", "")
