@@ -16,6 +16,7 @@ from gear.cli.main import app
 from gear.cli.output import ExitCode
 from gear.contract import asyncapi_document, diff_documents
 from gear.examples.contracts import Repo
+from gear.examples.models import InstanceStatus, StatusQuery
 
 
 class _Forbid(BaseModel):
@@ -127,7 +128,7 @@ _B, _C = "breaking", "compatible"
 
 def _contract(body: str, kind: str | None = None) -> Any:
     """A contract class from its body (one method per line; ``@one_way``/``@raises(Gone)`` allowed)."""
-    namespace: dict[str, Any] = {**globals(), "Protocol": Protocol, "gear": gear}
+    namespace: dict[str, Any] = {**globals(), "StatusQuery": StatusQuery, "InstanceStatus": InstanceStatus}
     lines = "\n".join(f"    {line.strip()}" for line in body.strip().splitlines())
     keywords = f", type={kind!r}" if kind else ""
     exec(f"class C(gear.Contract, Protocol{keywords}):\n{lines}\n", namespace)
