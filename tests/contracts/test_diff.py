@@ -128,7 +128,8 @@ _B, _C = "breaking", "compatible"
 
 def _contract(body: str, kind: str | None = None) -> Any:
     """A contract class from its body (one method per line; ``@one_way``/``@raises(Gone)`` allowed)."""
-    namespace: dict[str, Any] = {**globals(), "StatusQuery": StatusQuery, "InstanceStatus": InstanceStatus}
+    namespace: dict[str, Any] = {**globals(), "Protocol": Protocol, "StatusQuery": StatusQuery}
+    namespace["InstanceStatus"] = InstanceStatus
     lines = "\n".join(f"    {line.strip()}" for line in body.strip().splitlines())
     keywords = f", type={kind!r}" if kind else ""
     exec(f"class C(gear.Contract, Protocol{keywords}):\n{lines}\n", namespace)
