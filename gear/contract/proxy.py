@@ -273,11 +273,19 @@ def _payload(plan: _Plan, payload: Any) -> Any:
     return plan.default if payload is _MISSING else payload
 
 
-def _gathering(method: Callable[..., Any]) -> tuple[_Proxy, _Plan]:
+def _request(
+    method: Callable[..., Any], payload: Any, timeout: float | None
+) -> tuple[_Proxy, _Plan, tuple[str, str, Any], float | None]:
+    """``(proxy, plan, (address, method name, payload), timeout)`` of a request that has a reply.
+
+    Raises:
+        ConfigurationError: not a proxy's method, or a one-way one.
+    """
     proxy, plan = _bound(method)
     if plan.method.one_way:
         raise ConfigurationError(f"{plan.name!r} is one-way: it has no reply; call it to cast it")
-    return proxy, plan
+    request = (proxy._address, plan.name, _payload(plan, payload))
+    return proxy, plan, request, proxy._timeout if timeout is None else timeout
 
 
 @overload
@@ -310,14 +318,8 @@ async def gather(
         ConfigurationError: not a proxy's method, a one-way method, or bad arguments.
         NotConfirmedError, ConnectionLostError: as :meth:`gear.RPC.gather`.
     """
-    proxy, plan = _gathering(method)
-    replies = await proxy._rpc.gather(
-        proxy._address,
-        plan.name,
-        _payload(plan, payload),
-        timeout=proxy._timeout if timeout is None else timeout,
-        expected=expected,
-    )
+    proxy, plan, request, limit = _request(method, payload, timeout)
+    replies = await proxy._rpc.gather(*request, timeout=limit, expected=expected)
     return [plan.answer(reply, proxy._address) for reply in replies]
 
 
@@ -346,7 +348,7 @@ async def call_with_callback(
         ConfigurationError: not a proxy's method, a one-way method, or a fan-out address.
         UnroutableError, NotConfirmedError, CallTimeoutError...: the request was not sent.
     """
-    proxy, plan = _gathering(method)
+    proxy, plan, request, limit = _request(method, payload, None)
     address = proxy._address
 
     def deliver(value: Any) -> Awaitable[None] | None:
@@ -359,9 +361,7 @@ async def call_with_callback(
                 value = exc
         return callback(value)
 
-    return await proxy._rpc.call_with_callback(
-        address, plan.name, _payload(plan, payload), callback=deliver, timeout=proxy._timeout
-    )
+    return await proxy._rpc.call_with_callback(*request, callback=deliver, timeout=limit)
 
 
 @overload
@@ -415,12 +415,6 @@ def gather_sync(
     Raises:
         ConfigurationError, NotConfirmedError, ConnectionLostError: as :func:`gather`.
     """
-    proxy, plan = _gathering(method)
-    replies = proxy._rpc.sync.gather(
-        proxy._address,
-        plan.name,
-        _payload(plan, payload),
-        timeout=proxy._timeout if timeout is None else timeout,
-        expected=expected,
-    )
+    proxy, plan, request, limit = _request(method, payload, timeout)
+    replies = proxy._rpc.sync.gather(*request, timeout=limit, expected=expected)
     return [plan.answer(reply, proxy._address) for reply in replies]
