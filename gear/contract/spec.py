@@ -276,6 +276,8 @@ def function_spec(
     if is_one_way and result is not None:
         raise ConfigurationError(f"{where}: a one-way method returns None, not {type_text(result)}")
     errors: tuple[type[ContractError], ...] = getattr(func, _RAISES, ())
+    if is_one_way and errors:
+        raise ConfigurationError(f"{where}: a one-way method has no reply, so it declares no errors")
     names = [e.__name__ for e in errors]
     if len(set(names)) != len(names):
         raise ConfigurationError(f"{where}: two declared errors share a class name: {names}")

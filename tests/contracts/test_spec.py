@@ -69,6 +69,10 @@ class _Model:
         ("async def get(self, q) -> int: ...", "annotate its payload parameter 'q'"),
         ("async def get(self, q: 'Nowhere') -> int: ...", "cannot resolve its type hints"),
         ("@gear.one_way\nasync def get(self, q: int) -> int: ...", "a one-way method returns None, not int"),
+        (
+            "@gear.one_way\n@gear.raises(gear.ContractError)\nasync def get(self, q: int) -> None: ...",
+            "a one-way method has no reply, so it declares no errors",
+        ),
         ("pass", "declares no methods"),
     ],
 )
