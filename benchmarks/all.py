@@ -103,9 +103,10 @@ def _contracts(out: str) -> str:
         )
     rows += [
         "",
-        f"{result['calls_per_round']:,} calls per side per round, sides alternating in short turns (one call "
-        "each at 1 in flight); calls/s and CPU are medians of rounds, the two ratios to `rpc.call` "
-        "medians of each round's own; CPU per call is this process's (caller and server in one process)",
+        f"{result['calls_per_round']:,} calls per side per round, the sides taking turns in a new order each "
+        "time (a turn is one call at 1 in flight); calls/s and CPU are medians of rounds, the two ratios "
+        "to `rpc.call` medians over pairs of turns taken next to each other; CPU per call is this "
+        "process's (caller and server in one process)",
     ]
     return "\n".join(rows)
 

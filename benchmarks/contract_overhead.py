@@ -13,12 +13,14 @@ in the calling code:
 
 At each concurrency (``--concurrency``, calls in flight), every round gives the sides turns in a new
 order each time, so that a drift in the machine's speed hits all sides alike (this machine is shared
-and noisy): one call per turn at ``c=1``, else ``--slices`` turns of ``calls / slices`` calls each.
-Each round yields each side's calls/s and this process's CPU per call (caller and server: one Python
-process); the figures printed are the medians over the rounds of each round's own ratio to ``call``
-(``proxy_vs_call``: ``1 - proxy/call`` of calls/s, the overhead; ``cpu_proxy_vs_call``:
-``proxy/call - 1`` of CPU per call). The target is a proxy no more
-than 5 % slower than ``rpc.call``.
+and noisy): one call per turn at ``c=1``, else turns of ``calls / slices`` calls (at least four times
+the calls in flight).
+Calls/s and this process's CPU per call (caller and server: one Python process) are medians of the
+rounds. The ratios compare each turn with the other side's turn taken right next to it, so that a load
+spike from elsewhere spoils one pair rather than a round, and are medians over all the pairs:
+``proxy_vs_call`` is ``1 - proxy/call`` of calls/s (the overhead), ``cpu_proxy_vs_call`` is
+``proxy/call - 1`` of CPU; ``*_per_round`` are the same ratios of whole rounds. The target is a proxy
+no more than 5 % slower than ``rpc.call``.
 """
 
 from __future__ import annotations
@@ -111,57 +113,53 @@ async def _measure(args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {"url": gear.mask_url(args.url), "calls_per_round": args.calls}
     try:
         for concurrency in args.concurrency:
-            # one call per turn when calls go one at a time; else turns long enough to keep
-            # ``concurrency`` calls in flight
-            turn = 1 if concurrency == 1 else max(concurrency, args.calls // args.slices)
+            # one call per turn when calls go one at a time; else turns long enough that filling and
+            # draining the ``concurrency`` calls in flight is a small part of them
+            turn = 1 if concurrency == 1 else max(4 * concurrency, args.calls // args.slices)
             turns = max(1, args.calls // turn)
             rates: dict[str, list[float]] = {side: [] for side in SIDES}
             cpu: dict[str, list[float]] = {side: [] for side in SIDES}
+            times: dict[str, list[float]] = {side: [] for side in SIDES}  # per turn
+            used: dict[str, list[float]] = {side: [] for side in SIDES}  # per turn
             for side in SIDES:  # warm up every path
                 await _run(sides[side], min(200, args.calls), concurrency)
             for n in range(args.rounds):
-                spent = {side: [0.0, 0.0] for side in SIDES}
                 gc.collect()
                 shuffle = random.Random(n).shuffle
+                first = len(times["call"])
                 for _ in range(turns):
                     order = list(SIDES)
                     shuffle(order)  # no side always follows the same one
                     for side in order:
-                        elapsed, used = await _run(sides[side], turn, concurrency)
-                        spent[side][0] += elapsed
-                        spent[side][1] += used
+                        elapsed, spent = await _run(sides[side], turn, concurrency)
+                        times[side].append(elapsed)
+                        used[side].append(spent)
                 total = turn * turns
                 for side in SIDES:
-                    rates[side].append(total / spent[side][0])
-                    cpu[side].append(spent[side][1] / total * 1e6)
+                    rates[side].append(total / sum(times[side][first:]))
+                    cpu[side].append(sum(used[side][first:]) / total * 1e6)
                 print(
                     f"c={concurrency} round {n + 1}: "
                     + ", ".join(f"{s} {rates[s][-1]:,.0f}/s {cpu[s][-1]:.0f} us CPU" for s in SIDES),
                     flush=True,
                 )
-            result[f"c{concurrency}"] = {
+            figures: dict[str, Any] = {
                 **{f"{side}_calls_per_s": round(statistics.median(rates[side])) for side in SIDES},
                 **{f"{side}_cpu_us_per_call": round(statistics.median(cpu[side]), 1) for side in SIDES},
-                **{
-                    f"{side}_vs_call": round(
-                        statistics.median(1 - r / c for r, c in zip(rates[side], rates["call"], strict=True)),
-                        4,
-                    )
-                    for side in ("call_as", "proxy")
-                },
-                **{
-                    f"cpu_{side}_vs_call": round(
-                        statistics.median(u / c - 1 for u, c in zip(cpu[side], cpu["call"], strict=True)), 4
-                    )
-                    for side in ("call_as", "proxy")
-                },
-                "proxy_vs_call_as": round(
-                    statistics.median(
-                        1 - p / a for p, a in zip(rates["proxy"], rates["call_as"], strict=True)
-                    ),
-                    4,
-                ),
+                "turns": len(times["call"]),
+                "calls_per_turn": turn,
             }
+            for side, base in (("call_as", "call"), ("proxy", "call"), ("proxy", "call_as")):
+                pairs = list(zip(times[side], times[base], strict=True))
+                cpus = [(u, b) for u, b in zip(used[side], used[base], strict=True) if b > 0]
+                rounds = list(zip(rates[side], rates[base], strict=True))
+                # each turn against the other side's turn next to it: a load spike spoils one pair
+                figures[f"{side}_vs_{base}"] = round(statistics.median(1 - b / t for t, b in pairs), 4)
+                figures[f"cpu_{side}_vs_{base}"] = round(statistics.median(u / b - 1 for u, b in cpus), 4)
+                figures[f"{side}_vs_{base}_per_round"] = round(
+                    statistics.median(1 - r / b for r, b in rounds), 4
+                )
+            result[f"c{concurrency}"] = figures
     finally:
         await client.stop()
         await server.stop()
