@@ -13,7 +13,9 @@ their own classes and ``BadResultError`` for a reply that does not fit the decla
 
 Fan-out addresses (``TYPE.*``, ``*.*``): one-way methods cast to every instance; a call goes through
 :func:`gather` (``await gear.gather(ctrls.status, StatusQuery())``), which returns one
-:class:`Answer` per instance. Plain (threaded) handlers use :func:`call_sync` and :func:`gather_sync`.
+:class:`Answer` per instance. :func:`call_with_callback` returns once the request is confirmed and
+hands the typed result to a callback; plain (threaded) handlers use :func:`call_sync` and
+:func:`gather_sync`.
 """
 
 from __future__ import annotations
