@@ -112,6 +112,31 @@ def _tracing(out: str) -> str:
     return "\n".join(rows)
 
 
+def _contracts(out: str) -> str:
+    """contract_overhead.py prints progress, then a JSON object: one row per concurrency."""
+    result = json.loads(out[out.index("{") :])
+    rows = [
+        "| in flight | rpc.call calls/s | call_as calls/s | proxy calls/s | proxy slower by | "
+        "CPU us/call rpc.call | CPU us/call proxy | proxy CPU over rpc.call |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for key in sorted((k for k in result if k.startswith("c") and k[1:].isdigit()), key=lambda k: int(k[1:])):
+        r = result[key]
+        rows.append(
+            f"| {key[1:]} | {r['call_calls_per_s']:,} | {r['call_as_calls_per_s']:,} | "
+            f"{r['proxy_calls_per_s']:,} | {r['proxy_vs_call']:+.1%} | {r['call_cpu_us_per_call']} | "
+            f"{r['proxy_cpu_us_per_call']} | {r['cpu_proxy_vs_call']:+.1%} |"
+        )
+    rows += [
+        "",
+        f"{result['calls_per_round']:,} calls per side per round, the sides taking turns in a new order each "
+        "time (a turn is one call at 1 in flight); calls/s and CPU are medians of rounds, the two ratios "
+        "to `rpc.call` medians over pairs of turns taken next to each other; CPU per call is this "
+        "process's (caller and server in one process)",
+    ]
+    return "\n".join(rows)
+
+
 def _plain(out: str) -> str:
     return out.strip()
 
@@ -184,6 +209,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         render=_text,
     ),
     Benchmark("dispatch", "dispatch.py", ("--requests", "10000", "--rounds", "5"), (), render=_text),
+    Benchmark(
+        "contracts",
+        "contract_overhead.py",
+        ("--calls", "1000", "--rounds", "5"),
+        ("--calls", "2000", "--rounds", "9"),
+        render=_contracts,
+    ),
     Benchmark(
         "pipeline",
         "pipeline.py",

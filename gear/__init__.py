@@ -19,6 +19,18 @@ if TYPE_CHECKING:
         current_request,
         remaining_budget,
     )
+    from gear.contract import (
+        Answer,
+        Contract,
+        ContractError,
+        call_sync,
+        call_with_callback,
+        gather,
+        gather_sync,
+        one_way,
+        raises,
+        with_timeout,
+    )
     from gear.errors import (
         BadPayloadError,
         BadResultError,
@@ -50,6 +62,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "Address",
+    "Answer",
     "BadPayloadError",
     "BadResultError",
     "CallTimeoutError",
@@ -57,6 +70,8 @@ __all__ = (
     "ConfigurationError",
     "ConnectError",
     "ConnectionLostError",
+    "Contract",
+    "ContractError",
     "DeliveryError",
     "GearError",
     "MethodNotFoundError",
@@ -75,13 +90,20 @@ __all__ = (
     "SyncRPC",
     "Topology",
     "UnroutableError",
+    "call_sync",
+    "call_with_callback",
     "cancelled",
     "current_deadline",
     "current_request",
+    "gather",
+    "gather_sync",
     "mask_secrets",
     "mask_url",
+    "one_way",
+    "raises",
     "remaining_budget",
     "run",
+    "with_timeout",
 )
 
 _HOME = {
@@ -89,6 +111,21 @@ _HOME = {
     **dict.fromkeys(
         ("RequestContext", "cancelled", "current_deadline", "current_request", "remaining_budget"),
         "gear.context",
+    ),
+    **dict.fromkeys(
+        (
+            "Answer",
+            "Contract",
+            "ContractError",
+            "call_sync",
+            "call_with_callback",
+            "gather",
+            "gather_sync",
+            "one_way",
+            "raises",
+            "with_timeout",
+        ),
+        "gear.contract",
     ),
     **dict.fromkeys(
         (

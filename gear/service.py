@@ -26,12 +26,15 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 from gear.address import Address
 from gear.alarms import Alarms
+from gear.contract.proxy import make_proxy
+from gear.contract.serving import implementation_of
 from gear.dispatch import Dispatcher
 from gear.duplicates import DuplicateWindow
 from gear.errors import ConfigurationError, ConnectionLostError
@@ -59,6 +62,7 @@ PING_METHOD = "gear.ping"
 log = logging.getLogger("gear.service")
 
 F = TypeVar("F", bound=Callable[..., Any])
+C = TypeVar("C")
 
 
 class Service:
@@ -200,6 +204,7 @@ class Service:
         self._stop_event = asyncio.Event()
         self._events = events
         self._exporters: Exporters | None = None
+        self._contracts: list[Any] = []
 
     @classmethod
     def client(
@@ -269,6 +274,59 @@ class Service:
             return func
 
         return register
+
+    # -- contracts ---------------------------------------------------------------------------------
+
+    def implement(self, contract: Callable[..., Any], implementation: object) -> None:
+        """Serve ``contract`` (a :class:`gear.Contract`): each of its methods becomes a handler, the
+        ``implementation``'s method of the same name (async or plain, as for :meth:`handler`).
+
+        Everything is checked before anything is registered: a service never starts with part of a
+        contract. Subclass the contract in the implementation's class to have mypy check it too.
+
+        Raises:
+            ConfigurationError: not a contract; a method missing, or one whose payload or return
+                type differs from the contract's (every such method is named); a method already
+                registered.
+        """
+        found = implementation_of(contract, implementation)
+        taken = [method.name for method, _ in found if method.name in self._dispatcher.handlers]
+        if taken:
+            raise ConfigurationError(f"handlers for {', '.join(map(repr, taken))} are already registered")
+        for method, func in found:
+            self._dispatcher.register(method.name, func)
+        self._contracts.append(contract)
+
+    def proxy(self, contract: Callable[..., C], address: str, *, timeout: float | None = None) -> C:
+        """A typed proxy for ``contract`` at ``address``::
+
+            repo = svc.proxy(Repo, "REPO.host2")
+            found = await repo.get(ItemQuery(key="a"))      # mypy checks the payload and the result
+
+        Calls validate the reply into the declared type and raise ``rpc.call``'s errors (a declared
+        error as its own class); one-way methods are casts; on ``TYPE.*`` and ``*.*`` calls go
+        through :func:`gear.gather`.
+
+        Args:
+            contract: a :class:`gear.Contract` class.
+            address: any of the four address forms.
+            timeout: seconds for each call (casts: their retry budget); default ``Settings.timeout``.
+                Inside a handler a call never outlives the request being served.
+
+        Raises:
+            ConfigurationError: not a contract, a bad address or timeout.
+        """
+        return make_proxy(self.rpc, contract, address, timeout)
+
+    @property
+    def contracts(self) -> tuple[type[Any], ...]:
+        """The contracts this instance implements (:meth:`implement`), in order."""
+        return tuple(self._contracts)
+
+    @property
+    def methods(self) -> Mapping[str, Callable[..., Any]]:
+        """The registered handlers' functions by method name (read-only)."""
+        return MappingProxyType({name: h.func for name, h in self._dispatcher.handlers.items()})
 
     # -- state -------------------------------------------------------------------------------------
 

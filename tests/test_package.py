@@ -140,15 +140,18 @@ def test_only_the_brokers_server_does_io() -> None:
 
 
 def test_the_cli_uses_only_public_names() -> None:
-    """``gear/cli/`` is glue over the public API: ``gear``'s facade, ``gear.broker``, ``gear.pipeline``."""
+    """``gear/cli/`` is glue over the public API: ``gear``'s facade, ``gear.broker``, ``gear.contract``,
+    ``gear.pipeline``."""
     import gear.broker
     import gear.broker.metrics
+    import gear.contract
     import gear.pipeline
 
     public = {
         "gear": {*gear.__all__, "pipeline"},
         "gear.broker": set(gear.broker.__all__),
         "gear.broker.metrics": set(gear.broker.metrics.__all__),  # imported when its port is asked for
+        "gear.contract": set(gear.contract.__all__),
         "gear.pipeline": set(gear.pipeline.__all__),
         "gear.version": {"DISTRIBUTION", "version"},
     }

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from gear.cli import broker_cmd, demo, rpc_commands, send, serve, topology, traces
+from gear.cli import broker_cmd, contract_cmd, demo, rpc_commands, send, serve, topology, traces
 from gear.cli.output import EXIT_CODES_HELP, configure_logging
 from gear.version import DISTRIBUTION, version
 
@@ -66,6 +66,7 @@ broker_cmd.register(app)
 topology.register(app)
 demo.register(app)
 app.add_typer(traces.app, name="traces")
+app.add_typer(contract_cmd.app, name="contract")
 
 
 def main() -> None:

@@ -1,5 +1,7 @@
 """The seed's system as runnable Gear services.
 
+* ``gear.examples.contracts``: what each TYPE answers (``Repo``, ``Ctrl``, ``Instance``), declared once;
+  the services implement them and call each other through typed proxies;
 * ``gear.examples.repo``: REPO, stateful, addressed as ``REPO.<host>``;
 * ``gear.examples.ctrl``: CTRL, stateless, addressed as ``CTRL``; it asks REPO itself (nested call);
 * ``gear.examples.web``: WEB, the client-facing one, with a tiny HTTP front end;

@@ -9,6 +9,9 @@ push a new configuration       CTRL.*        multicast: every CTRL instance must
 ask everyone to refresh        \\*.\\*         broadcast: every instance of every type
 =============================  ============  =================================================
 
+Each of them is a call on a typed proxy of the example's contracts (``gear.examples.contracts``):
+``await web.ctrl.lookup(ItemQuery(key="alice"))`` is checked by mypy and returns an ``ItemFound``.
+
 ``python -m gear.examples.web --port 8080`` also serves a tiny HTTP front end (standard library only)::
 
     curl -X PUT localhost:8080/items/alice -d hello     # -> REPO.<host>
@@ -31,6 +34,7 @@ from typing import Any
 
 import gear
 from gear.examples import ctrl, repo
+from gear.examples.contracts import Ctrl, Instance, Repo
 from gear.examples.hashring import HashRing
 from gear.examples.models import (
     ExportQuery,
@@ -46,14 +50,15 @@ from gear.examples.models import (
 )
 from gear.tracing.api import Tracer
 
-__all__ = ("DEFAULT_TYPE", "Web", "create_web", "main", "serve_http", "start_http")
+__all__ = ("DEFAULT_TYPE", "Web", "WebHandlers", "create_web", "main", "serve_http", "start_http")
 
 DEFAULT_TYPE = "WEB"
 
 
 @dataclass
 class Web:
-    """A WEB instance: its service, the REPO ring, and the four operations the front end offers."""
+    """A WEB instance: its service, the REPO ring, and the four operations the front end offers, each
+    made through a typed proxy of the example's contracts."""
 
     service: gear.Service
     ring: HashRing
@@ -61,44 +66,82 @@ class Web:
     ctrl_type: str = ctrl.DEFAULT_TYPE
     refreshes: int = 0
     config_version: int = field(default=0)
+    ctrl: Ctrl = field(init=False)
+    """Any one CTRL instance (``CTRL``, round-robin)."""
+    every_ctrl: Ctrl = field(init=False)
+    """Every CTRL instance (``CTRL.*``)."""
+    everyone: Instance = field(init=False)
+    """Every instance of every TYPE (``*.*``)."""
+    _repos: dict[str, Repo] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.ctrl = self.service.proxy(Ctrl, self.ctrl_type)
+        self.every_ctrl = self.service.proxy(Ctrl, f"{self.ctrl_type}.*")
+        self.everyone = self.service.proxy(Instance, "*.*")
 
     def repo_for(self, key: str) -> str:
         """The point-to-point address of the REPO instance that holds ``key``."""
         return f"{self.repo_type}.{self.ring.host_for(key)}"
 
+    def repo(self, key: str) -> Repo:
+        """The proxy of the REPO instance that holds ``key`` (one per instance)."""
+        address = self.repo_for(key)
+        found = self._repos.get(address)
+        if found is None:
+            found = self._repos[address] = self.service.proxy(Repo, address)
+        return found
+
     async def put(self, key: str, value: str, timeout: float = 5.0) -> Stored:  # noqa: ASYNC109
         """Store ``value`` on the REPO instance that owns ``key`` (point-to-point)."""
         item = Item(key=key, value=value)  # a bad key fails here, before anything is sent
-        return await self.service.rpc.call_as(Stored, self.repo_for(key), "put", item, timeout=timeout)
+        return await gear.with_timeout(self.repo(key), timeout).put(item)
 
     async def lookup(self, key: str, timeout: float = 5.0) -> ItemFound:  # noqa: ASYNC109
         """Ask any CTRL instance (round-robin); it asks the owning REPO within our deadline."""
-        query = ItemQuery(key=key)
-        return await self.service.rpc.call_as(ItemFound, self.ctrl_type, "lookup", query, timeout=timeout)
+        return await gear.with_timeout(self.ctrl, timeout).lookup(ItemQuery(key=key))
 
     async def export(self, keys: Sequence[str], timeout: float = 5.0) -> ExportReport:  # noqa: ASYNC109
         """Ask any CTRL for a report on ``keys``; its plain handler asks each owning REPO in turn."""
-        query = ExportQuery(keys=list(keys))
-        return await self.service.rpc.call_as(ExportReport, self.ctrl_type, "export", query, timeout=timeout)
+        return await gear.with_timeout(self.ctrl, timeout).export(ExportQuery(keys=list(keys)))
 
     async def reload(self, version: int, repo_hosts: Sequence[str] = ()) -> None:
         """Push configuration ``version`` to every CTRL instance (multicast, fire-and-forget)."""
-        config = ReloadConfig(version=version, repo_hosts=list(repo_hosts))
-        await self.service.rpc.cast(f"{self.ctrl_type}.*", "reload", config)
+        await self.every_ctrl.reload(ReloadConfig(version=version, repo_hosts=list(repo_hosts)))
         self.config_version = version
 
     async def refresh(self, reason: str = "") -> None:
         """Tell every instance of every type to refresh (broadcast, fire-and-forget)."""
-        await self.service.rpc.cast("*.*", "refresh", Refresh(reason=reason))
+        await self.everyone.refresh(Refresh(reason=reason))
 
     async def census(
         self,
         address: str = "*.*",
         timeout: float = 2.0,  # noqa: ASYNC109 - a gather's deadline is the API
         expected: int | None = None,
-    ) -> list[Any]:
+    ) -> list[gear.Answer[InstanceStatus]]:
         """Every instance's ``status`` behind a fan-out address (scatter-gather)."""
-        return list(await self.service.rpc.gather(address, "status", {}, timeout=timeout, expected=expected))
+        instances = self.service.proxy(Instance, address)
+        return await gear.gather(instances.status, StatusQuery(), timeout=timeout, expected=expected)
+
+
+class WebHandlers(Instance):
+    """WEB's side of the :class:`~gear.examples.contracts.Instance` contract."""
+
+    def __init__(self, web: Web) -> None:
+        self.web = web
+
+    async def status(self, query: StatusQuery) -> InstanceStatus:
+        web = self.web
+        return InstanceStatus(
+            type=web.service.type,
+            host=web.service.host,
+            config_version=web.config_version,
+            refreshes=web.refreshes,
+            keys=list(web.ring.hosts) if query.verbose else [],
+        )
+
+    async def refresh(self, notice: Refresh) -> None:
+        self.web.refreshes += 1
 
 
 def create_web(
@@ -119,22 +162,7 @@ def create_web(
     )
     hosts = repo_hosts if repo_hosts is not None else ctrl.repo_hosts_from_env()
     web = Web(service=svc, ring=HashRing(hosts), repo_type=repo_type, ctrl_type=ctrl_type)
-
-    @svc.handler("status")
-    def status(query: StatusQuery) -> InstanceStatus:
-        return InstanceStatus(
-            type=svc.type,
-            host=svc.host,
-            config_version=web.config_version,
-            refreshes=web.refreshes,
-            keys=list(web.ring.hosts) if query.verbose else [],
-        )
-
-    @svc.handler("refresh")
-    async def refresh(notice: Refresh) -> InstanceStatus:
-        web.refreshes += 1
-        return status(StatusQuery())
-
+    svc.implement(Instance, WebHandlers(web))
     return web
 
 
@@ -162,7 +190,8 @@ async def _route(web: Web, verb: str, path: str, body: str) -> tuple[int, Any]:
         await web.refresh("http")
         return 202, {"refresh": "sent to every instance"}
     if parts == ["status"] and verb == "GET":
-        return 200, [{"sender": str(r.sender), "result": r.result} for r in await web.census()]
+        answers = await web.census()
+        return 200, [{"sender": a.sender, "result": a.result and a.result.model_dump()} for a in answers]
     return 404, {"error": f"no route for {verb} {path}"}
 
 

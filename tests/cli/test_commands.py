@@ -65,6 +65,9 @@ def test_help_documents_every_exit_code() -> None:
         ["topology"],
         ["demo"],
         ["traces", "analyze"],
+        ["contract"],
+        ["contract", "export"],
+        ["contract", "diff"],
     ],
     ids=" ".join,
 )

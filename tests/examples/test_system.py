@@ -29,8 +29,8 @@ async def test_repo_keeps_its_keys_to_itself(broker: BrokerHandle, system_names:
     async with running_system(broker.url, names=system_names) as system:
         for key, value in KEYS.items():
             await system.web.put(key, value)
-        replies = await system.web.census(f"{system.names.repo}.*", expected=3)
-        held = {r.sender: r.result["items"] for r in replies}
+        answers = await system.web.census(f"{system.names.repo}.*", expected=3)
+        held = {a.sender: a.value().items for a in answers}
         assert sum(held.values()) == len(KEYS)
         # Asking the wrong REPO directly finds nothing: the data is per instance.
         key = "alice"
@@ -48,8 +48,8 @@ async def test_reload_can_change_the_ring_ctrl_uses(broker: BrokerHandle, system
         # Point every CTRL at a ring without the owner: lookups now ask another REPO, which knows nothing.
         others = [s.host for s in system.repos if s.host != owner]
         await system.web.reload(3, others)
-        replies = await system.web.census(f"{system.names.ctrl}.*", expected=2)
-        assert {r.result["config_version"] for r in replies} == {3}
+        answers = await system.web.census(f"{system.names.ctrl}.*", expected=2)
+        assert {a.value().config_version for a in answers} == {3}
         found = await system.web.lookup("alice")
         assert found.repo_host in others
         assert found.value is None
