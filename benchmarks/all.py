@@ -208,6 +208,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         ("--calls", "60000", "off", "jsonl", "otel-api", "otel", "jsonl-sampled", "otel-sampled"),
         render=_text,
     ),
+    Benchmark("soak", "soak.py", ("--minutes", "1"), ("--minutes", "10")),
     Benchmark("dispatch", "dispatch.py", ("--requests", "10000", "--rounds", "5"), (), render=_text),
     Benchmark(
         "contracts",
