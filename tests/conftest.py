@@ -67,7 +67,7 @@ async def broker(request: pytest.FixtureRequest) -> AsyncIterator[BrokerHandle]:
             await handle.broker.stop()  # the one running now (a test may have restarted it)
         return
     found: RabbitMQ = request.getfixturevalue("rabbitmq")
-    yield BrokerHandle(kind="rabbitmq", url=found.url, ctl=found.ctl, exclusive=found.exclusive)
+    yield BrokerHandle.of(found)
 
 
 @pytest.fixture(params=["reference-disk", pytest.param("rabbitmq", marks=pytest.mark.rabbitmq)])
@@ -90,7 +90,7 @@ async def durable_broker(
     found: RabbitMQ = request.getfixturevalue("rabbitmq")
     if not found.exclusive:
         pytest.skip("restarting a shared RabbitMQ disturbs its other users; set GEAR_TEST_DISRUPTIVE=1")
-    yield BrokerHandle(kind="rabbitmq", url=found.url, ctl=found.ctl, exclusive=found.exclusive)
+    yield BrokerHandle.of(found)
 
 
 @pytest.fixture
