@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 
 from gear.adapter import Link
 from gear.address import Address
+from gear.deadletter import DeadLetters
 from gear.dispatch import Dispatcher
 from gear.duplicates import DuplicateWindow
 from gear.errors import ConfigurationError, ConnectionLostError
@@ -180,6 +181,7 @@ class Service:
             hooks=self.hooks,
             max_message_bytes=s.max_message_bytes,
         )
+        self._dead_letters = DeadLetters(self.identity, self._publisher, s.delivery_limit)
         self._reply_handlers = ReplyHandlers(self._get_executor)
         self._router = Router(
             calls=self.rpc, replies=self._reply_handlers, server=self._dispatcher, events=events
@@ -299,7 +301,8 @@ class Service:
     @property
     def stats(self) -> dict[str, int]:
         """Counters: late replies, returns, republishes, expired, cancelled and duplicate requests,
-        duplicate-window evictions, requests left for requeue at stop, reconnects."""
+        duplicate-window evictions, requests left for requeue at stop, reconnects, and (with
+        ``quorum``) dead letters this instance was told of and error replies it sent for them."""
         return {
             "late_replies": self._router.late_replies,
             "returns": self._publisher.returns,
@@ -313,6 +316,8 @@ class Service:
             "failbacks": self._connector.failbacks,
             "calls_in_flight": self.rpc.in_flight,
             "handlers_in_flight": self._dispatcher.in_flight,
+            "dead_letters": self._dead_letters.seen,
+            "dead_letter_replies": self._dead_letters.replies,
         }
 
     def _make_topology(self) -> Topology:
@@ -327,6 +332,7 @@ class Service:
             quorum=s.quorum,
             instance_queue_ttl=s.instance_queue_ttl,
             serve=serve,
+            delivery_limit=s.delivery_limit,
         )
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -465,7 +471,15 @@ class Service:
         await link.apply(topology)
         if topology.type_queue is not None and not self._stopping:
             await link.consume("type", topology.type_queue.name, self._router.on_delivery)
-        await link.consume("host", topology.host_queue.name, self._router.on_delivery)
+        notify = topology.dead_letter_notify
+        if notify is None:
+            await link.consume("host", topology.host_queue.name, self._router.on_delivery)
+            return
+        # Both consumers share one callback that tells dead letters apart (routing key ``@dead``): the
+        # adapter hands all of a channel's deliveries to the callback registered last.
+        on_host = self._dead_letters.sorting(self._router.on_delivery)
+        await link.consume("host", notify.name, on_host)
+        await link.consume("host", topology.host_queue.name, on_host)
 
     def _get_executor(self) -> ThreadPoolExecutor:
         if self._executor is None:
