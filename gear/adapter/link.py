@@ -212,6 +212,22 @@ class Link:
             self._spawn(self._watch())
 
     @property
+    def server_properties(self) -> dict[str, Any]:
+        """What the broker said about itself in ``connection.start``: ``product``, ``version``,
+        ``capabilities``... (a copy)."""
+        return dict(getattr(self._conn, "server_properties", None) or {})
+
+    @property
+    def frame_max(self) -> int:
+        """The negotiated largest frame in bytes (0: no limit)."""
+        return int(getattr(self._conn.connection_tune, "frame_max", 0) or 0)
+
+    @property
+    def channel_max(self) -> int:
+        """The negotiated highest channel number (0: no limit)."""
+        return int(getattr(self._conn.connection_tune, "channel_max", 0) or 0)
+
+    @property
     def is_open(self) -> bool:
         """True until the link failed or was closed."""
         return not self._failed and not self._closing_on_purpose and not self._conn.is_closed
