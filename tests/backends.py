@@ -52,6 +52,7 @@ from tests.rabbitmq_container import RabbitMQContainer
 __all__ = (
     "ENV_CTL",
     "ENV_DISRUPTIVE",
+    "ENV_MANAGEMENT",
     "ENV_URL",
     "REFERENCE_SEMANTICS",
     "BrokerHandle",
@@ -61,6 +62,8 @@ __all__ = (
 )
 
 ENV_URL = "GEAR_TEST_AMQP_URL"
+ENV_MANAGEMENT = "GEAR_TEST_MANAGEMENT_URL"
+"""The management API of the RabbitMQ at ``GEAR_TEST_AMQP_URL``, if it has one (``gear doctor``'s tests)."""
 ENV_CTL = "GEAR_TEST_RABBITMQCTL"
 """The command that controls the RabbitMQ at ``GEAR_TEST_AMQP_URL`` (rabbitmqctl's arguments follow it)."""
 REFERENCE_SEMANTICS = (4, 0)
@@ -183,9 +186,10 @@ class RabbitMQ:
 
     @property
     def management_url(self) -> str | None:
-        """The management HTTP API's base URL, where the tests know it (a container they started)."""
+        """The management HTTP API's base URL, where the tests know it: a container they started, or
+        ``GEAR_TEST_MANAGEMENT_URL`` for the broker at ``GEAR_TEST_AMQP_URL``."""
         if self.container is None:
-            return None
+            return os.environ.get(ENV_MANAGEMENT) or None
         return f"http://127.0.0.1:{self.container.ports.management}/"
 
     @contextlib.contextmanager
