@@ -51,7 +51,15 @@ from pathlib import Path
 
 from _steps import StepError, apt_install, run, say, step
 
-__all__ = ("RELEASES", "Images", "Release", "ensure_images", "planned_images")
+__all__ = (
+    "RELEASES",
+    "Images",
+    "Release",
+    "build_rabbitmq_root",
+    "ensure_images",
+    "planned_images",
+    "rabbitmq_recipe_hash",
+)
 
 PREFIX = "images"
 SUITE = "bookworm"
@@ -304,22 +312,33 @@ def _build_rabbitmq_root_image(release: Release, name: str) -> None:
     """A minbase root of ``release.suite`` with rabbitmq-server, imported as image ``name``."""
     root = Path(tempfile.mkdtemp(prefix=f"gear-rootfs-{release.suite}-", dir="/var/tmp"))
     try:
-        _debootstrap(release.suite, root, script=release.script)
-        with step(PREFIX, "a rabbitmq account with ids of this machine"):
-            uid, gid = service_ids()
-            chroot = ["chroot", str(root)]
-            run([*chroot, "groupadd", "--system", "--gid", str(gid), SERVICE_ACCOUNT], timeout=60)
-            home = ["--home-dir", "/var/lib/rabbitmq", "--no-create-home", "--shell", "/usr/sbin/nologin"]
-            useradd = ["useradd", "--system", "--uid", str(uid), "--gid", str(gid), *home, SERVICE_ACCOUNT]
-            run([*chroot, *useradd], timeout=60)
-        _apt_install_in(root, release, ["rabbitmq-server"])
-        with step(PREFIX, "trim the root filesystem; add the entrypoint and plugins; resolve from files"):
-            _prepare(root)
-            _resolve_from_files(root)  # after apt, which still needs DNS
+        build_rabbitmq_root(release, root)
         _import(root, name, ROOT_CHANGES)
     finally:
         with step(PREFIX, f"remove {root}"):
             _remove_tree(root)
+
+
+def build_rabbitmq_root(release: Release, root: Path) -> None:
+    """Make ``root`` (an empty directory) a minbase root of ``release.suite`` with rabbitmq-server, the
+    entrypoint and plugins, names resolved from files and a ``rabbitmq`` account with this machine's ids:
+    what the 4.x images hold, and what ``scripts/rabbitmq-node`` runs in a chroot.
+
+    Raises:
+        StepError: if a step fails.
+    """
+    _debootstrap(release.suite, root, script=release.script)
+    with step(PREFIX, "a rabbitmq account with ids of this machine"):
+        uid, gid = service_ids()
+        chroot = ["chroot", str(root)]
+        run([*chroot, "groupadd", "--system", "--gid", str(gid), SERVICE_ACCOUNT], timeout=60)
+        home = ["--home-dir", "/var/lib/rabbitmq", "--no-create-home", "--shell", "/usr/sbin/nologin"]
+        useradd = ["useradd", "--system", "--uid", str(uid), "--gid", str(gid), *home, SERVICE_ACCOUNT]
+        run([*chroot, *useradd], timeout=60)
+    _apt_install_in(root, release, ["rabbitmq-server"])
+    with step(PREFIX, "trim the root filesystem; add the entrypoint and plugins; resolve from files"):
+        _prepare(root)
+        _resolve_from_files(root)  # after apt, which still needs DNS
 
 
 def _resolve_from_files(root: Path) -> None:
