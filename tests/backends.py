@@ -47,6 +47,7 @@ import pytest
 from pamqp import commands, frame
 from pamqp.exceptions import UnmarshalingException
 
+from gear.redact import mask_url
 from tests.rabbitmq_container import RabbitMQContainer
 
 __all__ = (
@@ -353,7 +354,7 @@ def find_rabbitmq() -> tuple[RabbitMQ | None, str]:
     if url:
         ctl, note = ctl_for_url(url)
         exclusive = bool(os.environ.get(ENV_DISRUPTIVE) or os.environ.get("GEAR_TEST_CLOSE_ALL"))
-        return RabbitMQ(url, ctl, exclusive=exclusive, where=ENV_URL, ctl_note=note), ""
+        return RabbitMQ(url, ctl, exclusive=exclusive, where=f"{ENV_URL} {mask_url(url)}", ctl_note=note), ""
     if (why := _docker_answers()) is not None:
         return None, (
             f"no RabbitMQ: set {ENV_URL}=amqp://guest:guest@127.0.0.1:5672/, or make a Docker engine "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 
@@ -37,6 +38,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             return
 
 
+_USED: list[str] = []
+"""The RabbitMQ this session ran its rabbitmq tests against, in words (for the summary)."""
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Say which RabbitMQ the rabbitmq tests ran against (CI's log, and the README's platform table,
+    ``python scripts/platforms.py``, read this line)."""
+    for used in _USED:
+        terminalreporter.write_line(f"RabbitMQ under test: {used}")
+
+
 @pytest.fixture(scope="session")
 def rabbitmq() -> Iterator[RabbitMQ]:
     """The session's real RabbitMQ (see ``tests/backends.py``); skips the test when there is none.
@@ -46,6 +58,7 @@ def rabbitmq() -> Iterator[RabbitMQ]:
     found, reason = find_rabbitmq()
     if found is None:
         pytest.skip(reason)
+    _USED.append(f"RabbitMQ {'.'.join(map(str, found.version))} ({found.where})")
     try:
         yield found
     finally:
