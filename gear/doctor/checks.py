@@ -67,7 +67,7 @@ def broker(facts: Facts) -> Finding:
     data = {"product": facts.product, "version": facts.version, "platform": facts.server.get("platform")}
     name = f"{facts.product} {facts.version}"
     if facts.product == "Gear reference broker":
-        found = f"{name}: Gear's own broker, one process, no clustering (development and tests)"
+        found = f"{name}: Gear's own, one process, no clustering (for development and tests)"
         return Finding("broker", Status.OK, found, "", data)
     if not facts.is_rabbitmq:
         return Finding("broker", Status.WARN, f"{name}: not RabbitMQ, untested", "use RabbitMQ 4.x", data)
@@ -108,15 +108,18 @@ def feature_flags(facts: Facts) -> Finding:
         if f.get("state") != "enabled" and f.get("stability") != "experimental"
     )
     data = {"wanted": wanted, "disabled": disabled}
-    shown = ", ".join(f"{name} {state}" for name, state in wanted.items() if state != "absent")
+    shown = ", ".join(
+        f"{name} {state}" for name, state in wanted.items() if state not in ("absent", "enabled")
+    )
     if facts.settings.quorum and wanted["quorum_queue"] != "enabled":
         change = "enable quorum_queue (rabbitmqctl enable_feature_flag quorum_queue): quorum=True needs it"
-        return Finding("feature flags", Status.FAIL, shown, change, data)
+        return Finding("feature flags", Status.FAIL, shown or "quorum_queue absent", change, data)
     if disabled:
-        found = f"{shown}; not enabled: {', '.join(disabled)}"
+        found = f"not enabled: {', '.join(disabled)}"
         change = "rabbitmqctl enable_feature_flag all (an upgrade needs every stable flag enabled)"
         return Finding("feature flags", Status.WARN, found, change, data)
-    return Finding("feature flags", Status.OK, f"all {len(states)} enabled ({shown})", "", data)
+    listed = ", ".join(name for name, state in wanted.items() if state == "enabled")
+    return Finding("feature flags", Status.OK, f"all {len(states)} enabled, {listed} among them", "", data)
 
 
 def deprecated_features(facts: Facts) -> Finding:
@@ -164,7 +167,7 @@ def consumer_timeout(facts: Facts) -> Finding:
     """The consumer timeout on Gear's queues against the longest handler deadline."""
     deadline_ms = int(facts.longest_deadline * 1000)
     data: dict[str, Any] = {"longest_deadline_ms": deadline_ms}
-    scope = " (RabbitMQ 4.3 applies it to quorum queues only)" if facts.release >= (4, 3) else ""
+    scope = " (4.3: quorum queues only)" if facts.release >= (4, 3) else ""
     per_queue = {
         str(q.get("name")): timeout
         for q in facts.queues or ()
@@ -184,25 +187,18 @@ def consumer_timeout(facts: Facts) -> Finding:
             f"{facts.product} has no consumer timeout; the longest deadline is {facts.longest_deadline:g} s"
         )
         return Finding("consumer timeout", Status.OK, found, "", data)
+    longest = f"longest deadline {facts.longest_deadline:g} s"
     if facts.queues is None:
-        found = (
-            f"per-queue values not visible without the management API; the broker-wide default is 30 min, "
-            f"against a longest deadline of {facts.longest_deadline:g} s{scope}"
-        )
+        found = f"per queue: not visible without the management API; default 30 min{scope}; {longest}"
+    elif per_queue:
+        found = "on Gear's queues: " + ", ".join(f"{n} {ms:,} ms" for n, ms in per_queue.items())
+        found += f"; {longest}"
     else:
-        where = (
-            "set on Gear's queues: " + ", ".join(f"{n} {ms:,} ms" for n, ms in per_queue.items())
-            if per_queue
-            else ""
-        )
-        found = where or f"none on Gear's queues; the broker-wide default is 30 min{scope}"
-        found += f"; the longest deadline is {facts.longest_deadline:g} s"
+        found = f"none on Gear's queues; default 30 min{scope}; {longest}"
     if deadline_ms >= DEFAULT_CONSUMER_TIMEOUT_MS:
         change = "a handler may run past RabbitMQ's default consumer timeout (30 min): raise consumer_timeout"
         return Finding("consumer timeout", Status.WARN, found, change, data)
-    return Finding(
-        "consumer timeout", Status.OK, found + " (a value set in rabbitmq.conf is not visible)", "", data
-    )
+    return Finding("consumer timeout", Status.OK, found + " (rabbitmq.conf's value is not visible)", "", data)
 
 
 def delivery_limits(facts: Facts) -> Finding:
@@ -249,7 +245,7 @@ def delivery_limits(facts: Facts) -> Finding:
         )
         change = "start one Gear instance with quorum=True (it declares them)"
         return Finding("delivery limits", Status.FAIL, found, change, data)
-    found = f"{summary}, dead-lettered to {exchange!r} ({DEAD_LETTER_KEY}); `gear dead-letters` lists them"
+    found = f"{summary}, dead letters to {exchange!r} ({DEAD_LETTER_KEY}); `gear dead-letters` lists them"
     return Finding("delivery limits", Status.OK, found, "", data)
 
 
@@ -264,7 +260,7 @@ def heartbeat(facts: Facts) -> Finding:
         return Finding(
             "heartbeat", Status.WARN, "none: a silent partition is found by TCP only (minutes)", change, data
         )
-    found = f"{granted} s (Gear asked {asked} s): a silent link is declared dead after {1.5 * granted:g} s"
+    found = f"{granted} s (Gear asked {asked} s): a silent link counts as dead after {1.5 * granted:g} s"
     if asked and granted != asked:
         return Finding(
             "heartbeat", Status.WARN, found, f"the broker changed Gear's {asked} s: check its heartbeat", data
