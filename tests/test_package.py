@@ -11,6 +11,7 @@ import sys
 import tomllib
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,13 +20,17 @@ import gear
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _modules() -> list[str]:
+def _modules() -> list[Any]:
+    """Every module of ``gear``; the pipeline's modules import pyspark, so they carry the spark mark."""
     names = []
     for info in pkgutil.walk_packages(gear.__path__, prefix="gear."):
         if info.name.endswith("__main__"):
             continue
         names.append(info.name)
-    return sorted(names)
+    return [
+        pytest.param(name, marks=pytest.mark.spark) if name.startswith("gear.pipeline.") else name
+        for name in sorted(names)
+    ]
 
 
 @pytest.mark.parametrize("module_name", _modules())
@@ -69,7 +74,10 @@ def test_importing_the_broker_loads_neither_the_sdk_nor_its_amqp_client() -> Non
     assert _loaded_by("import gear.broker", _SDK) == []
 
 
-@pytest.mark.parametrize("module", ["gear.pipeline", "gear.pipeline.job", "gear.tracing.event"])
+@pytest.mark.parametrize(
+    "module",
+    ["gear.pipeline", pytest.param("gear.pipeline.job", marks=pytest.mark.spark), "gear.tracing.event"],
+)
 def test_what_spark_executors_load_pulls_in_no_sdk(module: str) -> None:
     """Spark unpickles the pipeline's functions on its executors: they must not need the SDK."""
     assert _loaded_by(f"import {module}", _SDK) == []
