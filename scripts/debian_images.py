@@ -100,7 +100,9 @@ HOSTS = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
 LOCAL_CA_DIR = Path("/usr/local/share/ca-certificates")
 """Where Debian keeps a machine's own CA certificates (a TLS-intercepting proxy's, say). They are added
 to the base's trust store, so that ``pip install`` in ``docker build`` reaches PyPI as the host does."""
-DEBOOTSTRAP_CACHE = Path("/var/cache/gear-debootstrap")
+DEBOOTSTRAP_CACHE = Path(os.environ.get("GEAR_DEBOOTSTRAP_CACHE", "/var/cache/gear-debootstrap"))
+"""Downloaded packages, kept between builds (``GEAR_DEBOOTSTRAP_CACHE``: another directory, e.g. an
+empty one to time a build from nothing)."""
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 SERVICE_ACCOUNT = "rabbitmq"
 
