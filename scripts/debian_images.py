@@ -7,7 +7,7 @@
   rabbitmq-server, python3-pip and ca-certificates).
 * ``gear-rabbitmq:<suite>-<hash>``: RabbitMQ in the foreground (``scripts/rabbitmq/entrypoint.sh``),
   configured with RabbitMQ's own variables (``RABBITMQ_NODE_PORT``, ``RABBITMQ_DIST_PORT``, ...) and
-  files in ``/etc/rabbitmq/conf.d``; like ``rabbitmq:3.13-management`` it runs the management and
+  files in ``/etc/rabbitmq/conf.d``; like ``rabbitmq:4-management`` it runs the management and
   Prometheus plugins, so one configuration fits every image. ``--rabbitmq`` picks the release:
 
   ====== ======================= ==================================================================

@@ -8,7 +8,7 @@ found in this order:
    reaches listens on the URL's port (so a URL that names another broker never gets the system node's
    users, alarms and closed connections), else by nothing (the tests that need it skip and say why);
 2. else, when a Docker engine answers, a container started through testcontainers from
-   ``GEAR_TEST_RABBITMQ_IMAGE`` (default ``rabbitmq:3.13-management``; ``scripts/debian_images.py``
+   ``GEAR_TEST_RABBITMQ_IMAGE`` (default ``rabbitmq:4-management``; ``scripts/debian_images.py``
    builds local ones with RabbitMQ 3.10, 4.0 or 4.3 where no registry is reachable), controlled with
    ``docker exec rabbitmqctl``;
 3. else the rabbitmq tests skip, saying how to get one.

@@ -274,3 +274,17 @@ def test_the_wheel_installs_gear_alone_with_both_commands(tmp_path: Path) -> Non
     assert {"gear/cli/main.py", "gear/examples/demo.py", "gear/py.typed"} <= set(names)
     assert "gear = gear.cli.main:app" in entry_points
     assert "gear-rpc = gear.cli.main:app" in entry_points
+
+
+def test_the_classifiers_name_the_pythons_ci_runs() -> None:
+    """pyproject says what is tested: its Python classifiers are the versions .ci/run has steps for."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = {
+        c.rsplit(" :: ", 1)[1]
+        for c in project["classifiers"]
+        if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)
+    }
+    in_ci = set(re.findall(r'timed "Python (3\.\d+): ', (ROOT / ".ci" / "run").read_text()))
+    assert declared == in_ci
+    lowest = min(declared, key=lambda v: tuple(map(int, v.split("."))))
+    assert project["requires-python"] == f">={lowest}"
