@@ -6,8 +6,10 @@ to ``EXCHANGE.@dead`` (kept for operators) and ``EXCHANGE.@dead.notify`` (see :m
 Every instance consumes the notify queue (the instances compete: each dead letter reaches one of them)
 and for each dead letter:
 
-* logs one WARNING line (what, from whom, which queue, how many deliveries) and counts it
-  (``Service.stats["dead_letters"]``);
+* if the reason is the delivery limit, logs one WARNING line (what, from whom, which queue, how many
+  deliveries) and counts it (``Service.stats["dead_letters"]``); other reasons are expected outcomes:
+  ``expired`` (a request past its deadline, whose caller gave up already) and ``rejected`` (a foreign
+  message Gear refused) are kept in ``EXCHANGE.@dead`` and logged at DEBUG only;
 * if it is a call or a gather whose caller still waits (its deadline has not passed), publishes an
   error reply to the caller: the call raises :class:`gear.errors.DeliveryLimitError` at once instead of
   timing out (``Service.stats["dead_letter_replies"]``).
@@ -33,10 +35,19 @@ from gear.errors import ConnectionLostError, DeliveryLimitError, GearError
 from gear.publisher import Outgoing, Publisher
 from gear.topology import DEAD_LETTER_KEY, dead_letter_queue
 
-__all__ = ("DeadLetter", "DeadLetters", "ParkedLetter", "list_dead_letters", "read_dead_letter")
+__all__ = (
+    "DELIVERY_LIMIT",
+    "DeadLetter",
+    "DeadLetters",
+    "ParkedLetter",
+    "list_dead_letters",
+    "read_dead_letter",
+)
 
 log = logging.getLogger("gear.deadletter")
 
+DELIVERY_LIMIT = "delivery_limit"
+"""The ``x-death`` reason of a message dropped for too many deliveries."""
 _REPLY_BUDGET = 5.0
 """Seconds at most spent publishing one error reply (less when the caller's deadline is nearer)."""
 
@@ -84,7 +95,7 @@ class DeadLetters:
         self._publisher = publisher
         self._delivery_limit = delivery_limit
         self.seen = 0
-        """Dead letters this instance was told of."""
+        """Requests dropped for the delivery limit that this instance was told of."""
         self.replies = 0
         """Error replies it sent to callers still waiting."""
 
@@ -112,6 +123,11 @@ class DeadLetters:
 
     async def _tell(self, delivery: Delivery) -> None:
         dead = read_dead_letter(delivery.headers) or DeadLetter("?", "?", None)
+        if dead.reason != DELIVERY_LIMIT:
+            # expired (a request past its deadline: its caller gave up already) or rejected (a foreign
+            # message Gear refused): expected outcomes, kept in EXCHANGE.@dead, not incidents
+            log.debug("queue %r dead-lettered a message (%s)", dead.queue, dead.reason)
+            return
         self.seen += 1
         try:
             meta = parse_meta(

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,8 +20,11 @@ import pytest
 from typer.testing import CliRunner
 
 import gear
+from gear.adapter import Delivery
 from gear.cli.main import app
-from gear.deadletter import list_dead_letters, read_dead_letter
+from gear.deadletter import DeadLetters, list_dead_letters, read_dead_letter
+from gear.envelope import ErrorBody
+from gear.publisher import Outgoing
 from tests.backends import BrokerHandle, RabbitMQ
 from tests.conftest import unique
 from tests.sdk.conftest import Fleet
@@ -150,3 +154,60 @@ def test_dead_letter_headers_of_each_release_are_read() -> None:
     }
     assert read_dead_letter({"x-gear-method": "work"}) is None
     assert read_dead_letter(None) is None
+
+
+class _GoneChannel:
+    is_closed = True  # acks become no-ops
+
+
+class _Publisher:
+    def __init__(self) -> None:
+        self.sent: list[Outgoing] = []
+
+    async def publish(self, msg: Outgoing, until: float) -> bool:
+        self.sent.append(msg)
+        return True
+
+
+def _dead(reason: str, kind: str = "gear.call", deadline_in: float = 30.0) -> Delivery:
+    headers = {
+        "x-gear-method": "work",
+        "x-gear-deadline": int((time.time() + deadline_in) * 1000),
+        "x-first-death-queue": "REPO",
+        "x-first-death-reason": reason,
+    }
+    reply_to = None if kind == "gear.cast" else "WEB.w1"
+    return Delivery(
+        b"{}", "@dead", 1, True, "r1.1", "r1", reply_to, kind, "WEB.w1", headers, "q", _GoneChannel()
+    )
+
+
+async def test_only_delivery_limit_drops_are_incidents_and_only_waiting_callers_are_told(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    publisher = _Publisher()
+    watcher = DeadLetters("REPO.h1", publisher, delivery_limit=20)  # type: ignore[arg-type]
+    caplog.set_level(logging.DEBUG, logger="gear.deadletter")
+    for delivery in (
+        _dead("expired"),  # its caller gave up at the deadline the expiry came from
+        _dead("rejected", kind="gear.cast"),
+        _dead("delivery_limit"),
+        _dead("delivery_limit", deadline_in=-1.0),  # too late to tell
+        _dead("delivery_limit", kind="gear.cast"),  # nobody to tell
+    ):
+        await watcher.on_delivery(delivery)
+    assert (watcher.seen, watcher.replies) == (3, 1)
+    (reply,) = publisher.sent
+    assert (reply.routing_key, reply.request_id, reply.kind) == ("WEB.w1", "r1", "gear.reply")
+    error = ErrorBody.model_validate_json(reply.body)
+    assert (error.type, error.details["queue"], error.details["reason"]) == (
+        "DeliveryLimit",
+        "REPO",
+        "delivery_limit",
+    )
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert [w.rsplit("; ", 1)[1] for w in warnings] == [
+        "telling the caller",
+        "its caller no longer waits",
+        "no caller to tell",
+    ]
