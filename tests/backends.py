@@ -54,6 +54,7 @@ __all__ = (
     "ENV_CTL",
     "ENV_DISRUPTIVE",
     "ENV_MANAGEMENT",
+    "ENV_ROOT",
     "ENV_URL",
     "REFERENCE_SEMANTICS",
     "BrokerHandle",
@@ -65,6 +66,9 @@ __all__ = (
 ENV_URL = "GEAR_TEST_AMQP_URL"
 ENV_MANAGEMENT = "GEAR_TEST_MANAGEMENT_URL"
 """The management API of the RabbitMQ at ``GEAR_TEST_AMQP_URL``, if it has one (``gear doctor``'s tests)."""
+ENV_ROOT = "GEAR_TEST_RABBITMQ_ROOT"
+"""The directory the RabbitMQ at ``GEAR_TEST_AMQP_URL`` sees as ``/`` (a chroot's root: files it must read
+go there); unset: this machine's ``/``."""
 ENV_CTL = "GEAR_TEST_RABBITMQCTL"
 """The command that controls the RabbitMQ at ``GEAR_TEST_AMQP_URL`` (rabbitmqctl's arguments follow it)."""
 REFERENCE_SEMANTICS = (4, 0)
@@ -205,13 +209,17 @@ class RabbitMQ:
                 with contextlib.suppress(RuntimeError):
                     self.container.exec(["rm", "-f", path])
             return
-        shared = Path(tempfile.mkdtemp(prefix="gear-node-"))  # the node runs as another user
+        root = Path(os.environ.get(ENV_ROOT) or "/")  # a node in a chroot sees its root as /
+        (root / "tmp").mkdir(exist_ok=True)
+        shared = Path(
+            tempfile.mkdtemp(prefix="gear-node-", dir=root / "tmp")
+        )  # the node runs as another user
         try:
             shared.chmod(0o755)
             file = shared / f"file{suffix}"
             file.write_text(text)
             file.chmod(0o644)
-            yield str(file)
+            yield "/" + str(file.relative_to(root))
         finally:
             shutil.rmtree(shared)
 
