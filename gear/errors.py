@@ -18,12 +18,14 @@
     ├── BadResultError (ValueError)            a reply arrived but does not fit ``result_type``
     └── RemoteError                            the remote handler failed; .type, .message, .details
         ├── MethodNotFoundError                the remote instance has no handler for the method
-        └── BadPayloadError                    the remote handler rejected the payload (validation)
+        ├── BadPayloadError                    the remote handler rejected the payload (validation)
+        └── DeliveryLimitError                 a quorum queue dropped the request after too many
+                                               deliveries (servers crashed or lost it each time)
 
 Remote errors cross the wire as JSON ``{"type", "message", "details"}``, never pickle. A ``RemoteError``
-carries the remote exception's type name; ``MethodNotFoundError`` and ``BadPayloadError`` are raised as
-themselves because Gear produces them on the serving side. The aliases without the ``Error`` suffix
-(``CallTimeout``, ``Unroutable``, ...) are the names the issue tracker uses.
+carries the remote exception's type name; ``MethodNotFoundError``, ``BadPayloadError`` and
+``DeliveryLimitError`` are raised as themselves because Gear produces them. The aliases without the
+``Error`` suffix (``CallTimeout``, ``Unroutable``, ...) are the names the issue tracker uses.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ __all__ = (
     "ConnectError",
     "ConnectionLostError",
     "DeliveryError",
+    "DeliveryLimitError",
     "GearError",
     "MethodNotFound",
     "MethodNotFoundError",
@@ -210,8 +213,33 @@ class BadPayloadError(RemoteError):
     wire_type = "BadPayload"
 
 
+class DeliveryLimitError(RemoteError):
+    """The request was delivered again and again (each time its server crashed or lost its connection
+    before answering) until its quorum queue's delivery limit dropped it. Another Gear instance saw it
+    dead-lettered and says so before the call's deadline (``gear.deadletter``); ``details`` holds
+    ``queue``, ``reason`` (``delivery_limit``) and ``deliveries`` (null where the broker does not say).
+    """
+
+    wire_type = "DeliveryLimit"
+
+    @classmethod
+    def describe(cls, method: str, queue: str, reason: str, deliveries: int | None) -> DeliveryLimitError:
+        """The error for a request to ``method`` that ``queue`` dead-lettered."""
+        times = f"{deliveries} deliveries" if deliveries is not None else "too many deliveries"
+        message = (
+            f"queue {queue!r} dropped the request for {method!r} after {times} ({reason}): each delivery "
+            "ended with its server crashing or losing its connection before it answered"
+        )
+        details = {"queue": queue, "reason": reason, "deliveries": deliveries}
+        return cls(cls.wire_type, message, details)
+
+
 _BY_WIRE_TYPE: Mapping[str, type[RemoteError]] = MappingProxyType(
-    {cls.wire_type: cls for cls in (MethodNotFoundError, BadPayloadError) if cls.wire_type}
+    {
+        cls.wire_type: cls
+        for cls in (MethodNotFoundError, BadPayloadError, DeliveryLimitError)
+        if cls.wire_type
+    }
 )
 
 

@@ -35,6 +35,7 @@ from gear.address import Address
 from gear.alarms import Alarms
 from gear.contract.proxy import make_proxy
 from gear.contract.serving import implementation_of
+from gear.deadletter import DeadLetters
 from gear.dispatch import Dispatcher
 from gear.duplicates import DuplicateWindow
 from gear.errors import ConfigurationError, ConnectionLostError
@@ -189,6 +190,7 @@ class Service:
             call_policy=dataclasses.replace(republish, give_up_after=s.unroutable_after),
             alarms=alarms,
         )
+        self._dead_letters = DeadLetters(self.identity, self._publisher, s.delivery_limit)
         self._reply_handlers = ReplyHandlers(self._get_executor)
         self._router = Router(
             calls=self.rpc, replies=self._reply_handlers, server=self._dispatcher, events=events
@@ -394,7 +396,8 @@ class Service:
     @property
     def stats(self) -> dict[str, int]:
         """Counters: late replies, returns, republishes, expired, cancelled and duplicate requests,
-        duplicate-window evictions, requests left for requeue at stop, reconnects."""
+        duplicate-window evictions, requests left for requeue at stop, reconnects, and (with
+        ``quorum``) dead letters this instance was told of and error replies it sent for them."""
         return {
             "late_replies": self._router.late_replies,
             "returns": self._publisher.returns,
@@ -409,6 +412,8 @@ class Service:
             "failbacks": self._connector.failbacks,
             "calls_in_flight": self.rpc.in_flight,
             "handlers_in_flight": self._dispatcher.in_flight,
+            "dead_letters": self._dead_letters.seen,
+            "dead_letter_replies": self._dead_letters.replies,
         }
 
     def _make_topology(self) -> Topology:
@@ -423,6 +428,7 @@ class Service:
             quorum=s.quorum,
             instance_queue_ttl=s.instance_queue_ttl,
             serve=serve,
+            delivery_limit=s.delivery_limit,
         )
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -578,6 +584,9 @@ class Service:
         await link.apply(topology)
         if topology.type_queue is not None and not self._stopping:
             await link.consume("type", topology.type_queue.name, self._router.on_delivery)
+        notify = topology.dead_letter_notify
+        if notify is not None:
+            await link.consume("host", notify.name, self._dead_letters.on_delivery)
         await link.consume("host", topology.host_queue.name, self._router.on_delivery)
 
     def _get_executor(self) -> ThreadPoolExecutor:

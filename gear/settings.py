@@ -57,6 +57,11 @@ class Settings(BaseSettings):
     """Declare the shared TYPE queue and each instance's TYPE.HOST queue as quorum queues: the setting
     for a RabbitMQ cluster (both survive the loss of a node). Switching an existing system needs its
     old queues deleted first: a queue cannot change its type."""
+    delivery_limit: int = Field(default=20, ge=1)
+    """With ``quorum``: how many times a message may go back to its queue (its server crashed or lost
+    its connection while handling it) before the broker dead-letters it (``x-delivery-limit``; 20 is
+    RabbitMQ 4.x's own default, which 3.x lacks). A dead-lettered call fails at once with
+    ``DeliveryLimitError``; ``gear dead-letters`` lists what was dropped."""
     instance_queue_ttl: float = Field(default=600.0, gt=0)
     """``x-expires`` of the TYPE.HOST queue in seconds: how long it outlives its instance."""
     cast_retry_budget: float = Field(default=10.0, gt=0)

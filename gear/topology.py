@@ -14,6 +14,16 @@ calls), and ``gear topology`` prints it. Why the ``TYPE.HOST`` queue is *durable
   quorum queue is replicated: the surviving nodes elect a new leader and the instance consumes it again
   through another node within a fraction of a second, with every waiting reply kept
   (``docs/cluster-instance-queues.md`` has the measurements and the alternatives that fail).
+
+Quorum queues have a **delivery limit**: a message returned to the queue more than ``x-delivery-limit``
+times (a rejected delivery, or one unacknowledged when its connection or server died) is dropped, and
+RabbitMQ 4.x sets a limit of 20 by default, silently. So with ``quorum=True`` both queues are declared
+with an explicit ``x-delivery-limit`` (the same on every RabbitMQ release) and with Gear's own
+exchange as their dead-letter exchange, routing key ``@dead`` (no address can route there: ``@`` is
+never part of a TYPE or HOST). Two quorum queues are bound to that key: ``EXCHANGE.@dead``, where dead
+letters stay for an operator (``gear dead-letters`` lists them; the oldest go past 10,000), and
+``EXCHANGE.@dead.notify``, which every instance consumes (:mod:`gear.deadletter`) to tell a waiting
+caller at once, count the loss and log it.
 """
 
 from __future__ import annotations
@@ -23,7 +33,33 @@ from typing import Any
 
 from gear.address import Address, instance_bindings, validate_type
 
-__all__ = ("BindingSpec", "ExchangeSpec", "QueueSpec", "Topology")
+__all__ = (
+    "DEAD_LETTER_KEY",
+    "DEAD_LETTERS_KEPT",
+    "BindingSpec",
+    "ExchangeSpec",
+    "QueueSpec",
+    "Topology",
+    "dead_letter_queue",
+    "dead_letter_notify_queue",
+)
+
+DEAD_LETTER_KEY = "@dead"
+"""The routing key dead letters of Gear's quorum queues are published with, to Gear's own exchange."""
+DEAD_LETTERS_KEPT = 10_000
+"""``x-max-length`` of the dead-letter queues: past it the oldest dead letter goes (drop-head)."""
+LISTINGS = 1_000_000
+"""``x-delivery-limit`` of ``EXCHANGE.@dead``: how often ``gear dead-letters`` may list a dead letter."""
+
+
+def dead_letter_queue(exchange: str) -> str:
+    """The queue that keeps the dead letters of exchange ``exchange``'s quorum queues for operators."""
+    return f"{exchange}.{DEAD_LETTER_KEY}"
+
+
+def dead_letter_notify_queue(exchange: str) -> str:
+    """The queue the instances consume to learn of dead letters (:mod:`gear.deadletter`)."""
+    return f"{exchange}.{DEAD_LETTER_KEY}.notify"
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +99,10 @@ class Topology:
     type_queue: QueueSpec | None
     host_queue: QueueSpec
     bindings: tuple[BindingSpec, ...]
+    dead_letters: QueueSpec | None = None
+    """With ``quorum``: the queue dead letters stay in (``EXCHANGE.@dead``)."""
+    dead_letter_notify: QueueSpec | None = None
+    """With ``quorum``: the queue this instance consumes to learn of dead letters."""
 
     @classmethod
     def for_service(
@@ -74,6 +114,7 @@ class Topology:
         quorum: bool = False,
         instance_queue_ttl: float = 600.0,
         serve: bool = True,
+        delivery_limit: int = 20,
     ) -> Topology:
         """Build the topology of instance ``TYPE.HOST``.
 
@@ -82,36 +123,59 @@ class Topology:
             host: the instance's HOST word.
             exchange: the topic exchange name.
             quorum: declare the shared TYPE queue and the instance queue as quorum queues (for a
-                RabbitMQ cluster: they survive the loss of a node).
+                RabbitMQ cluster: they survive the loss of a node), with a delivery limit and Gear's
+                dead-letter queues.
             instance_queue_ttl: seconds the TYPE.HOST queue outlives its last consumer (``x-expires``).
             serve: False for a pure client (no handlers, e.g. the CLI): no shared TYPE queue, and the
                 instance queue is bound to ``TYPE.HOST`` only, so multicasts and broadcasts skip it.
+            delivery_limit: with ``quorum``, how many times a message may go back to its queue
+                (``x-delivery-limit``) before the broker dead-letters it.
 
         Raises:
             ValueError: if TYPE or HOST is invalid or a routing key would exceed 255 bytes.
         """
         own = Address.instance(type, host)
-        shared_args: dict[str, Any] = {"x-queue-type": "quorum"} if quorum else {}
+        shared_args: dict[str, Any] = {}
+        dead: tuple[QueueSpec, QueueSpec] | None = None
+        if quorum:
+            if delivery_limit < 1:
+                raise ValueError(f"delivery_limit must be at least 1, got {delivery_limit}")
+            shared_args = {
+                "x-queue-type": "quorum",
+                "x-delivery-limit": delivery_limit,
+                "x-dead-letter-exchange": exchange,
+                "x-dead-letter-routing-key": DEAD_LETTER_KEY,
+            }
+            kept = {"x-queue-type": "quorum", "x-max-length": DEAD_LETTERS_KEPT}
+            dead = (
+                # listing returns messages to the queue, which counts as a delivery: a limit no
+                # listing reaches, else RabbitMQ 4.x's default (20) would drop them after 20 listings
+                QueueSpec(dead_letter_queue(exchange), arguments={**kept, "x-delivery-limit": LISTINGS}),
+                QueueSpec(dead_letter_notify_queue(exchange), arguments=kept),
+            )
         host_queue = QueueSpec(
             name=own.routing_key,
             arguments={**shared_args, "x-expires": max(1, int(instance_queue_ttl * 1000))},
         )
+        dead_bindings = tuple(BindingSpec(exchange, q.name, DEAD_LETTER_KEY) for q in dead or ())
+        dead_queues: dict[str, Any] = {"dead_letters": dead[0], "dead_letter_notify": dead[1]} if dead else {}
         if not serve:
             own_binding = BindingSpec(exchange, host_queue.name, own.routing_key)
-            return cls(ExchangeSpec(exchange), None, host_queue, (own_binding,))
-        type_queue = QueueSpec(name=validate_type(type), arguments=shared_args)
+            return cls(ExchangeSpec(exchange), None, host_queue, (own_binding, *dead_bindings), **dead_queues)
+        type_queue = QueueSpec(name=validate_type(type), arguments=dict(shared_args))
         bindings = (
             BindingSpec(exchange, type_queue.name, type_queue.name),
             *(BindingSpec(exchange, host_queue.name, key) for key in instance_bindings(type, host)),
+            *dead_bindings,
         )
-        return cls(ExchangeSpec(exchange), type_queue, host_queue, bindings)
+        return cls(ExchangeSpec(exchange), type_queue, host_queue, bindings, **dead_queues)
 
     @property
     def queues(self) -> tuple[QueueSpec, ...]:
-        """The shared queue (if serving), then the instance queue."""
-        if self.type_queue is None:
-            return (self.host_queue,)
-        return (self.type_queue, self.host_queue)
+        """The shared queue (if serving), the instance queue, then the dead-letter queues (quorum)."""
+        own = (self.host_queue,) if self.type_queue is None else (self.type_queue, self.host_queue)
+        dead = tuple(q for q in (self.dead_letters, self.dead_letter_notify) if q is not None)
+        return own + dead
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able form, for ``gear topology --json``."""

@@ -9,13 +9,15 @@ the cgroupfs driver::
     python3 scripts/docker_engine.py start     # an engine answers afterwards; says if it started one
     python3 scripts/docker_engine.py stop      # stops it only if `start` started it
     python3 scripts/docker_engine.py status
-    python3 scripts/docker_engine.py run [--images] [--skip-unavailable] -- COMMAND...
+    python3 scripts/docker_engine.py run [--images [--rabbitmq 4.3]] [--skip-unavailable] -- COMMAND...
+    python3 scripts/docker_engine.py run --unavailable-exit 75 -- COMMAND...   # 75 where Docker cannot run
 
 ``run`` starts the engine, with ``--images`` builds (or reuses) the local images of
-``scripts/debian_images.py`` and passes their names to COMMAND in ``GEAR_TEST_RABBITMQ_IMAGE`` and
-``GEAR_TEST_BASE_IMAGE``, runs COMMAND, and stops the engine if it started it. With
-``--skip-unavailable`` a machine where Docker cannot run is a skip (exit 0, with the reason), not a
-failure. Every step says what it does and how long it took, on stderr.
+``scripts/debian_images.py`` (RabbitMQ ``--rabbitmq``: 3.10, 4.0 or 4.3, the default) and passes their
+names to COMMAND in ``GEAR_TEST_RABBITMQ_IMAGE`` and ``GEAR_TEST_BASE_IMAGE``, runs COMMAND, and stops
+the engine if it started it. With ``--skip-unavailable`` a machine where Docker cannot run is a skip
+(exit 0, with the reason), not a failure; ``--unavailable-exit N`` exits with N there instead, so that a
+caller can run something else. Every step says what it does and how long it took, on stderr.
 """
 
 from __future__ import annotations
@@ -184,10 +186,10 @@ def _is_zombie(pid: int) -> bool:
         return True
 
 
-def _run_with_engine(command: list[str], images: bool, skip_unavailable: bool) -> int:
+def _run_with_engine(command: list[str], images: str | None, unavailable_exit: int | None) -> int:
     began = time.monotonic()
     try:
-        return _run_steps(command, images, skip_unavailable)
+        return _run_steps(command, images, unavailable_exit)
     except StepError as exc:
         say(PREFIX, f"error: {exc}")
         return 1
@@ -195,20 +197,22 @@ def _run_with_engine(command: list[str], images: bool, skip_unavailable: bool) -
         say(PREFIX, f"run: {time.monotonic() - began:.1f} s in all (engine, images, command, stop)")
 
 
-def _run_steps(command: list[str], images: bool, skip_unavailable: bool) -> int:
+def _run_steps(command: list[str], images: str | None, unavailable_exit: int | None) -> int:
+    """``images``: the RabbitMQ release whose local images to build or reuse, or None for none;
+    ``unavailable_exit``: the exit code where Docker cannot run (None: that is an error)."""
     try:
         started = ensure_engine()
     except EngineUnavailableError as exc:
-        if not skip_unavailable:
+        if unavailable_exit is None:
             raise
         say(PREFIX, f"SKIPPED: Docker cannot run here: {exc}")
-        return 0
+        return unavailable_exit
     try:
         env = dict(os.environ)
-        if images:
+        if images is not None:
             from debian_images import ensure_images
 
-            built = ensure_images()
+            built = ensure_images(images)
             env.update(built.env())
             for key, value in built.env().items():
                 say(PREFIX, f"{key}={value}")
@@ -230,7 +234,11 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("status", help="say whether an engine answers and who started it")
     runner = sub.add_parser("run", help="start, run COMMAND, stop")
     runner.add_argument("--images", action="store_true", help="build or reuse the local images first")
+    runner.add_argument(
+        "--rabbitmq", default="4.3", help="the RabbitMQ release of the --images image (3.10, 4.0, 4.3)"
+    )
     runner.add_argument("--skip-unavailable", action="store_true", help="exit 0 where Docker cannot run")
+    runner.add_argument("--unavailable-exit", type=int, metavar="N", help="exit N where Docker cannot run")
     runner.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     try:
@@ -247,7 +255,9 @@ def main(argv: list[str] | None = None) -> int:
             command = args.command[1:] if args.command[:1] == ["--"] else args.command
             if not command:
                 parser.error("run needs a COMMAND after --")
-            return _run_with_engine(command, args.images, args.skip_unavailable)
+            images = args.rabbitmq if args.images else None
+            unavailable = 0 if args.skip_unavailable else args.unavailable_exit
+            return _run_with_engine(command, images, unavailable)
     except StepError as exc:
         say(PREFIX, f"error: {exc}")
         return 1

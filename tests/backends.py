@@ -3,11 +3,19 @@
 ``reference`` is Gear's own broker started in-process on a free port. ``rabbitmq`` is a real RabbitMQ,
 found in this order:
 
-1. ``GEAR_TEST_AMQP_URL`` (``rabbitmqctl`` on this machine controls it, if present);
+1. ``GEAR_TEST_AMQP_URL``, controlled by the command in ``GEAR_TEST_RABBITMQCTL`` (say
+   ``docker exec NAME rabbitmqctl``), else by this machine's ``rabbitmqctl`` only if the node it
+   reaches listens on the URL's port (so a URL that names another broker never gets the system node's
+   users, alarms and closed connections), else by nothing (the tests that need it skip and say why);
 2. else, when a Docker engine answers, a container started through testcontainers from
-   ``GEAR_TEST_RABBITMQ_IMAGE`` (default ``rabbitmq:3.13-management``; ``scripts/debian_images.py``
-   builds a local one where no registry is reachable), controlled with ``docker exec rabbitmqctl``;
+   ``GEAR_TEST_RABBITMQ_IMAGE`` (default ``rabbitmq:4-management``; ``scripts/debian_images.py``
+   builds local ones with RabbitMQ 3.10, 4.0 or 4.3 where no registry is reachable), controlled with
+   ``docker exec rabbitmqctl``;
 3. else the rabbitmq tests skip, saying how to get one.
+
+Every backend knows which broker it is (``product``, ``version``, from ``connection.start``) and which
+RabbitMQ behaviour it shows (``semantics``): tests that differ between releases assert the behaviour
+of the release they talk to (tests/conformance/__init__.py lists the differences).
 
 Nothing is looked for until a selected test asks for RabbitMQ, so ``-m "not rabbitmq"`` never starts a
 container. Tests that disturb the broker (drop every connection, raise a memory alarm, restart it) do it
@@ -20,8 +28,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import ipaddress
+import json
 import os
+import re
+import shlex
 import shutil
+import socket
 import subprocess
 import tempfile
 import urllib.parse
@@ -30,16 +43,130 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+from pamqp import commands, frame
+from pamqp.exceptions import UnmarshalingException
+
+from gear.redact import mask_url
 from tests.rabbitmq_container import RabbitMQContainer
 
-__all__ = ("ENV_DISRUPTIVE", "ENV_URL", "BrokerHandle", "RabbitMQ", "find_rabbitmq")
+__all__ = (
+    "ENV_CTL",
+    "ENV_DISRUPTIVE",
+    "ENV_MANAGEMENT",
+    "ENV_ROOT",
+    "ENV_URL",
+    "REFERENCE_SEMANTICS",
+    "BrokerHandle",
+    "RabbitMQ",
+    "find_rabbitmq",
+    "server_properties",
+)
 
 ENV_URL = "GEAR_TEST_AMQP_URL"
+ENV_MANAGEMENT = "GEAR_TEST_MANAGEMENT_URL"
+"""The management API of the RabbitMQ at ``GEAR_TEST_AMQP_URL``, if it has one (``gear doctor``'s tests)."""
+ENV_ROOT = "GEAR_TEST_RABBITMQ_ROOT"
+"""The directory the RabbitMQ at ``GEAR_TEST_AMQP_URL`` sees as ``/`` (a chroot's root: files it must read
+go there); unset: this machine's ``/``."""
+ENV_CTL = "GEAR_TEST_RABBITMQCTL"
+"""The command that controls the RabbitMQ at ``GEAR_TEST_AMQP_URL`` (rabbitmqctl's arguments follow it)."""
+REFERENCE_SEMANTICS = (4, 0)
+"""The RabbitMQ release whose behaviour the reference broker follows where releases differ: 4.0
+(tests/conformance/__init__.py lists the rules, and where 4.3 differs)."""
 ENV_DISRUPTIVE = "GEAR_TEST_DISRUPTIVE"
 """Set to 1 to allow tests that stop or force-close the RabbitMQ at ``GEAR_TEST_AMQP_URL`` (CI sets it:
 it has that broker to itself). ``GEAR_TEST_CLOSE_ALL``, its older name, still works."""
 
 Ctl = Callable[[Sequence[str]], str]
+
+
+def server_properties(url: str, timeout: float = 10.0) -> dict[str, Any]:
+    """The ``server_properties`` of the broker at an ``amqp://`` URL, read from its ``connection.start``.
+
+    Raises:
+        OSError: the broker cannot be reached or closed the socket before ``connection.start``.
+        TimeoutError: no ``connection.start`` within ``timeout`` seconds.
+    """
+    parts = urllib.parse.urlsplit(url)
+    with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 5672), timeout) as sock:
+        sock.sendall(b"AMQP\x00\x00\x09\x01")
+        data = b""
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise OSError(f"{parts.hostname}:{parts.port} closed the socket before connection.start")
+            data += chunk
+            with contextlib.suppress(UnmarshalingException):
+                _, _, start = frame.unmarshal(data)
+                if isinstance(start, commands.Connection.Start):
+                    return {key: _text(value) for key, value in start.server_properties.items()}
+
+
+def _text(value: Any) -> Any:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def version_tuple(text: str) -> tuple[int, ...]:
+    """``"4.3.6"`` -> ``(4, 3, 6)``; a suffix (``+dfsg``, ``-rc.1``) ends the numbers; ``()`` for none."""
+    found = re.match(r"\d+(?:\.\d+)*", text)
+    return tuple(int(n) for n in found.group(0).split(".")) if found else ()
+
+
+class CommandCtl:
+    """``rabbitmqctl`` as a command line (a local binary with ``-n NODE``, ``docker exec ...``)."""
+
+    def __init__(self, command: Sequence[str]) -> None:
+        self.command = list(command)
+
+    def __call__(self, args: Sequence[str]) -> str:
+        """Run it with ``args``; returns its output.
+
+        Raises:
+            subprocess.CalledProcessError: if it fails.
+        """
+        done = subprocess.run([*self.command, *args], check=True, capture_output=True, text=True, timeout=60)
+        return done.stdout
+
+    def __repr__(self) -> str:
+        return shlex.join(self.command)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def ctl_for_url(url: str) -> tuple[Ctl | None, str]:
+    """How to control the RabbitMQ at ``url``, and in words which node that is (or why there is none).
+
+    ``GEAR_TEST_RABBITMQCTL`` if set; else this machine's ``rabbitmqctl``, pinned to its node with
+    ``-n``, if that node has an AMQP listener on the URL's port; else None.
+    """
+    if command := os.environ.get(ENV_CTL):
+        return CommandCtl(shlex.split(command)), f"{ENV_CTL}={command}"
+    local = shutil.which("rabbitmqctl")
+    if local is None:
+        return None, f"no rabbitmqctl on this machine; set {ENV_CTL} to the command that controls {url}"
+    parts = urllib.parse.urlsplit(url)
+    try:
+        status = json.loads(CommandCtl([local, "-q", "status", "--formatter", "json"])([]))
+    except (subprocess.SubprocessError, OSError, ValueError) as exc:
+        return None, f"the local rabbitmqctl reaches no node ({exc}); set {ENV_CTL}"
+    amqp = [entry for entry in status.get("listeners", []) if entry.get("protocol") == "amqp"]
+    nodes = {entry.get("node") for entry in amqp if entry.get("port") == (parts.port or 5672)}
+    if _is_loopback(parts.hostname or "") and len(nodes) == 1 and None not in nodes:
+        (node,) = nodes
+        return CommandCtl([local, "-n", str(node)]), f"rabbitmqctl -n {node}"
+    ports = sorted({entry.get("port") for entry in amqp})
+    return None, (
+        f"the local rabbitmqctl controls a node with AMQP on port(s) {ports}, not the broker at "
+        f"{parts.hostname}:{parts.port}; set {ENV_CTL} to the command that controls it"
+    )
 
 
 @dataclass
@@ -53,6 +180,22 @@ class RabbitMQ:
     every connection on it."""
     where: str
     container: RabbitMQContainer | None = None
+    ctl_note: str = ""
+    """Which node ``ctl`` controls, or why there is no ``ctl``."""
+    version: tuple[int, ...] = ()
+    """RabbitMQ's version, from its ``connection.start``."""
+
+    def __post_init__(self) -> None:
+        if not self.version:
+            self.version = version_tuple(str(server_properties(self.url).get("version", "")))
+
+    @property
+    def management_url(self) -> str | None:
+        """The management HTTP API's base URL, where the tests know it: a container they started, or
+        ``GEAR_TEST_MANAGEMENT_URL`` for the broker at ``GEAR_TEST_AMQP_URL``."""
+        if self.container is None:
+            return os.environ.get(ENV_MANAGEMENT) or None
+        return f"http://127.0.0.1:{self.container.ports.management}/"
 
     @contextlib.contextmanager
     def file_for_node(self, text: str, suffix: str = ".json") -> Iterator[str]:
@@ -66,13 +209,17 @@ class RabbitMQ:
                 with contextlib.suppress(RuntimeError):
                     self.container.exec(["rm", "-f", path])
             return
-        shared = Path(tempfile.mkdtemp(prefix="gear-node-"))  # the node runs as another user
+        root = Path(os.environ.get(ENV_ROOT) or "/")  # a node in a chroot sees its root as /
+        (root / "tmp").mkdir(exist_ok=True)
+        shared = Path(
+            tempfile.mkdtemp(prefix="gear-node-", dir=root / "tmp")
+        )  # the node runs as another user
         try:
             shared.chmod(0o755)
             file = shared / f"file{suffix}"
             file.write_text(text)
             file.chmod(0o644)
-            yield str(file)
+            yield "/" + str(file.relative_to(root))
         finally:
             shutil.rmtree(shared)
 
@@ -93,10 +240,42 @@ class BrokerHandle:
     ctl: Ctl | None = None
     exclusive: bool = False
     """No one else uses this broker (a container, or ``GEAR_TEST_DISRUPTIVE`` is set)."""
+    version: tuple[int, ...] = ()
+    """RabbitMQ's version (from ``connection.start``); empty for the reference broker."""
+    ctl_note: str = ""
+    """Which node ``ctl`` controls, or why there is none (a skip reason)."""
+    management_url: str | None = None
 
     @property
     def is_reference(self) -> bool:
         return self.kind == "reference"
+
+    @property
+    def semantics(self) -> tuple[int, int]:
+        """The RabbitMQ release whose behaviour this broker shows where releases differ: RabbitMQ's own
+        (major, minor), or :data:`REFERENCE_SEMANTICS` for the reference broker."""
+        if self.is_reference:
+            return REFERENCE_SEMANTICS
+        major, minor = (*self.version, 0, 0)[:2]
+        return major, minor
+
+    @property
+    def name(self) -> str:
+        """``reference`` or ``RabbitMQ 4.3.6``, for messages."""
+        return "reference" if self.is_reference else "RabbitMQ " + ".".join(map(str, self.version))
+
+    @classmethod
+    def of(cls, found: RabbitMQ) -> BrokerHandle:
+        """The handle of the session's RabbitMQ."""
+        return cls(
+            kind="rabbitmq",
+            url=found.url,
+            ctl=found.ctl,
+            exclusive=found.exclusive,
+            version=found.version,
+            ctl_note=found.ctl_note,
+            management_url=found.management_url,
+        )
 
     @property
     def may_disrupt(self) -> bool:
@@ -151,15 +330,10 @@ class BrokerHandle:
             await asyncio.to_thread(self._rabbitmqctl, ["start_app"])
 
     def _rabbitmqctl(self, args: Sequence[str]) -> str:
+        """Run the broker's own ``rabbitmqctl``; skips the test when there is none (``ctl_note`` says why)."""
         if self.ctl is None:
-            raise RuntimeError("this RabbitMQ cannot be controlled from the tests")
+            pytest.skip(f"this RabbitMQ cannot be controlled from the tests: {self.ctl_note}")
         return self.ctl(args)
-
-
-def local_rabbitmqctl(args: Sequence[str]) -> str:
-    """Run ``rabbitmqctl`` on this machine."""
-    done = subprocess.run(["rabbitmqctl", *args], check=True, capture_output=True, text=True, timeout=60)
-    return done.stdout
 
 
 def _docker_answers() -> str | None:
@@ -186,9 +360,9 @@ def find_rabbitmq() -> tuple[RabbitMQ | None, str]:
     """
     url = os.environ.get(ENV_URL)
     if url:
-        ctl = local_rabbitmqctl if shutil.which("rabbitmqctl") else None
+        ctl, note = ctl_for_url(url)
         exclusive = bool(os.environ.get(ENV_DISRUPTIVE) or os.environ.get("GEAR_TEST_CLOSE_ALL"))
-        return RabbitMQ(url, ctl, exclusive=exclusive, where=ENV_URL), ""
+        return RabbitMQ(url, ctl, exclusive=exclusive, where=f"{ENV_URL} {mask_url(url)}", ctl_note=note), ""
     if (why := _docker_answers()) is not None:
         return None, (
             f"no RabbitMQ: set {ENV_URL}=amqp://guest:guest@127.0.0.1:5672/, or make a Docker engine "
@@ -197,4 +371,6 @@ def find_rabbitmq() -> tuple[RabbitMQ | None, str]:
     container = RabbitMQContainer()
     container.start()
     where = f"container {container.name} ({container.image}) at {container.url}"
-    return RabbitMQ(container.url, container.ctl, exclusive=True, where=where, container=container), ""
+    note = f"docker exec {container.name} rabbitmqctl"
+    found = RabbitMQ(container.url, container.ctl, True, where, container=container, ctl_note=note)
+    return found, ""

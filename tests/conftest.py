@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 
@@ -37,6 +38,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             return
 
 
+_USED: list[str] = []
+"""The RabbitMQ this session ran its rabbitmq tests against, in words (for the summary)."""
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Say which RabbitMQ the rabbitmq tests ran against (CI's log, and the README's platform table,
+    ``python scripts/platforms.py``, read this line)."""
+    for used in _USED:
+        terminalreporter.write_line(f"RabbitMQ under test: {used}")
+
+
 @pytest.fixture(scope="session")
 def rabbitmq() -> Iterator[RabbitMQ]:
     """The session's real RabbitMQ (see ``tests/backends.py``); skips the test when there is none.
@@ -46,6 +58,7 @@ def rabbitmq() -> Iterator[RabbitMQ]:
     found, reason = find_rabbitmq()
     if found is None:
         pytest.skip(reason)
+    _USED.append(f"RabbitMQ {'.'.join(map(str, found.version))} ({found.where})")
     try:
         yield found
     finally:
@@ -67,7 +80,7 @@ async def broker(request: pytest.FixtureRequest) -> AsyncIterator[BrokerHandle]:
             await handle.broker.stop()  # the one running now (a test may have restarted it)
         return
     found: RabbitMQ = request.getfixturevalue("rabbitmq")
-    yield BrokerHandle(kind="rabbitmq", url=found.url, ctl=found.ctl, exclusive=found.exclusive)
+    yield BrokerHandle.of(found)
 
 
 @pytest.fixture(params=["reference-disk", pytest.param("rabbitmq", marks=pytest.mark.rabbitmq)])
@@ -90,7 +103,7 @@ async def durable_broker(
     found: RabbitMQ = request.getfixturevalue("rabbitmq")
     if not found.exclusive:
         pytest.skip("restarting a shared RabbitMQ disturbs its other users; set GEAR_TEST_DISRUPTIVE=1")
-    yield BrokerHandle(kind="rabbitmq", url=found.url, ctl=found.ctl, exclusive=found.exclusive)
+    yield BrokerHandle.of(found)
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ port, its own epmd, and the management and Prometheus listeners each get a free 
 this module picks, under a node name of its own, so it never meets the host's RabbitMQ (5672, epmd 4369,
 25672) or any other node. The ports go into a ``conf.d`` file copied into the container before it
 starts; that file comes after the images' own defaults and wins over them, in the official
-``rabbitmq:3.13-management`` image as in the local one built by ``scripts/debian_images.py``.
+``rabbitmq:4-management`` image as in the local one built by ``scripts/debian_images.py``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from testcontainers.core.wait_strategies import LogMessageWaitStrategy
 __all__ = ("DEFAULT_IMAGE", "ENV_IMAGE", "TEST_LABEL", "RabbitMQContainer")
 
 ENV_IMAGE = "GEAR_TEST_RABBITMQ_IMAGE"
-DEFAULT_IMAGE = "rabbitmq:3.13-management"
+DEFAULT_IMAGE = "rabbitmq:4-management"
 TEST_LABEL = "gear.test"
 """Label on every container the tests start (``scripts/docker_engine.py stop`` removes leftovers)."""
 READY = r"Server startup complete"

@@ -3,6 +3,7 @@ containers that keep off every port the host's brokers use."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -95,3 +96,66 @@ def test_rabbitmq_is_looked_for_only_when_a_selected_test_needs_it() -> None:
     assert " passed" in without
     with_rabbitmq = _pytest(target, "-m", "rabbitmq")
     assert "no RabbitMQ: set GEAR_TEST_AMQP_URL" in with_rabbitmq
+
+
+# -- which broker a backend is, and which rabbitmqctl controls it --------------------------------------
+
+
+def test_a_url_no_local_node_serves_gets_no_rabbitmqctl(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A URL naming another broker must never be controlled by the system node's rabbitmqctl."""
+    from tests.backends import ENV_CTL, ctl_for_url
+
+    monkeypatch.delenv(ENV_CTL, raising=False)
+    ctl, note = ctl_for_url("amqp://guest:guest@127.0.0.1:1/")
+    assert ctl is None
+    assert ENV_CTL in note, note
+
+
+def test_the_ctl_command_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.backends import ENV_CTL, ctl_for_url
+
+    monkeypatch.setenv(ENV_CTL, f"{sys.executable} -c 'import sys; print(sys.argv[1:])'")
+    ctl, note = ctl_for_url("amqp://guest:guest@127.0.0.1:1/")
+    assert ctl is not None
+    assert ctl(["status", "-q"]).strip() == "['status', '-q']"
+    assert note.startswith(ENV_CTL)
+
+
+@pytest.mark.rabbitmq
+def test_the_local_rabbitmqctl_is_pinned_to_the_node_that_serves_the_url(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests.backends import ENV_CTL, ENV_URL, ctl_for_url, server_properties
+
+    url = os.environ.get(ENV_URL)
+    if not url:
+        pytest.skip(f"set {ENV_URL} to the RabbitMQ whose rabbitmqctl is on this machine")
+    monkeypatch.delenv(ENV_CTL, raising=False)
+    ctl, note = ctl_for_url(url)
+    if ctl is None:
+        pytest.skip(f"no local rabbitmqctl controls {url}: {note}")
+    assert note.startswith("rabbitmqctl -n ")
+    version = server_properties(url)["version"]
+    assert f"RabbitMQ version: {version}" in ctl(["status"])
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("4.3.6", (4, 3, 6)), ("3.10.8+dfsg", (3, 10, 8)), ("4.0.0-rc.1", (4, 0, 0)), ("", ())],
+)
+def test_broker_versions_parse(text: str, expected: tuple[int, ...]) -> None:
+    from tests.backends import version_tuple
+
+    assert version_tuple(text) == expected
+
+
+async def test_the_reference_broker_names_itself_and_follows_rabbitmq_4_0() -> None:
+    from gear.broker import Broker
+    from tests.backends import REFERENCE_SEMANTICS, BrokerHandle, server_properties
+
+    async with Broker(port=0) as broker:
+        properties = await asyncio.to_thread(server_properties, broker.url)
+        handle = BrokerHandle(kind="reference", url=broker.url)
+    assert properties["product"] == "Gear reference broker"
+    assert handle.semantics == REFERENCE_SEMANTICS == (4, 0)
+    assert BrokerHandle(kind="rabbitmq", url="", version=(4, 3, 6)).semantics == (4, 3)

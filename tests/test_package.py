@@ -12,6 +12,7 @@ import textwrap
 import tomllib
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,13 +21,17 @@ import gear
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _modules() -> list[str]:
+def _modules() -> list[Any]:
+    """Every module of ``gear``; the pipeline's modules import pyspark, so they carry the spark mark."""
     names = []
     for info in pkgutil.walk_packages(gear.__path__, prefix="gear."):
         if info.name.endswith("__main__"):
             continue
         names.append(info.name)
-    return sorted(names)
+    return [
+        pytest.param(name, marks=pytest.mark.spark) if name.startswith("gear.pipeline.") else name
+        for name in sorted(names)
+    ]
 
 
 @pytest.mark.parametrize("module_name", _modules())
@@ -70,7 +75,10 @@ def test_importing_the_broker_loads_neither_the_sdk_nor_its_amqp_client() -> Non
     assert _loaded_by("import gear.broker", _SDK) == []
 
 
-@pytest.mark.parametrize("module", ["gear.pipeline", "gear.pipeline.job", "gear.tracing.event"])
+@pytest.mark.parametrize(
+    "module",
+    ["gear.pipeline", pytest.param("gear.pipeline.job", marks=pytest.mark.spark), "gear.tracing.event"],
+)
 def test_what_spark_executors_load_pulls_in_no_sdk(module: str) -> None:
     """Spark unpickles the pipeline's functions on its executors: they must not need the SDK."""
     assert _loaded_by(f"import {module}", _SDK) == []
@@ -154,6 +162,9 @@ def test_the_cli_uses_only_public_names() -> None:
         "gear.contract": set(gear.contract.__all__),
         "gear.pipeline": set(gear.pipeline.__all__),
         "gear.version": {"DISTRIBUTION", "version"},
+        "gear.deadletter": {"ParkedLetter", "list_dead_letters"},
+        "gear.topology": {"dead_letter_queue"},
+        "gear.doctor": set(importlib.import_module("gear.doctor").__all__),
     }
     wrong = []
     for path in sorted((ROOT / "gear" / "cli").glob("*.py")):
@@ -432,3 +443,17 @@ def test_the_wheel_installs_gear_alone_with_both_commands(tmp_path: Path) -> Non
     assert {"gear/cli/main.py", "gear/examples/demo.py", "gear/py.typed"} <= set(names)
     assert "gear = gear.cli.main:app" in entry_points
     assert "gear-rpc = gear.cli.main:app" in entry_points
+
+
+def test_the_classifiers_name_the_pythons_ci_runs() -> None:
+    """pyproject says what is tested: its Python classifiers are the versions .ci/run has steps for."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = {
+        c.rsplit(" :: ", 1)[1]
+        for c in project["classifiers"]
+        if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)
+    }
+    in_ci = set(re.findall(r'timed "Python (3\.\d+): ', (ROOT / ".ci" / "run").read_text()))
+    assert declared == in_ci
+    lowest = min(declared, key=lambda v: tuple(map(int, v.split("."))))
+    assert project["requires-python"] == f">={lowest}"

@@ -136,7 +136,7 @@ def diff(
     exchange: ExchangeArg = "gear",
     as_json: JsonOpt = False,
 ) -> None:
-    """List every change from OLD to NEW as breaking or compatible; exit 10 if any is breaking."""
+    """List every change from OLD to NEW as breaking or compatible; exit 11 if any is breaking."""
     out = Renderer(as_json)
     with map_errors(out):
         try:

@@ -11,7 +11,18 @@ from typing import Annotated
 
 import typer
 
-from gear.cli import broker_cmd, contract_cmd, demo, rpc_commands, send, serve, topology, traces
+from gear.cli import (
+    broker_cmd,
+    contract_cmd,
+    dead_letters,
+    demo,
+    doctor,
+    rpc_commands,
+    send,
+    serve,
+    topology,
+    traces,
+)
 from gear.cli.output import EXIT_CODES_HELP, configure_logging
 from gear.version import DISTRIBUTION, version
 
@@ -64,6 +75,8 @@ rpc_commands.register(app)
 serve.register(app)
 broker_cmd.register(app)
 topology.register(app)
+dead_letters.register(app)
+doctor.register(app)
 demo.register(app)
 app.add_typer(traces.app, name="traces")
 app.add_typer(contract_cmd.app, name="contract")

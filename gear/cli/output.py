@@ -61,7 +61,8 @@ class ExitCode(IntEnum):
     METHOD_NOT_FOUND = 7
     BAD_PAYLOAD = 8
     MISSING_DEPENDENCY = 9
-    BREAKING = 10
+    CHECK_FAILED = 10
+    BREAKING = 11
     INTERRUPTED = 130
 
 
@@ -77,6 +78,7 @@ _MEANING: Mapping[ExitCode, str] = MappingProxyType(
         ExitCode.METHOD_NOT_FOUND: "the remote instance has no handler for that method",
         ExitCode.BAD_PAYLOAD: "the remote handler rejected the payload (validation failed)",
         ExitCode.MISSING_DEPENDENCY: "an optional dependency is missing (pyspark for `gear traces`)",
+        ExitCode.CHECK_FAILED: "`gear doctor` found something that must change (it says what)",
         ExitCode.BREAKING: "`gear contract diff` found a breaking change",
         ExitCode.INTERRUPTED: "interrupted (Ctrl-C or SIGTERM before the command finished)",
     }

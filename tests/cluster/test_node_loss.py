@@ -105,10 +105,10 @@ async def _delete(cluster: ClusterHandle, rig: HA) -> None:
     conn = await aiormq.connect(cluster.urls[0])
     try:
         ch = await conn.channel()
-        for name in [rig.type_, *(f"{rig.type_}.{h}" for h in HOSTS)]:
+        services = [*rig.servers, *([rig.client] if rig.client is not None else [])]
+        names = {q.name for svc in services for q in svc.topology.queues}  # dead-letter queues too
+        for name in sorted(names | {rig.type_, *(f"{rig.type_}.{h}" for h in HOSTS)}):
             await ch.queue_delete(queue=name)
-        if rig.client is not None:
-            await ch.queue_delete(queue=rig.client.identity)
         await ch.exchange_delete(exchange=rig.exchange)
     finally:
         await conn.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 
 from tests.cluster._cluster import SCRIPT
@@ -31,7 +32,7 @@ def test_without_rabbitmq_server_it_says_so_with_its_own_exit_code(tmp_path: obj
 def test_a_node_number_out_of_range_is_refused_before_anything_runs() -> None:
     done = _run("kill", "4", GEAR_CLUSTER_NAME="gearnosuchcluster")
     assert done.returncode == 2
-    assert "invalid choice: 4" in done.stderr
+    assert re.search(r"invalid choice: '?4'?", done.stderr), done.stderr  # Python 3.14's argparse quotes it
 
 
 def test_a_cluster_name_must_be_a_plain_word() -> None:

@@ -163,7 +163,7 @@ async def test_gear_instances_on_different_nodes_reach_each_other(cluster: Clust
         for svc in (caller, *servers):
             await svc.stop()
         ch = await _channel(cluster.urls[0])
-        for name in (type_, *(s.identity for s in (*servers, caller))):
+        for name in sorted({q.name for s in (*servers, caller) for q in s.topology.queues}):  # @dead ones too
             await ch.queue_delete(name)
         await ch.exchange_delete(exchange)
         await ch.connection.close()

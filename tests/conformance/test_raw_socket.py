@@ -32,22 +32,28 @@ async def _still_serves(broker: BrokerHandle) -> None:
     await raw.close()
 
 
+AMQP_1_0_HEADER = b"AMQP\x03\x01\x00\x00"
+"""The AMQP 1.0 SASL header: what RabbitMQ 4.x offers for a header it does not take as 0-9-x."""
+
+
 @pytest.mark.parametrize(
-    "bad_header",
-    [b"AMQP\x00\x00\x09\x02", b"AMQP\x00\x00\x08\x00", b"XXXXXXXX"],
+    ("bad_header", "amqp_0_9_like"),
+    [(b"AMQP\x00\x00\x09\x02", True), (b"AMQP\x00\x00\x08\x00", False), (b"XXXXXXXX", False)],
     ids=["amqp-0-9-2", "amqp-0-8-0", "garbage"],
 )
-async def test_bad_protocol_header_gets_0_9_1_header_and_close(
-    broker: BrokerHandle, bad_header: bytes
+async def test_bad_protocol_header_gets_a_supported_header_and_close(
+    broker: BrokerHandle, bad_header: bytes, amqp_0_9_like: bool
 ) -> None:
-    """A wrong protocol header gets AMQP\\x00\\x00\\x09\\x01 and a socket close, no connection.start.
-
-    RabbitMQ 3.x answers any bad header so; 4.x answers non-'AMQP 0 0 9 x' ones with the AMQP 1.0 header.
-    """
+    """A wrong protocol header gets the header of a protocol the server speaks, then a socket close, no
+    connection.start. RabbitMQ 3.x and the reference broker: AMQP\\x00\\x00\\x09\\x01 for any bad header.
+    RabbitMQ 4.x: the same for 'AMQP 0 0 9 x', the AMQP 1.0 header for anything else."""
+    expected = PROTOCOL_HEADER
+    if not broker.is_reference and broker.semantics >= (4, 0) and not amqp_0_9_like:
+        expected = AMQP_1_0_HEADER
     raw = await RawAmqp.connect(broker.url)
     raw.send_bytes(bad_header)
     answer = await raw.wait_eof("bad protocol header")
-    assert answer == PROTOCOL_HEADER, f"expected exactly {PROTOCOL_HEADER!r} then close, got {answer!r}"
+    assert answer == expected, f"{broker.name}: expected exactly {expected!r} then close, got {answer!r}"
     await raw.close()
     await _still_serves(broker)
 
@@ -154,17 +160,23 @@ async def test_client_connection_close_gets_close_ok(broker: BrokerHandle) -> No
 
 
 async def test_stray_client_cancel_ok(broker: BrokerHandle) -> None:
-    """A client basic.cancel-ok the server did not ask for. RabbitMQ up to 4.2 (3.10 here): 503
-    COMMAND_INVALID, a connection error. RabbitMQ 4.3+ and the reference broker: ignored."""
+    """A client basic.cancel-ok the server did not ask for. RabbitMQ up to 4.2: 503 COMMAND_INVALID, a
+    connection error. RabbitMQ 4.3: 541 INTERNAL_ERROR, a connection error. The reference broker:
+    ignored (the channel keeps working)."""
     raw = await RawAmqp.open(broker.url)
     try:
         await raw.open_channel(1)
         raw.send(1, commands.Basic.CancelOk(consumer_tag="never-existed"))
+        rule = f"stray basic.cancel-ok ({broker.name})"
         if broker.is_reference:
             raw.send(1, commands.Basic.Qos(prefetch_count=1))
             await raw.expect(commands.Basic.QosOk)
+        elif broker.semantics >= (4, 3):
+            close = await raw.expect_connection_close(541, rule)
+            assert close.reply_text == "INTERNAL_ERROR"
         else:
-            await raw.expect_connection_close(503, "stray basic.cancel-ok on RabbitMQ 3.x")
+            close = await raw.expect_connection_close(503, rule)
+            assert close.reply_text.startswith("COMMAND_INVALID - ")
     finally:
         await raw.close()
 

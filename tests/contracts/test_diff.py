@@ -274,7 +274,7 @@ def test_diff_lists_changes_and_exits_non_zero_on_a_breaking_one(tmp_path: Path)
     new = _export(tmp_path, "new", get("Q1Required", "ROpt") + "\nasync def count(self) -> int: ...")
     result = _cli("contract", "diff", str(old), str(new))
     assert result.exit_code == ExitCode.BREAKING, result.output
-    assert int(ExitCode.BREAKING) == 10
+    assert int(ExitCode.BREAKING) == 11
     lines = [" ".join(line.split()) for line in result.stdout.splitlines()]
     assert "breaking get request.note required request field added (- -> string)" in lines
     assert "compatible get reply.note reply field added (- -> string | null)" not in lines  # R forbids extras
@@ -286,7 +286,7 @@ def test_diff_lists_changes_and_exits_non_zero_on_a_breaking_one(tmp_path: Path)
     assert "compatible count method method added" in lines
     assert lines[-1] == "4 change(s): 3 breaking, 1 compatible"
     as_json = _cli("contract", "diff", str(old), str(new), "--json")
-    assert as_json.exit_code == 10
+    assert as_json.exit_code == 11
     document = json.loads(as_json.stdout)
     assert (document["ok"], document["breaking"], document["compatible"]) == (False, 3, 1)
     assert {

@@ -163,8 +163,12 @@ async def test_quorum_type_queue(fleet: Fleet) -> None:
     await fleet.start()
     assert {await web.rpc.call(repo, "where") for _ in range(6)} == {"h1", "h2"}
     async with raw_channel(fleet.broker.url) as ch:
-        ok = await ch.queue_declare(repo, durable=True, arguments={"x-queue-type": "quorum"})
+        declared = servers[0].topology.type_queue
+        assert declared is not None
+        ok = await ch.queue_declare(repo, durable=True, arguments=declared.arguments)
         assert ok.queue == repo  # the same declaration is accepted: it is a quorum queue
     with pytest.raises(aiormq.exceptions.ChannelPreconditionFailed, match="x-queue-type"):
         async with raw_channel(fleet.broker.url) as ch:
-            await ch.queue_declare(repo, durable=True, arguments={"x-queue-type": "classic"})
+            await ch.queue_declare(
+                repo, durable=True, arguments={**declared.arguments, "x-queue-type": "classic"}
+            )

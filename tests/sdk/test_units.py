@@ -43,10 +43,26 @@ def test_topology_for_a_serving_instance() -> None:
 
 
 def test_topology_options() -> None:
-    quorum = gear.Topology.for_service("REPO", "h2", quorum=True)
+    quorum = gear.Topology.for_service("REPO", "h2", quorum=True, exchange="ops", delivery_limit=5)
     assert quorum.type_queue is not None
-    assert quorum.type_queue.arguments == {"x-queue-type": "quorum"}
-    assert quorum.host_queue.arguments == {"x-queue-type": "quorum", "x-expires": 600_000}
+    dead_lettered = {
+        "x-queue-type": "quorum",
+        "x-delivery-limit": 5,
+        "x-dead-letter-exchange": "ops",
+        "x-dead-letter-routing-key": "@dead",
+    }
+    assert quorum.type_queue.arguments == dead_lettered
+    assert quorum.host_queue.arguments == {**dead_lettered, "x-expires": 600_000}
+    assert [q.name for q in quorum.queues] == ["REPO", "REPO.h2", "ops.@dead", "ops.@dead.notify"]
+    assert [(b.queue, b.routing_key) for b in quorum.bindings if b.routing_key == "@dead"] == [
+        ("ops.@dead", "@dead"),
+        ("ops.@dead.notify", "@dead"),
+    ]
+    with pytest.raises(ValueError, match="delivery_limit"):
+        gear.Topology.for_service("REPO", "h2", quorum=True, delivery_limit=0)
+    classic = gear.Topology.for_service("REPO", "h2")
+    assert (classic.dead_letters, classic.dead_letter_notify) == (None, None)
+    assert len(classic.queues) == 2
     client = gear.Topology.for_service("CLI", "c1", serve=False)
     assert client.type_queue is None
     assert [b.routing_key for b in client.bindings] == ["CLI.c1"]

@@ -17,6 +17,7 @@ import aiormq
 
 from gear.broker import Broker
 from gear.broker.access import FULL_ACCESS, Permission
+from tests.backends import REFERENCE_SEMANTICS
 from tests.conftest import unique
 
 __all__ = ("RESTRICTED", "Names", "Secured", "rabbitmq_users", "secured_broker")
@@ -41,6 +42,8 @@ class Secured:
     """Exists, with no permissions in ``vhost``."""
     password: str
     broker: Broker | None = None
+    semantics: tuple[int, int] = REFERENCE_SEMANTICS
+    """The RabbitMQ release whose rules apply (see ``BrokerHandle.semantics``)."""
 
     def url(self, user: str | None = None, password: str | None = None, vhost: str | None = None) -> str:
         """An AMQP URL (default: the restricted user in the test vhost)."""
@@ -118,8 +121,11 @@ def rabbitmq_users(ctl: Callable[[Sequence[str]], str], names: Names) -> Iterato
 
 
 @asynccontextmanager
-async def secured_broker(kind: str, names: Names, rabbitmq_url: str | None = None) -> AsyncIterator[Secured]:
-    """The setup on ``kind``'s broker (RabbitMQ: already made by :func:`rabbitmq_users`), populated."""
+async def secured_broker(
+    kind: str, names: Names, rabbitmq_url: str | None = None, semantics: tuple[int, int] = REFERENCE_SEMANTICS
+) -> AsyncIterator[Secured]:
+    """The setup on ``kind``'s broker (RabbitMQ: already made by :func:`rabbitmq_users`), populated.
+    ``semantics``: the RabbitMQ release the broker at ``rabbitmq_url`` is."""
     if kind == "reference":
         permissions: dict[tuple[str, str], Permission] = {
             ("guest", "/"): FULL_ACCESS,
@@ -155,6 +161,7 @@ async def secured_broker(kind: str, names: Names, rabbitmq_url: str | None = Non
         names.user,
         names.stranger,
         names.password,
+        semantics=semantics,
     )
     await _populate(secured.admin_url)
     yield secured

@@ -16,7 +16,7 @@ import aiormq
 import pytest
 from pamqp import commands, encode
 
-from tests.backends import RabbitMQ
+from tests.backends import BrokerHandle, RabbitMQ
 from tests.raw_amqp import PROTOCOL_HEADER, RawAmqp, ServerClosedError, client_properties
 from tests.security.access_fixture import Names, Secured, rabbitmq_users, secured_broker
 
@@ -34,18 +34,23 @@ def names() -> Names:
 
 
 @pytest.fixture(scope="module")
-def _rabbitmq_users(rabbitmq: RabbitMQ, names: Names) -> Iterator[str]:
+def _rabbitmq_users(rabbitmq: RabbitMQ, names: Names) -> Iterator[RabbitMQ]:
     if rabbitmq.ctl is None:
-        pytest.skip("this RabbitMQ cannot be configured from the tests (no rabbitmqctl)")
+        pytest.skip(f"this RabbitMQ cannot be configured from the tests: {rabbitmq.ctl_note}")
     with rabbitmq_users(rabbitmq.ctl, names):
-        yield rabbitmq.url
+        yield rabbitmq
 
 
 @pytest.fixture(params=["reference", pytest.param("rabbitmq", marks=pytest.mark.rabbitmq)])
 async def secured(request: pytest.FixtureRequest, names: Names) -> AsyncIterator[Secured]:
     """The restricted-user setup on each broker."""
-    url = request.getfixturevalue("_rabbitmq_users") if request.param == "rabbitmq" else None
-    async with secured_broker(request.param, names, url) as setup:
+    if request.param == "reference":
+        async with secured_broker("reference", names) as setup:
+            yield setup
+        return
+    found: RabbitMQ = request.getfixturevalue("_rabbitmq_users")
+    semantics = BrokerHandle.of(found).semantics
+    async with secured_broker("rabbitmq", names, found.url, semantics) as setup:
         yield setup
 
 
@@ -117,10 +122,21 @@ REFUSALS: list[tuple[str, Op, str, str]] = [
     ("basic.get", lambda ch: ch.basic_get("x-q"), "queue", "x-q"),
 ]
 
+
+PASSIVE_DECLARES: list[tuple[str, Op, str, str]] = [
+    ("queue.declare passive", lambda ch: ch.queue_declare("x-q", passive=True), "queue", "x-q"),
+    (
+        "exchange.declare passive",
+        lambda ch: ch.exchange_declare("x-x", exchange_type="direct", passive=True),
+        "exchange",
+        "x-x",
+    ),
+]
+"""Need no permission up to RabbitMQ 4.2 (and on the reference broker), configure from 4.3 on."""
+
+
 ALLOWED: list[tuple[str, Op]] = [
     ("queue.declare (configure)", lambda ch: ch.queue_declare("c-q")),
-    ("queue.declare passive (no permission needed)", lambda ch: ch.queue_declare("x-q", passive=True)),
-    ("exchange.declare passive", lambda ch: ch.exchange_declare("x-x", exchange_type="direct", passive=True)),
     ("queue.bind (write queue, read exchange)", lambda ch: ch.queue_bind("w-q", "r-x", "k")),
     ("basic.publish (write)", lambda ch: _publish_then_sync(ch, "w-x")),
     ("basic.get (read)", lambda ch: ch.basic_get("r-q")),
@@ -131,15 +147,22 @@ ALLOWED: list[tuple[str, Op]] = [
 
 
 async def test_every_operation_checks_its_permission(secured: Secured) -> None:
+    refusals, allowed = list(REFUSALS), list(ALLOWED)
+    if not secured.is_reference and secured.semantics >= (4, 3):
+        refusals += [
+            (f"{label} (configure on 4.3+)", op, kind, name) for label, op, kind, name in PASSIVE_DECLARES
+        ]
+    else:
+        allowed += [(f"{label} (no permission needed)", op) for label, op, _, _ in PASSIVE_DECLARES]
     conn = await aiormq.connect(secured.url())
     try:
-        for label, op, kind, name in REFUSALS:
+        for label, op, kind, name in refusals:
             channel = await conn.channel()
             with pytest.raises(aiormq.exceptions.ChannelAccessRefused) as info:
                 await asyncio.wait_for(op(channel), WAIT)
             _assert_refusal(secured, str(info.value.args[0]), kind, name)
             assert not conn.is_closed, f"{label}: a permission refusal closes the channel, not the connection"
-        for label, op in ALLOWED:
+        for label, op in allowed:
             channel = await conn.channel()
             try:
                 await asyncio.wait_for(op(channel), WAIT)

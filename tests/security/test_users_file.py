@@ -93,7 +93,7 @@ async def test_hashes_are_interchangeable_with_rabbitmq(
     rabbitmq: RabbitMQ = request.getfixturevalue("rabbitmq")
     url, ctl = rabbitmq.url, rabbitmq.ctl
     if ctl is None:
-        pytest.skip("this RabbitMQ cannot be configured from the tests (no rabbitmqctl)")
+        pytest.skip(f"this RabbitMQ cannot be configured from the tests: {rabbitmq.ctl_note}")
     run: Callable[[Sequence[str]], Any] = ctl
     theirs, ours = unique("gear-hash-r-"), unique("gear-hash-g-")
     made: list[str] = []
