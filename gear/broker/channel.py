@@ -28,6 +28,7 @@ from gear.broker.codec import (
 from gear.broker.credit import CreditLedger
 from gear.broker.errors import AMQPError, resource
 from gear.broker.message import Entry, Message, sender_selected
+from gear.broker.properties import check_properties, rewrite_properties
 from gear.broker.queue import Consumer, Queue
 from gear.broker.replies import ReplyConsumers
 from gear.broker.vhost import VirtualHost
@@ -240,7 +241,8 @@ class Channel:
         assert method is not None
         self._publish = None
         self._size = 0
-        message = Message(method.exchange, method.routing_key, self._props, body)
+        checked = check_properties(self._props)
+        message = Message(method.exchange, method.routing_key, self._props, body, checked)
         if message.has_property(0x0210):
             if message.has_property(0x0010):
                 user_id = message.decoded.user_id
@@ -284,6 +286,7 @@ class Channel:
                 queues = list(found)
             else:
                 queues = vhost.route(exchange, message)
+        message.routed()
         if not queues:
             if method.mandatory:
                 self.conn.send(
@@ -312,8 +315,8 @@ class Channel:
             return message
         if self.reply_key is None:
             raise AMQPError(406, "fast reply consumer does not exist", class_id=60, method_id=40)
-        props.reply_to = _REPLY_PREFIX + self.reply_key
-        return message.with_properties(props, message.exchange, message.routing_key)
+        raw = rewrite_properties(props, reply_to=_REPLY_PREFIX + self.reply_key)
+        return message.with_properties(raw, message.exchange, message.routing_key, message.ttl)
 
     def _direct_reply(self, message: Message) -> bool:
         return self.replies.deliver(message.routing_key[len(_REPLY_PREFIX) :], message)

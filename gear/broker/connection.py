@@ -438,7 +438,8 @@ class Connection:
         if not error.hard and channel is not None and channel_id != 0:
             channel.close_with(error)
             return
-        log.info("closing connection %s: %s", self.name, error.text)
+        detail = f" ({error.detail})" if error.detail else ""
+        log.info("closing connection %s: %s%s", self.name, error.text, detail)
         if self.state in ("header", "start-ok") and error.code != 403:
             self._linger()
             return

@@ -217,7 +217,7 @@ class Queue:
         now = self.vhost.now()
         deadline = None
         ttl = self.message_ttl
-        per_message = message.expiration_ms()
+        per_message = message.ttl
         if per_message is not None:
             ttl = per_message if ttl is None else min(ttl, per_message)
         if ttl is not None:
@@ -229,7 +229,7 @@ class Queue:
         persist = self.persist
         self._journaled = False
         if persist is not None:
-            if self.store_key and message.persistent():
+            if self.store_key and message.persistent:
                 persist.enqueue(self, message)
                 entry.journaled = self._journaled = True
             if (self.lazy or persist.paging) and not message.paged:
@@ -238,7 +238,7 @@ class Queue:
                     self.vhost.memory_changed(-freed)
         self.vhost.memory_changed(message.size if message.refs == 1 else 0)
         if self.max_priority is not None:
-            self._insert_by_priority(entry, min(message.priority(), self.max_priority))
+            self._insert_by_priority(entry, min(message.priority, self.max_priority))
         else:
             self.ready.append(entry)
         self.ready_bytes += message.body_size
@@ -259,10 +259,9 @@ class Queue:
         for message, delivered in entries:
             seq += 1
             deadline = None
-            props = message.properties
-            if queue_ttl is not None or (len(props) > 1 and props[0] & 0x01):  # expiration (0x0100)
+            if queue_ttl is not None or message.ttl is not None:
                 ttl = queue_ttl
-                per_message = message.expiration_ms()
+                per_message = message.ttl
                 if per_message is not None:
                     ttl = per_message if ttl is None else min(ttl, per_message)
                 if ttl is not None:
@@ -272,7 +271,7 @@ class Queue:
             entry.journaled = True
             entry.redelivered = delivered
             if max_priority is not None:
-                entry.priority = min(message.priority(), max_priority)
+                entry.priority = min(message.priority, max_priority)
             message.refs += 1
             if message.refs == 1:
                 memory += message.size

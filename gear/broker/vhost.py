@@ -129,7 +129,9 @@ class VirtualHost:
 
     def publish_internal(self, exchange: Exchange, message: Message, exclude: Queue | None = None) -> None:
         """Route a broker-made message (dead-lettering); no confirms, no returns."""
-        for queue in self.route(exchange, message):
+        queues = self.route(exchange, message)
+        message.routed()
+        for queue in queues:
             if queue is not exclude:
                 queue.enqueue(message, None, 0)
 
