@@ -27,7 +27,14 @@ QUEUE_ARGUMENTS = (
     "x-queue-master-locator",
     "x-queue-leader-locator",
 )
-_INTEGER_ARGS = ("x-message-ttl", "x-expires", "x-max-length", "x-max-length-bytes", "x-max-priority")
+_INTEGER_ARGS = (
+    "x-message-ttl",
+    "x-expires",
+    "x-max-length",
+    "x-max-length-bytes",
+    "x-max-priority",
+    "x-consumer-timeout",
+)
 _STRING_ARGS = ("x-dead-letter-exchange", "x-dead-letter-routing-key", "x-overflow", "x-queue-type")
 _OVERFLOWS = ("drop-head", "reject-publish", "reject-publish-dlx")
 

@@ -2,10 +2,21 @@
 
 Declarations live in :mod:`gear.broker.declare` and consuming in :mod:`gear.broker.consume`; this
 module owns the channel's state and the publish path, which is the hot one.
+
+Closing follows the spec, crossing closes included: once the server has sent ``channel.close`` the
+channel answers a ``channel.close`` from the client with ``close-ok`` and discards everything else
+until the client's own ``close-ok`` arrives; only then is the number free again. A client that closed
+first is answered with ``close-ok`` at once.
+
+Delivery timeout: a delivery left unacknowledged longer than the queue's ``x-consumer-timeout`` (else the
+broker's ``consumer_timeout``, 30 minutes as in RabbitMQ) closes the channel with 406 ``delivery
+acknowledgement on channel N timed out ...``, RabbitMQ 4.0-4.2's words; like RabbitMQ, only the oldest
+outstanding delivery is watched, with one timer per channel.
 """
 
 from __future__ import annotations
 
+import logging
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,15 +36,19 @@ from gear.broker.codec import (
     nack_frame,
     return_frame,
 )
+from gear.broker.consumers import Consumer
 from gear.broker.credit import CreditLedger
 from gear.broker.errors import AMQPError, resource
 from gear.broker.message import Entry, Message, sender_selected
 from gear.broker.properties import check_properties, rewrite_properties
-from gear.broker.queue import Consumer, Queue
+from gear.broker.queue import Queue
 from gear.broker.replies import ReplyConsumers
+from gear.broker.timers import Timer
 from gear.broker.vhost import VirtualHost
 
 __all__ = ("REPLY_TO", "Channel", "ChannelLimits", "ChannelOwner")
+
+log = logging.getLogger("gear.broker")
 
 REPLY_TO = "amq.rabbitmq.reply-to"
 _REPLY_PREFIX = REPLY_TO + "."
@@ -46,9 +61,11 @@ class ChannelOwner(Protocol):
     """What a channel needs from its connection (it never reaches past it to the broker core)."""
 
     user: str
+    name: str
     frame_max: int
     flow_blocked: bool
     client_capabilities: dict[str, Any]
+    exclusive_queues: dict[Queue, None]
 
     @property
     def can_send(self) -> bool: ...
@@ -62,6 +79,10 @@ class ChannelOwner(Protocol):
         ...
 
     def channel_closed(self, channel: Channel) -> None: ...
+
+    def content_seen(self) -> None:
+        """A content frame arrived: under a resource alarm the connection stops reading after it."""
+        ...
 
     def publish_seen(self) -> None: ...
 
@@ -77,6 +98,8 @@ class ChannelLimits:
     """Messages a publisher may have in a queue's inbox before it must wait (its initial credit)."""
     credit_more_after: int
     """Messages a queue processes before it grants a publisher more credit."""
+    consumer_timeout: int | None = None
+    """Milliseconds a delivery may stay unacknowledged before the channel is closed (None: no limit)."""
 
 
 class Channel:
@@ -123,7 +146,10 @@ class Channel:
         self.confirms_pending = False
         # consuming
         self.consumers: dict[str, Consumer] = {}
+        self.consumer_queues: dict[Queue, int] = {}
+        """The queues this channel's consumers consume from, with how many consumers each."""
         self.unacked: dict[int, tuple[Queue, Entry, Consumer | None]] = {}
+        self._ack_timer: Timer | None = None
         self.next_tag = 0
         self.prefetch = 0
         self.global_prefetch = 0
@@ -139,10 +165,9 @@ class Channel:
             if isinstance(method, commands.Channel.CloseOk):
                 self.closing = False
                 self.conn.channel_closed(self)
-            elif isinstance(method, commands.Channel.Close):  # both sides closed at once: done
+            elif isinstance(method, commands.Channel.Close):
+                # Crossing closes: answer, and keep discarding until the client's close-ok comes.
                 self.conn.send_method(self.number, commands.Channel.CloseOk())
-                self.closing = False
-                self.conn.channel_closed(self)
             return
         if self._publish is not None:
             raise AMQPError(505, "expected content header for class 60, got non content header frame instead")
@@ -210,6 +235,7 @@ class Channel:
         self._props = payload[12:]
         self._size = size
         self._got = 0
+        self.conn.content_seen()
         if size == 0:
             self._finish(b"")
 
@@ -222,6 +248,7 @@ class Channel:
         self._got += len(payload)
         if self._got > self._size:
             raise AMQPError(501, "content body frame exceeds remaining content size")
+        self.conn.content_seen()
         self._parts.append(payload)
         if self._got == self._size:
             parts, self._parts = self._parts, []
@@ -391,9 +418,11 @@ class Channel:
                 self.conn.credit_changed()
 
     def queue_deleted(self, queue: Queue) -> None:
-        """Forget credit and consumers of a deleted queue."""
+        """Forget credit towards a deleted queue (it may unblock the connection)."""
         self.ledger.forget(queue)
         queue.blocked_senders.discard(self)
+        if self.conn.flow_blocked:
+            self.conn.credit_changed()
 
     # -- consuming helpers used by queues ---------------------------------------------------------
     def can_deliver(self, consumer: Consumer) -> bool:
@@ -413,6 +442,9 @@ class Channel:
         message = entry.message
         if not consumer.no_ack and queue is not None:
             self.unacked[tag] = (queue, entry, consumer)
+            entry.delivered_at = self.vhost.now()
+            if self._ack_timer is None:
+                self.watch_acks(queue)
         conn = self.conn
         conn.send(
             delivery(
@@ -428,14 +460,79 @@ class Channel:
             )
         )
 
+    def add_consumer(self, consumer: Consumer) -> None:
+        """Register ``consumer`` under its tag (its queue attaches it)."""
+        self.consumers[consumer.tag] = consumer
+        queue = consumer.queue
+        if queue is not None:
+            self.consumer_queues[queue] = self.consumer_queues.get(queue, 0) + 1
+
+    def forget_consumer(self, consumer: Consumer) -> None:
+        """Unregister ``consumer`` (cancelled, or its queue went away)."""
+        if self.consumers.get(consumer.tag) is consumer:
+            del self.consumers[consumer.tag]
+        queue = consumer.queue
+        count = self.consumer_queues.get(queue, 0) if queue is not None else 0
+        if count > 1:
+            self.consumer_queues[queue] = count - 1  # type: ignore[index]
+        elif count:
+            del self.consumer_queues[queue]  # type: ignore[arg-type]
+
     def consumer_cancelled(self, consumer: Consumer) -> None:
         """The queue went away: tell the client if it understands server-sent ``basic.cancel``."""
         if self.consumers.get(consumer.tag) is consumer:
-            del self.consumers[consumer.tag]
+            self.forget_consumer(consumer)
             if self.conn.client_capabilities.get("consumer_cancel_notify") and not self.closing:
                 self.conn.send_method(
                     self.number, commands.Basic.Cancel(consumer_tag=consumer.tag, nowait=True)
                 )
+
+    # -- delivery timeout ---------------------------------------------------------------------------
+    def _timeout_ms(self, queue: Queue) -> int | None:
+        own = queue.consumer_timeout
+        return own if own is not None else self.limits.consumer_timeout
+
+    def watch_acks(self, queue: Queue) -> None:
+        """A delivery from ``queue`` is now unacknowledged: wake when it would time out, unless the
+        channel already waits for an older one."""
+        if self._ack_timer is not None or self.released:
+            return
+        timeout = self._timeout_ms(queue)
+        if timeout is not None:
+            when = self.vhost.now() + timeout / 1000
+            self._ack_timer = self.vhost.timers.call_at(when, self._ack_deadline)
+
+    def _ack_deadline(self) -> None:
+        """RabbitMQ's ``evaluate_consumer_timeout``: the oldest unacknowledged delivery decides."""
+        self._ack_timer = None
+        if self.closing or self.released or not self.unacked:
+            return
+        tag, (queue, entry, consumer) = next(iter(self.unacked.items()))
+        timeout = self._timeout_ms(queue)
+        if timeout is None:
+            return  # watched again with the next delivery
+        due = entry.delivered_at + timeout / 1000
+        if self.vhost.now() <= due:
+            self._ack_timer = self.vhost.timers.call_at(due, self._ack_deadline)
+            return
+        log.warning(
+            "consumer '%s' on channel %s of connection %s and queue '%s' in vhost '%s' timed out waiting for "
+            "the acknowledgement of delivery tag %s (timeout %s ms); closing the channel",
+            consumer.tag if consumer is not None else "(basic.get)",
+            self.number,
+            self.conn.name,
+            queue.name,
+            self.vhost.name,
+            tag,
+            timeout,
+        )
+        self.close_with(
+            AMQPError(
+                406,
+                f"delivery acknowledgement on channel {self.number} timed out. Timeout value used: "
+                f"{timeout} ms. This timeout value can be configured, see consumers doc guide to learn more",
+            )
+        )
 
     # -- closing ----------------------------------------------------------------------------------
     def close_with(self, error: AMQPError) -> None:
@@ -464,6 +561,8 @@ class Channel:
         self._unconfirmed.clear()
         self._acks = []
         self._nacks = []
+        self.vhost.timers.cancel(self._ack_timer)
+        self._ack_timer = None
         consume.release(self)
         self.replies.close(self.reply_key)
         for queue in list(self.ledger.blocked_on):

@@ -11,14 +11,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 from gear.broker.alarms import DiskAlarm, MemoryAlarm
 from gear.broker.config import BrokerConfig
 from gear.broker.persist import Persistence, RecoveryReport
-from gear.broker.queue import Queue
+from gear.broker.queue import PublishingChannel, Queue
 from gear.broker.replies import ReplyConsumers
 from gear.broker.status import BrokerStatus, ConnectionStatus, QueueStatus, StoreStatus
+from gear.broker.timers import Timers
 from gear.broker.vhost import VirtualHost
 
 __all__ = ("BrokerCore", "CoreConnection")
@@ -39,11 +40,7 @@ class CoreConnection(Protocol):
 
     def before_flush(self) -> None: ...
 
-    def tick(self, now: float) -> None: ...
-
     def alarm_changed(self, active: bool) -> None: ...
-
-    def queue_deleted(self, queue: Queue) -> None: ...
 
     def status(self) -> ConnectionStatus: ...
 
@@ -58,6 +55,8 @@ class BrokerCore(Generic[C]):
         self.config = config
         self.clock = clock
         self.now = clock()
+        self.timers = Timers()
+        """Every timed event of the broker (heartbeats, timeouts, TTL, ``x-expires``)."""
         self.vhosts = {name: VirtualHost(name, self) for name in config.all_vhosts()}
         self.access = config.access_control()
         self.connections: set[C] = set()
@@ -151,14 +150,18 @@ class BrokerCore(Generic[C]):
             self.internal_errors += 1
             log.exception("internal error draining queue %s", queue.name)
 
+    def internal_error(self) -> None:
+        """Count a broker bug that was logged and contained (tests assert there were none)."""
+        self.internal_errors += 1
+
     # -- timers -----------------------------------------------------------------------------------
     def tick(self) -> None:
-        """Run timers: heartbeats, handshake and close timeouts, TTL and ``x-expires``."""
+        """Run the timers that are due (heartbeats, handshake and close timeouts, TTL, ``x-expires``,
+        delivery timeouts), then the store's garbage collection."""
         self.now = self.clock()
-        for connection in list(self.connections):
-            connection.tick(self.now)
-        for vhost in self.vhosts.values():
-            vhost.tick(self.now)
+        failed = self.timers.errors
+        self.timers.run(self.now)
+        self.internal_errors += self.timers.errors - failed
         if self.persistence is not None:
             self.persistence.collect_garbage()
 
@@ -274,12 +277,12 @@ class BrokerCore(Generic[C]):
             self.persistence.topology_dirty = True
 
     def queue_deleted(self, queue: Queue) -> None:
-        """Forget credit and inbox work for a deleted queue."""
+        """Forget inbox work for a deleted queue; the channels that published to it forget their credit."""
         self._drain.pop(queue, None)
         if queue.inbox:
             queue.drain()
-        for connection in list(self.connections):
-            connection.queue_deleted(queue)
+        for sender in {*queue.meter.senders(), *queue.blocked_senders}:
+            cast("PublishingChannel", sender).queue_deleted(queue)
 
     def status(self) -> BrokerStatus:
         """A snapshot for the status view."""

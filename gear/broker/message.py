@@ -146,11 +146,13 @@ class Message:
 class Entry:
     """One message's place in one queue: its sequence number, redelivered flag and deadline."""
 
-    __slots__ = ("deadline", "journaled", "message", "priority", "redelivered", "seq")
+    __slots__ = ("deadline", "delivered_at", "journaled", "message", "priority", "redelivered", "seq")
 
     def __init__(self, message: Message, seq: int, deadline: float | None) -> None:
         self.message = message
         self.seq = seq
+        self.delivered_at = 0.0
+        """When it was last delivered and not acknowledged (the broker clock; for delivery timeouts)."""
         self.journaled = False
         """The store's journal has this entry (persistent message, durable queue)."""
         self.redelivered = False

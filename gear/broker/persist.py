@@ -371,7 +371,7 @@ def _load_topology(
             if source is None or dest is None:
                 report.problems.append(f"binding {b['source']} -> {b['destination']} lost an end; skipped")
                 continue
-            source.bind(dest, b["key"], _untagged(b["arguments"]))
+            vhost.bind(source, dest, b["key"], _untagged(b["arguments"]))
             report.bindings += 1
 
 

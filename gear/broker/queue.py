@@ -7,22 +7,32 @@ always for ``x-queue-mode: lazy``, bodies are paged out to the store and read ba
 
 Publishes reach a queue through its *inbox*, which the broker drains once per event-loop turn
 (:meth:`Queue.drain`). Draining accepts the messages, answers publisher confirms, grants credit back to
-the publishing channels (see :mod:`gear.broker.credit`) and then delivers to consumers.
+the publishing channels (see :mod:`gear.broker.credit`) and then delivers to consumers. A message that
+cannot be accepted (a broker bug) is nacked alone; the rest of the inbox goes on.
+
+Time is kept with the broker's timers (:mod:`gear.broker.timers`), one per queue at most for each of:
+the head of the queue reaching its TTL, and ``x-expires`` (the queue unused for that long). An idle
+queue costs nothing per tick.
 """
 
 from __future__ import annotations
 
 import datetime
+import logging
 import os
 from collections import deque
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from gear.broker.consumers import Consumer, ConsumerSet
 from gear.broker.credit import CreditMeter
 from gear.broker.exchange import Exchange
 from gear.broker.message import Entry, Message, dead_lettered
+from gear.broker.timers import Timer, Timers
 
-__all__ = ("Consumer", "ConsumerChannel", "PublishingChannel", "Queue", "QueueHost", "QueueStore")
+__all__ = ("ExclusiveOwner", "PublishingChannel", "Queue", "QueueHost", "QueueStore")
+
+log = logging.getLogger("gear.broker")
 
 
 class QueueHost(Protocol):
@@ -34,9 +44,10 @@ class QueueHost(Protocol):
 
     def now(self) -> float: ...
 
-    def schedule(self, queue: Queue) -> None: ...
+    @property
+    def timers(self) -> Timers: ...
 
-    def watch_expiry(self, queue: Queue) -> None: ...
+    def schedule(self, queue: Queue) -> None: ...
 
     def memory_changed(self, delta: int) -> None: ...
 
@@ -45,6 +56,9 @@ class QueueHost(Protocol):
     ) -> None: ...
 
     def delete_queue(self, queue: Queue) -> int: ...
+
+    def internal_error(self) -> None:
+        """Count a broker bug that was logged and contained."""
 
     @property
     def store(self) -> QueueStore | None:
@@ -73,16 +87,6 @@ class QueueStore(Protocol):
     def confirm_after_commit(self, publisher: PublishingChannel, seq: int, ok: bool) -> None: ...
 
 
-class ConsumerChannel(Protocol):
-    """What a queue needs from the channel a consumer lives on."""
-
-    def can_deliver(self, consumer: Consumer) -> bool: ...
-
-    def deliver(self, consumer: Consumer, queue: Queue, entry: Entry) -> None: ...
-
-    def consumer_cancelled(self, consumer: Consumer) -> None: ...
-
-
 class PublishingChannel(Protocol):
     """What a queue needs from a publishing channel: confirms and credit."""
 
@@ -92,47 +96,54 @@ class PublishingChannel(Protocol):
 
     def grant_credit(self, queue: Queue, amount: int) -> None: ...
 
+    def queue_deleted(self, queue: Queue) -> None: ...
 
-class Consumer:
-    """A ``basic.consume`` subscription."""
 
-    __slots__ = (
-        "arguments",
-        "channel",
-        "exclusive",
-        "no_ack",
-        "prefetch",
-        "priority",
-        "queue",
-        "tag",
-        "unacked",
-    )
+class ExclusiveOwner(Protocol):
+    """The connection that declared an exclusive queue: it deletes its own queues when it closes."""
 
-    def __init__(
-        self,
-        tag: str,
-        channel: ConsumerChannel,
-        queue: Queue | None,
-        *,
-        no_ack: bool,
-        exclusive: bool,
-        prefetch: int,
-        arguments: dict[str, Any],
-    ) -> None:
-        self.tag = tag
-        self.channel = channel
-        self.queue = queue
-        self.no_ack = no_ack
-        self.exclusive = exclusive
-        self.prefetch = prefetch
-        self.arguments = arguments
-        self.unacked = 0
-        priority = _int_arg(arguments, "x-priority")
-        self.priority = priority or 0
+    exclusive_queues: dict[Queue, None]
 
 
 class Queue:
     """A classic queue held in memory."""
+
+    __slots__ = (
+        "_expiry_timer",
+        "_journaled",
+        "_seq",
+        "_special",
+        "_ttl_timer",
+        "arguments",
+        "auto_delete",
+        "blocked_senders",
+        "consumer_timeout",
+        "consumers",
+        "deleted",
+        "dlrk",
+        "dlx",
+        "durable",
+        "exclusive_owner",
+        "expires",
+        "had_consumers",
+        "inbox",
+        "last_used",
+        "lazy",
+        "max_length",
+        "max_length_bytes",
+        "max_priority",
+        "message_ttl",
+        "meter",
+        "name",
+        "overflow",
+        "persist",
+        "ready",
+        "ready_bytes",
+        "single_active",
+        "store_key",
+        "unacked",
+        "vhost",
+    )
 
     def __init__(
         self,
@@ -140,7 +151,7 @@ class Queue:
         name: str,
         *,
         durable: bool,
-        exclusive_owner: object | None,
+        exclusive_owner: ExclusiveOwner | None,
         auto_delete: bool,
         arguments: dict[str, Any],
         credit_more_after: int,
@@ -154,7 +165,7 @@ class Queue:
         self.ready: deque[Entry] = deque()
         self.ready_bytes = 0
         self.inbox: list[tuple[Message, PublishingChannel | None, int]] = []
-        self.consumers: deque[Consumer] = deque()
+        self.consumers = ConsumerSet()
         self.unacked = 0
         self.had_consumers = False
         self.deleted = False
@@ -171,6 +182,8 @@ class Queue:
         max_priority = _int_arg(arguments, "x-max-priority")
         self.max_priority = None if max_priority is None else max(0, min(max_priority, 255))
         self.single_active = arguments.get("x-single-active-consumer") is True
+        self.consumer_timeout = _int_arg(arguments, "x-consumer-timeout")
+        """Milliseconds a delivery may stay unacknowledged (``x-consumer-timeout``; None: the broker's)."""
         self._special = self.single_active
         self.last_used = vhost.now()
         self.persist = vhost.store
@@ -178,9 +191,60 @@ class Queue:
         """This queue's id in the store's journal (0: not journaled)."""
         self.lazy = _str_arg(arguments, "x-queue-mode") == "lazy"
         self._journaled = False  # the message just accepted was journaled (its confirm waits for fsync)
+        self._ttl_timer: Timer | None = None
+        self._expiry_timer: Timer | None = None
+        self._arm_expiry()
 
     def __repr__(self) -> str:
         return f"<Queue {self.name!r} ready={len(self.ready)} unacked={self.unacked}>"
+
+    # -- timers -----------------------------------------------------------------------------------
+    def _arm_expiry(self) -> None:
+        """``x-expires``: wake when the queue will have been unused that long (re-checked then)."""
+        if self.expires is None or self._expiry_timer is not None or self.deleted:
+            return
+        due = self.last_used + self.expires / 1000
+        self._expiry_timer = self.vhost.timers.call_at(due, self._expiry_due)
+
+    def _expiry_due(self) -> None:
+        self._expiry_timer = None
+        if self.deleted or self.consumers:
+            return  # armed again when the last consumer goes
+        assert self.expires is not None
+        if self.vhost.now() - self.last_used >= self.expires / 1000:
+            self.vhost.delete_queue(self)
+        else:  # used since: wait for the new deadline
+            self._arm_expiry()
+
+    def _arm_ttl(self) -> None:
+        """Wake when the head of the queue expires (only the head expires, as in RabbitMQ's classic
+        queues; whoever takes the head re-arms for the next one)."""
+        ready = self.ready
+        if not ready or self.deleted:
+            return
+        deadline = ready[0].deadline
+        if deadline is None:
+            return
+        timer = self._ttl_timer
+        if timer is not None:
+            if timer.active and timer.when <= deadline:
+                return
+            self.vhost.timers.cancel(timer)
+        self._ttl_timer = self.vhost.timers.call_at(deadline, self._ttl_due)
+
+    def _ttl_due(self) -> None:
+        self._ttl_timer = None
+        if self.deleted:
+            return
+        self.expire(self.vhost.now())
+        self._arm_ttl()
+
+    def stop_timers(self) -> None:
+        """The queue is deleted: cancel its timers."""
+        timers = self.vhost.timers
+        timers.cancel(self._ttl_timer)
+        timers.cancel(self._expiry_timer)
+        self._ttl_timer = self._expiry_timer = None
 
     # -- publishing -------------------------------------------------------------------------------
     def enqueue(self, message: Message, publisher: PublishingChannel | None, seq: int) -> None:
@@ -195,7 +259,12 @@ class Queue:
         meter = self.meter
         persist = self.persist
         for message, publisher, seq in inbox:
-            accepted = self._accept(message)
+            try:
+                accepted = self._accept(message)
+            except Exception:  # a broker bug: this message is refused, the others go on
+                log.exception("internal error accepting a message into queue %s", self.name)
+                self.vhost.internal_error()
+                accepted = self._journaled = False
             if publisher is not None and not publisher.released:
                 if seq:
                     if self._journaled and persist is not None:
@@ -222,7 +291,6 @@ class Queue:
             ttl = per_message if ttl is None else min(ttl, per_message)
         if ttl is not None:
             deadline = now + ttl / 1000.0
-            self.vhost.watch_expiry(self)
         self._seq += 1
         entry = Entry(message, self._seq, deadline)
         message.refs += 1
@@ -245,6 +313,8 @@ class Queue:
         if self.max_length is not None or self.max_length_bytes is not None:
             while self.ready and self._full(0, extra=0):
                 self._drop(self._pop_head(), "maxlen")
+        if deadline is not None:
+            self._arm_ttl()
         return True
 
     def recovered(self, entries: list[tuple[Message, bool]]) -> None:
@@ -266,7 +336,6 @@ class Queue:
                     ttl = per_message if ttl is None else min(ttl, per_message)
                 if ttl is not None:
                     deadline = now + ttl / 1000.0
-                    self.vhost.watch_expiry(self)
             entry = Entry(message, seq, deadline)
             entry.journaled = True
             entry.redelivered = delivered
@@ -282,6 +351,7 @@ class Queue:
             self.ready = deque(sorted(ready, key=_position))
         self.ready_bytes += body_bytes
         self.vhost.memory_changed(memory)
+        self._arm_ttl()
 
     def page_out(self) -> int:
         """Move ready messages' bodies to the store (memory pressure), from the tail back to the first
@@ -330,8 +400,7 @@ class Queue:
         expiring = ready[0].deadline is not None or self.message_ttl is not None
         idle = 0
         while ready and idle < len(consumers):
-            consumer = consumers[0]
-            consumers.rotate(-1)
+            consumer = consumers.rotate()
             if not consumer.channel.can_deliver(consumer):
                 idle += 1
                 continue
@@ -349,6 +418,8 @@ class Queue:
                 if entry.journaled and not entry.redelivered:
                     self._journal_delivery(entry)
             consumer.channel.deliver(consumer, self, entry)
+        if expiring:
+            self._arm_ttl()
 
     def _deliver_special(self) -> None:
         """Delivery with consumer priorities (``x-priority``) or a single active consumer."""
@@ -356,10 +427,10 @@ class Queue:
         while ready:
             consumer = self._pick()
             if consumer is None:
-                return
+                break
             self.expire(self.vhost.now())
             if not ready:
-                return
+                break
             entry = self._pop_head()
             if consumer.no_ack:
                 self.release(entry)
@@ -369,6 +440,7 @@ class Queue:
                 if entry.journaled and not entry.redelivered:
                     self._journal_delivery(entry)
             consumer.channel.deliver(consumer, self, entry)
+        self._arm_ttl()
 
     def _journal_delivery(self, entry: Entry) -> None:
         if self.persist is not None:
@@ -377,15 +449,14 @@ class Queue:
     def _pick(self) -> Consumer | None:
         consumers = self.consumers
         if self.single_active:
-            first = consumers[0]
+            first = consumers.first()
             return first if first.channel.can_deliver(first) else None
         best: Consumer | None = None
         for consumer in consumers:
             if consumer.channel.can_deliver(consumer) and (best is None or consumer.priority > best.priority):
                 best = consumer
         if best is not None:  # round-robin among consumers of equal priority
-            consumers.remove(best)
-            consumers.append(best)
+            consumers.to_back(best)
         return best
 
     def get(self) -> Entry | None:
@@ -397,6 +468,7 @@ class Queue:
         entry = self._pop_head()
         if entry.journaled and not entry.redelivered:
             self._journal_delivery(entry)
+        self._arm_ttl()
         return entry
 
     def _pop_head(self) -> Entry:
@@ -452,6 +524,7 @@ class Queue:
             merged = sorted([*self.ready, *back], key=_position)
             self.ready = deque(merged)
         self.ready_bytes += sum(e.message.body_size for e in back)
+        self._arm_ttl()
         self.deliver_ready()
 
     # -- expiry and dead-lettering ----------------------------------------------------------------
@@ -462,8 +535,10 @@ class Queue:
             self._drop(self._pop_head(), "expired")
 
     def _drop(self, entry: Entry, reason: str) -> None:
-        self._dead_letter(entry.message, reason)
-        self.release(entry)
+        try:
+            self._dead_letter(entry.message, reason)
+        finally:  # whatever happened to the copy, the original's memory is given back
+            self.release(entry)
 
     def _dead_letter(self, message: Message, reason: str) -> None:
         if self.dlx is None or (self.deleted and reason != "expired"):
@@ -478,22 +553,24 @@ class Queue:
     # -- consumers --------------------------------------------------------------------------------
     def add_consumer(self, consumer: Consumer) -> None:
         """Attach a consumer and start delivering to it."""
-        self.consumers.append(consumer)
-        self._special = self.single_active or any(c.priority for c in self.consumers)
+        self.consumers.add(consumer)
+        self._special = self.single_active or self.consumers.prioritised
         self.had_consumers = True
         self.last_used = self.vhost.now()
         self.deliver_ready()
 
     def remove_consumer(self, consumer: Consumer) -> None:
         """Detach a consumer; an auto-delete queue goes with its last consumer."""
-        try:
-            self.consumers.remove(consumer)
-        except ValueError:
+        if not self.consumers.remove(consumer):
             return
-        self._special = self.single_active or any(c.priority for c in self.consumers)
+        self._special = self.single_active or self.consumers.prioritised
         self.last_used = self.vhost.now()
-        if self.auto_delete and not self.consumers and self.had_consumers:
+        if self.consumers:
+            return
+        if self.auto_delete and self.had_consumers:
             self.vhost.delete_queue(self)
+        else:
+            self._arm_expiry()
 
     def purge(self) -> int:
         """Drop every ready message; returns how many."""
@@ -506,7 +583,7 @@ class Queue:
 
     def exclusive_consumer(self) -> bool:
         """True if a consumer holds exclusive access."""
-        return any(c.exclusive for c in self.consumers)
+        return self.consumers.exclusive is not None
 
 
 def _new_key() -> int:
