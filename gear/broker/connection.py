@@ -33,6 +33,10 @@ RabbitMQ's reader does: a publisher is stopped at its first content frame, not a
 that may be large. Unparsed bytes stay buffered; the shell pauses the socket so TCP pushes back on the
 client.
 
+Fairness: one call parses at most ``FAIR_SHARE`` bytes of a connection's frames; the rest waits for
+the next event-loop turn (the socket paused meanwhile), so a client that floods the broker with
+costly frames delays the others by one share, never by everything it sent.
+
 Output: frames are queued with :meth:`send` and taken once per event-loop turn, so the shell makes one
 ``transport.write`` per connection per turn. Deliveries stop for the rest of a turn once
 ``OUTPUT_BATCH_LIMIT`` bytes are queued, or while the socket's write buffer is full; taking the output
@@ -82,7 +86,7 @@ if TYPE_CHECKING:
     from gear.broker.core import BrokerCore
     from gear.broker.queue import Queue
 
-__all__ = ("CLOSE_TIMEOUT", "OUTPUT_BATCH_LIMIT", "SILENT_CLOSE_DELAY", "Connection")
+__all__ = ("CLOSE_TIMEOUT", "FAIR_SHARE", "OUTPUT_BATCH_LIMIT", "SILENT_CLOSE_DELAY", "Connection")
 
 log = logging.getLogger("gear.broker")
 
@@ -92,6 +96,9 @@ CLOSE_TIMEOUT = 3.0
 SILENT_CLOSE_DELAY = 3.0
 #: Deliveries stop for the rest of a turn once this much output is queued for one connection.
 OUTPUT_BATCH_LIMIT = 1 << 20
+#: Bytes of one connection's frames parsed per event-loop turn before the others get theirs (the size
+#: of the largest frame: a turn parses at most one costly frame of a connection, or many cheap ones).
+FAIR_SHARE = 128 * 1024
 
 
 class Connection:
@@ -127,6 +134,8 @@ class Connection:
         self.alarm_pending = bool(core.alarm_reasons)
         self.sent_blocked = False
         self.resume_pending = False
+        self.parked = False
+        """This turn's share of parsing is used up; the rest waits for the next turn."""
         self.write_paused = False
         self.starved = False
         self.out_bytes = 0
@@ -197,7 +206,7 @@ class Connection:
     @property
     def reading(self) -> bool:
         """False while the shell should not read the socket."""
-        return not (self.flow_blocked or self.alarm_blocked or self.finished)
+        return not (self.flow_blocked or self.alarm_blocked or self.parked or self.finished)
 
     @property
     def status_visible(self) -> bool:
@@ -216,7 +225,12 @@ class Connection:
 
     def _process(self) -> None:
         reader = self._reader
+        share_ends = reader.handed_out + FAIR_SHARE
         while self.reading:
+            if reader.handed_out >= share_ends and reader.buffered:
+                self.parked = True
+                self.core.resume_next_turn(self)
+                return
             channel_id = 0
             try:
                 if self.state == "header":
@@ -565,8 +579,10 @@ class Connection:
             self.core.resume_later(self)
 
     def resume(self) -> None:
-        """Continue parsing buffered frames after flow or an alarm released the connection."""
+        """Continue parsing buffered frames after flow or an alarm released the connection, or in the
+        turn after its fair share ran out."""
         self.resume_pending = False
+        self.parked = False
         self._process()
 
     def _wake_at(self, when: float) -> None:

@@ -67,6 +67,7 @@ class BrokerCore(Generic[C]):
         self._drain: dict[Queue, None] = {}
         self._dirty: dict[C, None] = {}
         self._resume: dict[C, None] = {}
+        self._next_turn: dict[C, None] = {}
         self.wake: Callable[[], None] = lambda: None
         self._woken = False
         self.internal_errors = 0
@@ -109,6 +110,16 @@ class BrokerCore(Generic[C]):
         self._resume[connection] = None
         self.mark_dirty(connection)
 
+    @property
+    def parked(self) -> bool:
+        """Some connection waits for the next turn to parse more of its frames."""
+        return bool(self._next_turn)
+
+    def resume_next_turn(self, connection: C) -> None:
+        """``connection`` used its share of parsing: continue it in the next turn, after the others."""
+        self._next_turn[connection] = None
+        self.mark_dirty(connection)
+
     def _request(self) -> None:
         if not self._woken:
             self._woken = True
@@ -118,6 +129,12 @@ class BrokerCore(Generic[C]):
         """Drain queue inboxes (until quiet), then return the connections with output to flush."""
         self._woken = False
         self.now = self.clock()
+        if self._next_turn:
+            waiting, self._next_turn = self._next_turn, {}
+            for connection in waiting:
+                if not connection.finished:
+                    connection.resume_pending = True
+                    self._resume[connection] = None
         rounds = 0
         while self._drain and rounds < 16:
             rounds += 1

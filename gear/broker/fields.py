@@ -56,7 +56,6 @@ _LENGTH = struct.Struct(">I").pack
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 _MAX_SECONDS = 253402300799  # 9999-12-31T23:59:59Z
 
-#: Tag -> (size, unpack) of the fixed-size scalar types.
 _FIXED: dict[int, tuple[int, Any]] = {
     ord("b"): (1, _I8),
     ord("B"): (1, _U8),
@@ -68,8 +67,11 @@ _FIXED: dict[int, tuple[int, Any]] = {
     ord("L"): (8, _I64),  # RabbitMQ reads both as signed 64-bit (its errata)
     ord("f"): (4, _F32),
     ord("d"): (8, _F64),
+    ord("V"): (0, lambda data, pos: (None,)),
+    ord("t"): (1, lambda data, pos: (data[pos] != 0,)),
 }
-_S, _T, _t, _D, _F, _A, _x, _V = (ord(c) for c in "STtDFAxV")
+"""Tag -> (size, unpack) of the fixed-size types (void and bool included)."""
+_S, _T, _D, _F, _A, _x = (ord(c) for c in "STDFAx")
 _LENGTHY = frozenset((_S, _F, _A, _x))
 
 
@@ -93,12 +95,21 @@ def decode_table(data: bytes, pos: int, end: int, depth: int = 0) -> dict[str, A
     if depth > MAX_DEPTH:
         raise FieldError(f"field tables nested deeper than {MAX_DEPTH}")
     table: dict[str, Any] = {}
+    fixed_types = _FIXED
     while pos < end:
         key_end = pos + 1 + data[pos]
         if key_end >= end:
             raise FieldError("field table entry runs past its table")
         key = data[pos + 1 : key_end].decode("utf-8", "surrogateescape")
-        table[key], pos = decode_value(data, key_end, end, depth)
+        fixed = fixed_types.get(data[key_end])
+        if fixed is None:
+            table[key], pos = decode_value(data, key_end, end, depth)
+            continue
+        size, unpack = fixed  # inline: the scalars are most of a wide table
+        pos = key_end + 1 + size
+        if pos > end:
+            raise FieldError("field value runs past its container")
+        table[key] = unpack(data, key_end + 1)[0]
     return table
 
 
@@ -149,10 +160,6 @@ def decode_value(data: bytes, pos: int, end: int, depth: int = 0) -> tuple[Any, 
         if tag == _A:
             return decode_array(data, start, stop, depth + 1), stop
         return bytearray(data[start:stop]), stop
-    if tag == _t:
-        if pos + 1 > end:
-            raise FieldError("field value 't' runs past its container")
-        return data[pos] != 0, pos + 1
     if tag == _T:
         if pos + 8 > end:
             raise FieldError("field value 'T' runs past its container")
@@ -162,8 +169,6 @@ def decode_value(data: bytes, pos: int, end: int, depth: int = 0) -> tuple[Any, 
             raise FieldError("field value 'D' runs past its container")
         places, digits = _DECIMAL(data, pos)
         return decimal.Decimal(digits).scaleb(-places), pos + 5
-    if tag == _V:
-        return None, pos
     raise FieldError(f"unknown field type {bytes((tag,))!r}")
 
 
@@ -176,11 +181,18 @@ def skip_table(data: bytes, pos: int, end: int, depth: int = 0) -> None:
     """
     if depth > MAX_DEPTH:
         raise FieldError(f"field tables nested deeper than {MAX_DEPTH}")
+    sizes = _SIZES
     while pos < end:
         pos += 1 + data[pos]
         if pos >= end:
             raise FieldError("field table entry runs past its table")
-        pos = skip_value(data, pos, end, depth)
+        size = sizes.get(data[pos])
+        if size is None:
+            pos = skip_value(data, pos, end, depth)
+            continue
+        pos += 1 + size  # inline: the scalars are most of a wide table
+        if pos > end:
+            raise FieldError("field value runs past its container")
 
 
 def _skip_array(data: bytes, pos: int, end: int, depth: int) -> None:
@@ -219,7 +231,7 @@ def skip_value(data: bytes, pos: int, end: int, depth: int = 0) -> int:
     raise FieldError(f"unknown field type {bytes((tag,))!r}")
 
 
-_SIZES = {tag: size for tag, (size, _) in _FIXED.items()} | {_t: 1, _T: 8, _D: 5, _V: 0}
+_SIZES = {tag: size for tag, (size, _) in _FIXED.items()} | {_T: 8, _D: 5}
 
 
 # -- encoding (broker-made values: dead-letter headers, rewritten properties) ------------------------

@@ -67,9 +67,14 @@ class Client:
         return self.turn()
 
     def turn(self) -> list[tuple[int, Any]]:
-        """End the event-loop turn (drain queues, flush confirms) and parse the output."""
+        """End the event-loop turn (drain queues, flush confirms) and parse the output; more turns
+        while a connection waits to parse the rest of what it was fed (its fair share per turn)."""
         self.core.run_turn()
-        return parse(self.conn.take_output())
+        out = self.conn.take_output()
+        while self.core.parked:
+            self.core.run_turn()
+            out += self.conn.take_output()
+        return parse(out)
 
     def send(self, channel: int, *methods: Any) -> list[tuple[int, Any]]:
         """Send methods (pamqp objects) on ``channel``."""
