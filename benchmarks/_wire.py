@@ -58,7 +58,9 @@ class Wire:
         writer.write(header.ProtocolHeader().marshal())
         await wire.expect(commands.Connection.Start)
         user, password = unquote(parts.username or "guest"), unquote(parts.password or "guest")
-        caps = {"connection.blocked": True, "consumer_cancel_notify": True} if capabilities else {}
+        caps: dict[str, Any] = (
+            {"connection.blocked": True, "consumer_cancel_notify": True} if capabilities else {}
+        )
         wire.send(
             commands.Connection.StartOk(
                 client_properties={"capabilities": caps, "product": "gear-bench"},

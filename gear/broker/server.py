@@ -3,12 +3,18 @@
 With a data directory, each turn's flush first lets the core commit the store (write + one fsync for
 everything the turn published or acked: group commit), so confirms go out after their messages are
 on disk; the timer also drives the store's garbage collection.
+
+After the broker let go of a lot of message memory at once (a backlog consumed, a connection with
+large unfinished bodies gone), the timer asks the C allocator to hand free pages back to the system
+(glibc's ``malloc_trim``), so the resident size comes back down rather than staying at its peak.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import ctypes.util
 import inspect
 import logging
 import os
@@ -33,6 +39,20 @@ DISK_CHECK_INTERVAL = 1.0
 
 DiskFree = Callable[[str], int]
 """Reads the free bytes of the file system holding a path (``shutil.disk_usage(path).free``)."""
+#: Message memory released (bytes, since its high mark) after which free pages go back to the system.
+TRIM_AFTER = 32 * 1024 * 1024
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim``, or None where the C library has none."""
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    try:
+        trim: Callable[[int], int] = ctypes.CDLL(name).malloc_trim
+    except (OSError, AttributeError):
+        return None
+    return trim
 
 
 def _disk_free(path: str) -> int:
@@ -135,6 +155,8 @@ class Broker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._flush_scheduled = False
         self._sync: asyncio.Future[None] | None = None
+        self._trim = _malloc_trim()
+        self._memory_mark = 0
 
     @property
     def port(self) -> int:
@@ -264,10 +286,21 @@ class Broker:
                 self.core.tick()
                 if self.core.now >= self._next_disk_check:
                     self.check_disk()
+                self._give_back_memory()
             except Exception:  # a bug in a timer must not stop the broker
                 log.exception("broker timer failed")
             self.flush()
             self._start_sync(force=True)  # acks and deliveries recorded since the last commit
+
+    def _give_back_memory(self) -> None:
+        """Trim the C heap once message memory fell ``TRIM_AFTER`` below its high mark."""
+        used = self.core.alarm.used
+        if used > self._memory_mark:
+            self._memory_mark = used
+        elif self._memory_mark - used >= TRIM_AFTER:
+            self._memory_mark = used
+            if self._trim is not None:
+                self._trim(0)
 
     def check_disk(self) -> None:
         """Read the free disk space now and raise or clear the disk alarm (no-op without a limit).

@@ -28,8 +28,8 @@ INTERVAL = 0.005
 async def run(url: str) -> dict[str, object]:
     connection = await aiormq.connect(url)
     channel = await connection.channel(publisher_confirms=True)
-    declared = await channel.queue_declare("healthy", exclusive=True)
-    queue = declared.queue
+    await channel.queue_declare("healthy", exclusive=True)
+    queue = "healthy"
     sent: dict[str, float] = {}
     delivered: list[int] = []
     trips: list[tuple[float, float]] = []  # (seconds, when it was published: time.time())
@@ -45,7 +45,7 @@ async def run(url: str) -> dict[str, object]:
             delivered.append(int(number))
         if not sent:
             drained.set()
-        await channel.basic_ack(message.delivery.delivery_tag)
+        await channel.basic_ack(message.delivery_tag or 0)
 
     await channel.basic_consume(queue, on_message)
     print("ready", flush=True)

@@ -239,7 +239,11 @@ def test_an_exclusive_consumer_is_known_without_looking_at_the_others() -> None:
 def test_bytes_held_against_the_watermark_are_given_back(path: str) -> None:
     core, clock, client = _ready(memory_high_watermark=50_000)
     client.send(1, commands.Queue.Declare(queue="dead"))
-    arguments = {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dead", "x-message-ttl": 500}
+    arguments: dict[str, Any] = {
+        "x-dead-letter-exchange": "",
+        "x-dead-letter-routing-key": "dead",
+        "x-message-ttl": 500,
+    }
     if path == "maxlen":
         arguments["x-max-length"] = 1
     client.send(1, commands.Queue.Declare(queue="q", arguments=arguments))
