@@ -331,7 +331,7 @@ class Channel:
         for queue in queues:
             queue.enqueue(message, self, seq)
             if not ledger.spend(queue):
-                queue.blocked_senders.add(self)
+                queue.blocked_senders[self] = None
                 blocked = True
         if blocked:
             self.conn.credit_changed()
@@ -413,14 +413,14 @@ class Channel:
         """``queue`` processed ``amount`` of our messages."""
         self.ledger.grant(queue, amount)
         if queue not in self.ledger.blocked_on:
-            queue.blocked_senders.discard(self)
+            queue.blocked_senders.pop(self, None)
             if self.conn.flow_blocked:
                 self.conn.credit_changed()
 
     def queue_deleted(self, queue: Queue) -> None:
         """Forget credit towards a deleted queue (it may unblock the connection)."""
         self.ledger.forget(queue)
-        queue.blocked_senders.discard(self)
+        queue.blocked_senders.pop(self, None)
         if self.conn.flow_blocked:
             self.conn.credit_changed()
 
@@ -567,7 +567,7 @@ class Channel:
         self.replies.close(self.reply_key)
         for queue in list(self.ledger.blocked_on):
             if isinstance(queue, Queue):
-                queue.blocked_senders.discard(self)
+                queue.blocked_senders.pop(self, None)
         self.ledger.blocked_on.clear()
 
 

@@ -26,6 +26,7 @@ from gear.broker.frames import FRAME_BODY, FRAME_HEADER, FRAME_METHOD, frame
 __all__ = (
     "PUBLISH_INDEX",
     "ack_frame",
+    "consume_ok_frame",
     "content_frames",
     "decode_method",
     "declare_ok_frame",
@@ -152,7 +153,7 @@ def _unmarshal(cls: type[base.Frame], payload: bytes) -> base.Frame:
     layout = _layouts.get(cls)
     if layout is None:
         layout = _layouts[cls] = tuple((name, cls.amqp_type(name)) for name in cls.__slots__)
-    method = cls()
+    method = cls.__new__(cls)  # every argument is set below: pamqp's defaults and checks are not needed
     data, pos, end = payload, 4, len(payload)
     bits_at, bit = -1, 8
     for name, kind in layout:
@@ -309,6 +310,12 @@ def get_ok_frame(
         + _LONG.pack(remaining)
     )
     return frame(FRAME_METHOD, channel, payload)
+
+
+def consume_ok_frame(channel: int, consumer_tag: str) -> bytes:
+    """``basic.consume-ok`` method frame (sent once per consumer: pamqp's encoder costs more than the
+    rest of a consume)."""
+    return frame(FRAME_METHOD, channel, b"\x00\x3c\x00\x15" + shortstr(consumer_tag))
 
 
 def declare_ok_frame(channel: int, queue: str, messages: int, consumers: int) -> bytes:

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from pamqp import commands
 
-from gear.broker.codec import content_frames, get_ok_frame
+from gear.broker.codec import consume_ok_frame, content_frames, get_ok_frame
 from gear.broker.consumers import Consumer
 from gear.broker.declare import generated_name, lookup_queue, queue_name
 from gear.broker.errors import AMQPError, resource
@@ -67,7 +67,7 @@ def _consume(channel: Channel, method: commands.Basic.Consume) -> None:
     )
     channel.add_consumer(consumer)
     if not method.nowait:
-        channel.conn.send_method(channel.number, commands.Basic.ConsumeOk(consumer_tag=tag))
+        channel.conn.send(consume_ok_frame(channel.number, tag))
     queue.add_consumer(consumer)
 
 
@@ -79,7 +79,7 @@ def _reply_consume(channel: Channel, method: commands.Basic.Consume, tag: str) -
     channel.start_reply_consumer(tag)
     channel.add_consumer(Consumer(tag, channel, None, no_ack=True, exclusive=False, prefetch=0, arguments={}))
     if not method.nowait:
-        channel.conn.send_method(channel.number, commands.Basic.ConsumeOk(consumer_tag=tag))
+        channel.conn.send(consume_ok_frame(channel.number, tag))
 
 
 def _cancel(channel: Channel, method: commands.Basic.Cancel) -> None:

@@ -22,7 +22,7 @@ import logging
 import os
 from collections import deque
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from gear.broker.consumers import Consumer, ConsumerSet
 from gear.broker.credit import CreditMeter
@@ -162,7 +162,7 @@ class Queue:
         self.exclusive_owner = exclusive_owner
         self.auto_delete = auto_delete
         self.arguments = arguments
-        self.ready: deque[Entry] = deque()
+        self.ready = _NOTHING
         self.ready_bytes = 0
         self.inbox: list[tuple[Message, PublishingChannel | None, int]] = []
         self.consumers = ConsumerSet()
@@ -170,7 +170,8 @@ class Queue:
         self.had_consumers = False
         self.deleted = False
         self.meter = CreditMeter(credit_more_after)
-        self.blocked_senders: set[object] = set()
+        self.blocked_senders: dict[object, None] = {}
+        """Publishing channels waiting for credit from this queue (a dict: smaller than a set)."""
         self._seq = 0
         self.message_ttl = _int_arg(arguments, "x-message-ttl")
         self.expires = _int_arg(arguments, "x-expires")
@@ -305,6 +306,8 @@ class Queue:
                 if message.refs > 1:
                     self.vhost.memory_changed(-freed)
         self.vhost.memory_changed(message.size if message.refs == 1 else 0)
+        if self.ready is _NOTHING:
+            self.ready = deque()
         if self.max_priority is not None:
             self._insert_by_priority(entry, min(message.priority, self.max_priority))
         else:
@@ -323,7 +326,7 @@ class Queue:
         now = self.vhost.now()
         queue_ttl = self.message_ttl
         max_priority = self.max_priority
-        ready = self.ready
+        ready = self.ready = deque() if self.ready is _NOTHING else self.ready
         seq = self._seq
         memory = body_bytes = 0
         for message, delivered in entries:
@@ -518,7 +521,9 @@ class Queue:
                 self.release(entry)
             return
         back = sorted((e for e, _ in entries), key=_position)
-        if not self.ready or _position(back[-1]) < _position(self.ready[0]):
+        if self.ready is _NOTHING:
+            self.ready = deque(back)
+        elif not self.ready or _position(back[-1]) < _position(self.ready[0]):
             self.ready.extendleft(reversed(back))
         else:
             merged = sorted([*self.ready, *back], key=_position)
@@ -577,13 +582,18 @@ class Queue:
         count = len(self.ready)
         for entry in self.ready:
             self.release(entry)
-        self.ready.clear()
+        self.ready = _NOTHING
         self.ready_bytes = 0
         return count
 
     def exclusive_consumer(self) -> bool:
         """True if a consumer holds exclusive access."""
         return self.consumers.exclusive is not None
+
+
+#: The ready list of a queue that never held a message: an empty deque costs 760 bytes, and most queues
+#: of a broker with very many are empty. Immutable, so a path that forgot to make a real one fails loudly.
+_NOTHING = cast("deque[Entry]", ())
 
 
 def _new_key() -> int:
