@@ -238,37 +238,33 @@ def _delete(queue: str) -> bytes:
 
 
 class _Pinger:
-    """A healthy connection's round trips (a passive exchange declare) while something else happens."""
+    """A healthy connection's round trips (a passive exchange declare) in the background, from
+    ``start`` to ``stop``; ``stop`` returns the longest in ms (the one in flight when asked included)."""
 
     def __init__(self, wire: Wire) -> None:
         self.wire = wire
         self.longest = 0.0
-        self._sent: float | None = None
+        self._stopping = False
         self._task: asyncio.Task[None] | None = None
 
     async def _loop(self) -> None:
-        while True:
-            self._sent = time.perf_counter()
+        while not self._stopping:
+            sent = time.perf_counter()
             self.wire.send(commands.Exchange.Declare(exchange="amq.direct", passive=True))
             await self.wire.expect(commands.Exchange.DeclareOk, within=600)
-            self.longest = max(self.longest, time.perf_counter() - self._sent)
-            self._sent = None
+            self.longest = max(self.longest, (time.perf_counter() - sent) * 1000)
             await asyncio.sleep(0.005)
 
     def start(self) -> None:
         self.longest = 0.0
+        self._stopping = False
         self._task = asyncio.ensure_future(self._loop())
 
     async def stop(self) -> float:
-        """The longest round trip so far in ms (one still in flight counts as far as it got)."""
         assert self._task is not None
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
-        if self._sent is not None:
-            self.longest = max(self.longest, time.perf_counter() - self._sent)
-            await self.wire.expect(commands.Exchange.DeclareOk, within=600)
-        return self.longest * 1000
+        self._stopping = True
+        await self._task  # the round trip in flight completes (never cancelled mid-frame)
+        return self.longest
 
 
 async def _idle_cpu(pid: int, seconds: float) -> float:

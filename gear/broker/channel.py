@@ -64,6 +64,8 @@ class ChannelOwner(Protocol):
     name: str
     frame_max: int
     flow_blocked: bool
+    alarm_pending: bool
+    """A resource alarm is on: the next content frame blocks the connection."""
     client_capabilities: dict[str, Any]
     exclusive_queues: dict[Queue, None]
 
@@ -235,7 +237,8 @@ class Channel:
         self._props = payload[12:]
         self._size = size
         self._got = 0
-        self.conn.content_seen()
+        if self.conn.alarm_pending:
+            self.conn.content_seen()
         if size == 0:
             self._finish(b"")
 
@@ -248,7 +251,8 @@ class Channel:
         self._got += len(payload)
         if self._got > self._size:
             raise AMQPError(501, "content body frame exceeds remaining content size")
-        self.conn.content_seen()
+        if self.conn.alarm_pending:
+            self.conn.content_seen()
         self._parts.append(payload)
         if self._got == self._size:
             parts, self._parts = self._parts, []
@@ -442,7 +446,7 @@ class Channel:
         message = entry.message
         if not consumer.no_ack and queue is not None:
             self.unacked[tag] = (queue, entry, consumer)
-            entry.delivered_at = self.vhost.now()
+            entry.delivered_at = self.vhost.core.now
             if self._ack_timer is None:
                 self.watch_acks(queue)
         conn = self.conn

@@ -135,6 +135,7 @@ class BrokerCore(Generic[C]):
                 if not connection.finished:
                     connection.resume_pending = True
                     self._resume[connection] = None
+                    self._dirty[connection] = None  # the shell resumes its socket once it caught up
         rounds = 0
         while self._drain and rounds < 16:
             rounds += 1
