@@ -33,9 +33,10 @@ RabbitMQ's reader does: a publisher is stopped at its first content frame, not a
 that may be large. Unparsed bytes stay buffered; the shell pauses the socket so TCP pushes back on the
 client.
 
-Fairness: one call parses at most ``FAIR_SHARE`` bytes of a connection's frames; the rest waits for
-the next event-loop turn (the socket paused meanwhile), so a client that floods the broker with
-costly frames delays the others by one share, never by everything it sent.
+Fairness: one call parses a connection's frames for at most ``FAIR_SHARE_SECONDS`` of processor time
+(or ``FAIR_SHARE_BYTES``); the rest waits for the next event-loop turn (the socket paused meanwhile), so a
+client that floods the broker with costly frames (65,000-entry tables) delays the others by one share
+and one frame, never by everything it sent. The clock is read every few frames, not for each.
 
 Output: frames are queued with :meth:`send` and taken once per event-loop turn, so the shell makes one
 ``transport.write`` per connection per turn. Deliveries stop for the rest of a turn once
@@ -86,7 +87,14 @@ if TYPE_CHECKING:
     from gear.broker.core import BrokerCore
     from gear.broker.queue import Queue
 
-__all__ = ("CLOSE_TIMEOUT", "FAIR_SHARE", "OUTPUT_BATCH_LIMIT", "SILENT_CLOSE_DELAY", "Connection")
+__all__ = (
+    "CLOSE_TIMEOUT",
+    "FAIR_SHARE_BYTES",
+    "FAIR_SHARE_SECONDS",
+    "OUTPUT_BATCH_LIMIT",
+    "SILENT_CLOSE_DELAY",
+    "Connection",
+)
 
 log = logging.getLogger("gear.broker")
 
@@ -96,9 +104,13 @@ CLOSE_TIMEOUT = 3.0
 SILENT_CLOSE_DELAY = 3.0
 #: Deliveries stop for the rest of a turn once this much output is queued for one connection.
 OUTPUT_BATCH_LIMIT = 1 << 20
-#: Bytes of one connection's frames parsed per event-loop turn before the others get theirs (the size
-#: of the largest frame: a turn parses at most one costly frame of a connection, or many cheap ones).
-FAIR_SHARE = 128 * 1024
+#: Processor seconds of parsing one connection's frames per event-loop turn before the others get theirs.
+FAIR_SHARE_SECONDS = 0.02
+#: ... and at most this many bytes of them (bounds a turn whatever the clock says).
+FAIR_SHARE_BYTES = 4 * 1024 * 1024
+#: The share is checked after this many bytes or frames (reading the clock for each frame would cost).
+_CHECK_BYTES = 16 * 1024
+_CHECK_FRAMES = 64
 
 
 class Connection:
@@ -225,12 +237,21 @@ class Connection:
 
     def _process(self) -> None:
         reader = self._reader
-        share_ends = reader.handed_out + FAIR_SHARE
+        clock = self.core.cpu_clock
+        started = clock()
+        byte_share_ends = reader.handed_out + FAIR_SHARE_BYTES
+        check_at = reader.handed_out + _CHECK_BYTES
+        frames = 0
         while self.reading:
-            if reader.handed_out >= share_ends and reader.buffered:
-                self.parked = True
-                self.core.resume_next_turn(self)
-                return
+            frames += 1
+            if frames >= _CHECK_FRAMES or reader.handed_out >= check_at:
+                handed = reader.handed_out
+                frames, check_at = 0, handed + _CHECK_BYTES
+                used_up = handed >= byte_share_ends or clock() - started >= FAIR_SHARE_SECONDS
+                if used_up and reader.buffered:
+                    self.parked = True
+                    self.core.resume_next_turn(self)
+                    return
             channel_id = 0
             try:
                 if self.state == "header":

@@ -51,9 +51,17 @@ C = TypeVar("C", bound=CoreConnection)
 class BrokerCore(Generic[C]):
     """State shared by every connection of one broker (``C``: the connection type)."""
 
-    def __init__(self, config: BrokerConfig, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        clock: Callable[[], float] = time.monotonic,
+        cpu_clock: Callable[[], float] = time.thread_time,
+    ) -> None:
         self.config = config
         self.clock = clock
+        self.cpu_clock = cpu_clock
+        """Processor time of the broker's thread: a connection's share of parsing per turn is measured
+        with it (wall time would count the moments the process was not running)."""
         self.now = clock()
         self.timers = Timers()
         """Every timed event of the broker (heartbeats, timeouts, TTL, ``x-expires``)."""

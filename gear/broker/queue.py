@@ -401,9 +401,13 @@ class Queue:
             self._deliver_special()
             return
         expiring = ready[0].deadline is not None or self.message_ttl is not None
+        count = len(consumers)
+        rotate = consumers.rotate if count > 1 else None  # one consumer (the common case): no turns
+        consumer = consumers.first()
         idle = 0
-        while ready and idle < len(consumers):
-            consumer = consumers.rotate()
+        while ready and idle < count:
+            if rotate is not None:
+                consumer = rotate()
             if not consumer.channel.can_deliver(consumer):
                 idle += 1
                 continue

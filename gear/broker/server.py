@@ -4,9 +4,10 @@ With a data directory, each turn's flush first lets the core commit the store (w
 everything the turn published or acked: group commit), so confirms go out after their messages are
 on disk; the timer also drives the store's garbage collection.
 
-After the broker let go of a lot of message memory at once (a backlog consumed, a connection with
-large unfinished bodies gone), the timer asks the C allocator to hand free pages back to the system
-(glibc's ``malloc_trim``), so the resident size comes back down rather than staying at its peak.
+When the broker has let go of a lot of message memory (a backlog consumed, a connection with large
+unfinished bodies gone) and then no client sent anything for a second, the timer asks the C allocator
+to hand free pages back to the system (glibc's ``malloc_trim``), so the resident size comes back down
+rather than staying at its peak. Never under load: pages given back are faulted in again at a cost.
 """
 
 from __future__ import annotations
@@ -91,6 +92,7 @@ class _Protocol(asyncio.Protocol):
         conn = self.conn
         if conn is None:
             return
+        self.broker.received = True
         conn.feed(data)
         self.sync_reading()
 
@@ -157,6 +159,9 @@ class Broker:
         self._sync: asyncio.Future[None] | None = None
         self._trim = _malloc_trim()
         self._memory_mark = 0
+        self._next_trim_check = 0.0
+        self.received = False
+        """Some socket delivered bytes since the last look (the broker is not idle)."""
 
     @property
     def port(self) -> int:
@@ -293,11 +298,15 @@ class Broker:
             self._start_sync(force=True)  # acks and deliveries recorded since the last commit
 
     def _give_back_memory(self) -> None:
-        """Trim the C heap once message memory fell ``TRIM_AFTER`` below its high mark."""
+        """Once a second: trim the C heap if message memory fell ``TRIM_AFTER`` below its high mark
+        and no client sent anything since the last look."""
         used = self.core.alarm.used
-        if used > self._memory_mark:
-            self._memory_mark = used
-        elif self._memory_mark - used >= TRIM_AFTER:
+        self._memory_mark = max(self._memory_mark, used)
+        if self.core.now < self._next_trim_check:
+            return
+        self._next_trim_check = self.core.now + 1.0
+        quiet, self.received = not self.received, False
+        if quiet and self._memory_mark - used >= TRIM_AFTER:
             self._memory_mark = used
             if self._trim is not None:
                 self._trim(0)

@@ -26,9 +26,10 @@ class FakeClock:
 
 
 def make_core(**fields: Any) -> tuple[BrokerCore, FakeClock]:
-    """A broker core with a fake clock."""
+    """A broker core with a fake clock (and a processor clock that stands still: no fair-share
+    pauses but for the byte bound, unless a test installs a moving ``core.cpu_clock``)."""
     clock = FakeClock()
-    return BrokerCore(BrokerConfig(**fields), clock=clock), clock
+    return BrokerCore(BrokerConfig(**fields), clock=clock, cpu_clock=FakeClock()), clock
 
 
 def parse(data: bytes) -> list[tuple[int, Any]]:

@@ -9,7 +9,7 @@ import pytest
 from pamqp import commands, frame, header
 from pamqp.body import ContentBody
 
-from gear.broker.connection import FAIR_SHARE
+from gear.broker.connection import FAIR_SHARE_SECONDS
 from tests.broker._harness import Client, FakeClock, make_core, names
 from tests.broker.test_properties import _nested, _publish_raw
 
@@ -302,8 +302,17 @@ def test_under_an_alarm_a_publisher_stops_at_its_first_content_frame() -> None:
     assert len(core.vhosts["/"].queues["q"].ready) == 1
 
 
+class _TickingClock(FakeClock):
+    """A processor clock that moves a millisecond each time it is read (parsing takes time)."""
+
+    def __call__(self) -> float:
+        self.now += 0.001
+        return self.now
+
+
 def test_a_flood_is_parsed_one_share_per_turn_and_others_go_between() -> None:
     core, _, flood = _ready()
+    core.cpu_clock = _TickingClock()
     quiet = Client(core)
     quiet.handshake()
     quiet.open_channel(1)
@@ -312,7 +321,9 @@ def test_a_flood_is_parsed_one_share_per_turn_and_others_go_between() -> None:
     flood.conn.feed(data)
     assert flood.conn.parked
     assert not flood.conn.reading, "the socket waits while the rest is parsed"
-    assert len(core.vhosts["/"].queues["q"].inbox) <= FAIR_SHARE // 60_000 + 1
+    parsed = len(core.vhosts["/"].queues["q"].inbox)
+    assert 0 < parsed < 40
+    assert parsed <= FAIR_SHARE_SECONDS / 0.001 + 1, "one share: as many frames as its time allows"
     out = quiet.feed(frame.marshal(commands.Basic.Qos(prefetch_count=1), 1))
     assert names(out) == ["Basic.QosOk"]
     while core.parked:
