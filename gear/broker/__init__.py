@@ -12,10 +12,10 @@ are sent once fsynced (one fsync per event-loop turn), and bodies are paged to d
 pressure or for ``x-queue-mode: lazy`` queues.
 
 Layout: a sans-I/O core (``frames``, ``codec``, ``fields``, ``properties``, ``handshake``, ``access``,
-``connection``, ``channel``, ``declare``, ``consume``, ``consumers``, ``exchange``, ``queue``,
-``arguments``, ``message``, ``vhost``, ``credit``, ``alarms``, ``timers``, ``core``, ``status``,
-``persist``) driven by one asyncio shell (``server``, with ``tls``); ``definitions`` reads a users file;
-``store`` keeps the data directory (its file I/O in ``store.disk``).
+``connection``, ``channel``, ``delivery_timeout``, ``declare``, ``consume``, ``consumers``, ``exchange``,
+``queue``, ``expiry``, ``arguments``, ``message``, ``vhost``, ``credit``, ``alarms``, ``timers``, ``core``,
+``status``, ``persist``) driven by one asyncio shell (``server``, with ``tls``); ``definitions`` reads a
+users file; ``store`` keeps the data directory (its file I/O in ``store.disk``).
 
 Hostile or careless clients cost only themselves: a publish's properties are checked when it arrives
 (RabbitMQ's 541 for a list that does not decode, 406 for a bad ``expiration``); field tables decode in

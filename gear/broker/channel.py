@@ -8,15 +8,11 @@ channel answers a ``channel.close`` from the client with ``close-ok`` and discar
 until the client's own ``close-ok`` arrives; only then is the number free again. A client that closed
 first is answered with ``close-ok`` at once.
 
-Delivery timeout: a delivery left unacknowledged longer than the queue's ``x-consumer-timeout`` (else the
-broker's ``consumer_timeout``, 30 minutes as in RabbitMQ) closes the channel with 406 ``delivery
-acknowledgement on channel N timed out ...``, RabbitMQ 4.0-4.2's words; like RabbitMQ, only the oldest
-outstanding delivery is watched, with one timer per channel.
+Each channel has a :class:`~gear.broker.delivery_timeout.DeliveryTimeout` (``consumer_timeout``).
 """
 
 from __future__ import annotations
 
-import logging
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,19 +32,16 @@ from gear.broker.codec import (
     nack_frame,
     return_frame,
 )
-from gear.broker.consumers import Consumer
 from gear.broker.credit import CreditLedger
+from gear.broker.delivery_timeout import DeliveryTimeout
 from gear.broker.errors import AMQPError, resource
 from gear.broker.message import Entry, Message, sender_selected
 from gear.broker.properties import check_properties, rewrite_properties
-from gear.broker.queue import Queue
+from gear.broker.queue import Consumer, Queue
 from gear.broker.replies import ReplyConsumers
-from gear.broker.timers import Timer
 from gear.broker.vhost import VirtualHost
 
 __all__ = ("REPLY_TO", "Channel", "ChannelLimits", "ChannelOwner")
-
-log = logging.getLogger("gear.broker")
 
 REPLY_TO = "amq.rabbitmq.reply-to"
 _REPLY_PREFIX = REPLY_TO + "."
@@ -151,7 +144,7 @@ class Channel:
         self.consumer_queues: dict[Queue, int] = {}
         """The queues this channel's consumers consume from, with how many consumers each."""
         self.unacked: dict[int, tuple[Queue, Entry, Consumer | None]] = {}
-        self._ack_timer: Timer | None = None
+        self.delivery_timeout = DeliveryTimeout(self, vhost.timers, vhost.core, limits.consumer_timeout)
         self.next_tag = 0
         self.prefetch = 0
         self.global_prefetch = 0
@@ -447,8 +440,8 @@ class Channel:
         if not consumer.no_ack and queue is not None:
             self.unacked[tag] = (queue, entry, consumer)
             entry.delivered_at = self.vhost.core.now
-            if self._ack_timer is None:
-                self.watch_acks(queue)
+            if self.delivery_timeout.timer is None:
+                self.delivery_timeout.watch(queue)
         conn = self.conn
         conn.send(
             delivery(
@@ -491,52 +484,10 @@ class Channel:
                     self.number, commands.Basic.Cancel(consumer_tag=consumer.tag, nowait=True)
                 )
 
-    # -- delivery timeout ---------------------------------------------------------------------------
-    def _timeout_ms(self, queue: Queue) -> int | None:
-        own = queue.consumer_timeout
-        return own if own is not None else self.limits.consumer_timeout
-
-    def watch_acks(self, queue: Queue) -> None:
-        """A delivery from ``queue`` is now unacknowledged: wake when it would time out, unless the
-        channel already waits for an older one."""
-        if self._ack_timer is not None or self.released:
-            return
-        timeout = self._timeout_ms(queue)
-        if timeout is not None:
-            when = self.vhost.now() + timeout / 1000
-            self._ack_timer = self.vhost.timers.call_at(when, self._ack_deadline)
-
-    def _ack_deadline(self) -> None:
-        """RabbitMQ's ``evaluate_consumer_timeout``: the oldest unacknowledged delivery decides."""
-        self._ack_timer = None
-        if self.closing or self.released or not self.unacked:
-            return
-        tag, (queue, entry, consumer) = next(iter(self.unacked.items()))
-        timeout = self._timeout_ms(queue)
-        if timeout is None:
-            return  # watched again with the next delivery
-        due = entry.delivered_at + timeout / 1000
-        if self.vhost.now() <= due:
-            self._ack_timer = self.vhost.timers.call_at(due, self._ack_deadline)
-            return
-        log.warning(
-            "consumer '%s' on channel %s of connection %s and queue '%s' in vhost '%s' timed out waiting for "
-            "the acknowledgement of delivery tag %s (timeout %s ms); closing the channel",
-            consumer.tag if consumer is not None else "(basic.get)",
-            self.number,
-            self.conn.name,
-            queue.name,
-            self.vhost.name,
-            tag,
-            timeout,
-        )
-        self.close_with(
-            AMQPError(
-                406,
-                f"delivery acknowledgement on channel {self.number} timed out. Timeout value used: "
-                f"{timeout} ms. This timeout value can be configured, see consumers doc guide to learn more",
-            )
-        )
+    @property
+    def where(self) -> str:
+        """The connection and vhost, for log lines."""
+        return f"connection {self.conn.name}, vhost '{self.vhost.name}'"
 
     # -- closing ----------------------------------------------------------------------------------
     def close_with(self, error: AMQPError) -> None:
@@ -565,8 +516,7 @@ class Channel:
         self._unconfirmed.clear()
         self._acks = []
         self._nacks = []
-        self.vhost.timers.cancel(self._ack_timer)
-        self._ack_timer = None
+        self.delivery_timeout.stop()
         consume.release(self)
         self.replies.close(self.reply_key)
         for queue in list(self.ledger.blocked_on):

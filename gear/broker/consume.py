@@ -7,11 +7,10 @@ from typing import TYPE_CHECKING, Any, cast
 from pamqp import commands
 
 from gear.broker.codec import consume_ok_frame, content_frames, get_ok_frame
-from gear.broker.consumers import Consumer
 from gear.broker.declare import generated_name, lookup_queue, queue_name
 from gear.broker.errors import AMQPError, resource
 from gear.broker.message import Entry
-from gear.broker.queue import Queue
+from gear.broker.queue import Consumer, Queue
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -114,7 +113,7 @@ def _get(channel: Channel, method: commands.Basic.Get) -> None:
         queue.unacked += 1
         channel.unacked[tag] = (queue, entry, None)
         entry.delivered_at = channel.vhost.now()
-        channel.watch_acks(queue)
+        channel.delivery_timeout.watch(queue)
     message = entry.message
     channel.conn.send(
         get_ok_frame(

@@ -10,9 +10,8 @@ Publishes reach a queue through its *inbox*, which the broker drains once per ev
 the publishing channels (see :mod:`gear.broker.credit`) and then delivers to consumers. A message that
 cannot be accepted (a broker bug) is nacked alone; the rest of the inbox goes on.
 
-Time is kept with the broker's timers (:mod:`gear.broker.timers`), one per queue at most for each of:
-the head of the queue reaching its TTL, and ``x-expires`` (the queue unused for that long). An idle
-queue costs nothing per tick.
+Time is kept with the broker's timers, one per queue at most for each of the head of the queue reaching
+its TTL and ``x-expires`` (:mod:`gear.broker.expiry`): an idle queue costs nothing per tick.
 """
 
 from __future__ import annotations
@@ -24,13 +23,23 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any, Protocol, cast
 
-from gear.broker.consumers import Consumer, ConsumerSet
+from gear.broker.arguments import int_arg, str_arg
+from gear.broker.consumers import ConsumerSet
 from gear.broker.credit import CreditMeter
 from gear.broker.exchange import Exchange
+from gear.broker.expiry import QueueTimers
 from gear.broker.message import Entry, Message, dead_lettered
-from gear.broker.timers import Timer, Timers
+from gear.broker.timers import Timers
 
-__all__ = ("ExclusiveOwner", "PublishingChannel", "Queue", "QueueHost", "QueueStore")
+__all__ = (
+    "Consumer",
+    "ConsumerChannel",
+    "ExclusiveOwner",
+    "PublishingChannel",
+    "Queue",
+    "QueueHost",
+    "QueueStore",
+)
 
 log = logging.getLogger("gear.broker")
 
@@ -99,6 +108,54 @@ class PublishingChannel(Protocol):
     def queue_deleted(self, queue: Queue) -> None: ...
 
 
+class ConsumerChannel(Protocol):
+    """What a queue needs from the channel a consumer lives on."""
+
+    def can_deliver(self, consumer: Consumer) -> bool: ...
+
+    def deliver(self, consumer: Consumer, queue: Queue, entry: Entry) -> None: ...
+
+    def consumer_cancelled(self, consumer: Consumer) -> None: ...
+
+
+class Consumer:
+    """A ``basic.consume`` subscription."""
+
+    __slots__ = (
+        "arguments",
+        "channel",
+        "exclusive",
+        "no_ack",
+        "prefetch",
+        "priority",
+        "queue",
+        "tag",
+        "unacked",
+    )
+
+    def __init__(
+        self,
+        tag: str,
+        channel: ConsumerChannel,
+        queue: Queue | None,
+        *,
+        no_ack: bool,
+        exclusive: bool,
+        prefetch: int,
+        arguments: dict[str, Any],
+    ) -> None:
+        self.tag = tag
+        self.channel = channel
+        self.queue = queue
+        self.no_ack = no_ack
+        self.exclusive = exclusive
+        self.prefetch = prefetch
+        self.arguments = arguments
+        self.unacked = 0
+        priority = int_arg(arguments, "x-priority")
+        self.priority = priority or 0
+
+
 class ExclusiveOwner(Protocol):
     """The connection that declared an exclusive queue: it deletes its own queues when it closes."""
 
@@ -109,11 +166,9 @@ class Queue:
     """A classic queue held in memory."""
 
     __slots__ = (
-        "_expiry_timer",
         "_journaled",
         "_seq",
         "_special",
-        "_ttl_timer",
         "arguments",
         "auto_delete",
         "blocked_senders",
@@ -141,6 +196,7 @@ class Queue:
         "ready_bytes",
         "single_active",
         "store_key",
+        "timers",
         "unacked",
         "vhost",
     )
@@ -165,7 +221,7 @@ class Queue:
         self.ready = _NOTHING
         self.ready_bytes = 0
         self.inbox: list[tuple[Message, PublishingChannel | None, int]] = []
-        self.consumers = ConsumerSet()
+        self.consumers: ConsumerSet[Consumer] = ConsumerSet()
         self.unacked = 0
         self.had_consumers = False
         self.deleted = False
@@ -173,79 +229,31 @@ class Queue:
         self.blocked_senders: dict[object, None] = {}
         """Publishing channels waiting for credit from this queue (a dict: smaller than a set)."""
         self._seq = 0
-        self.message_ttl = _int_arg(arguments, "x-message-ttl")
-        self.expires = _int_arg(arguments, "x-expires")
-        self.max_length = _int_arg(arguments, "x-max-length")
-        self.max_length_bytes = _int_arg(arguments, "x-max-length-bytes")
-        self.overflow = _str_arg(arguments, "x-overflow") or "drop-head"
-        self.dlx = _str_arg(arguments, "x-dead-letter-exchange")
-        self.dlrk = _str_arg(arguments, "x-dead-letter-routing-key")
-        max_priority = _int_arg(arguments, "x-max-priority")
+        self.message_ttl = int_arg(arguments, "x-message-ttl")
+        self.expires = int_arg(arguments, "x-expires")
+        self.max_length = int_arg(arguments, "x-max-length")
+        self.max_length_bytes = int_arg(arguments, "x-max-length-bytes")
+        self.overflow = str_arg(arguments, "x-overflow") or "drop-head"
+        self.dlx = str_arg(arguments, "x-dead-letter-exchange")
+        self.dlrk = str_arg(arguments, "x-dead-letter-routing-key")
+        max_priority = int_arg(arguments, "x-max-priority")
         self.max_priority = None if max_priority is None else max(0, min(max_priority, 255))
         self.single_active = arguments.get("x-single-active-consumer") is True
-        self.consumer_timeout = _int_arg(arguments, "x-consumer-timeout")
+        self.consumer_timeout = int_arg(arguments, "x-consumer-timeout")
         """Milliseconds a delivery may stay unacknowledged (``x-consumer-timeout``; None: the broker's)."""
         self._special = self.single_active
         self.last_used = vhost.now()
         self.persist = vhost.store
         self.store_key = _new_key() if durable and exclusive_owner is None and self.persist is not None else 0
         """This queue's id in the store's journal (0: not journaled)."""
-        self.lazy = _str_arg(arguments, "x-queue-mode") == "lazy"
+        self.lazy = str_arg(arguments, "x-queue-mode") == "lazy"
         self._journaled = False  # the message just accepted was journaled (its confirm waits for fsync)
-        self._ttl_timer: Timer | None = None
-        self._expiry_timer: Timer | None = None
-        self._arm_expiry()
+        self.timers = QueueTimers(self, vhost)
+        """The TTL and ``x-expires`` timers (:mod:`gear.broker.expiry`)."""
+        self.timers.arm_expiry()
 
     def __repr__(self) -> str:
         return f"<Queue {self.name!r} ready={len(self.ready)} unacked={self.unacked}>"
-
-    # -- timers -----------------------------------------------------------------------------------
-    def _arm_expiry(self) -> None:
-        """``x-expires``: wake when the queue will have been unused that long (re-checked then)."""
-        if self.expires is None or self._expiry_timer is not None or self.deleted:
-            return
-        due = self.last_used + self.expires / 1000
-        self._expiry_timer = self.vhost.timers.call_at(due, self._expiry_due)
-
-    def _expiry_due(self) -> None:
-        self._expiry_timer = None
-        if self.deleted or self.consumers:
-            return  # armed again when the last consumer goes
-        assert self.expires is not None
-        if self.vhost.now() - self.last_used >= self.expires / 1000:
-            self.vhost.delete_queue(self)
-        else:  # used since: wait for the new deadline
-            self._arm_expiry()
-
-    def _arm_ttl(self) -> None:
-        """Wake when the head of the queue expires (only the head expires, as in RabbitMQ's classic
-        queues; whoever takes the head re-arms for the next one)."""
-        ready = self.ready
-        if not ready or self.deleted:
-            return
-        deadline = ready[0].deadline
-        if deadline is None:
-            return
-        timer = self._ttl_timer
-        if timer is not None:
-            if timer.active and timer.when <= deadline:
-                return
-            self.vhost.timers.cancel(timer)
-        self._ttl_timer = self.vhost.timers.call_at(deadline, self._ttl_due)
-
-    def _ttl_due(self) -> None:
-        self._ttl_timer = None
-        if self.deleted:
-            return
-        self.expire(self.vhost.now())
-        self._arm_ttl()
-
-    def stop_timers(self) -> None:
-        """The queue is deleted: cancel its timers."""
-        timers = self.vhost.timers
-        timers.cancel(self._ttl_timer)
-        timers.cancel(self._expiry_timer)
-        self._ttl_timer = self._expiry_timer = None
 
     # -- publishing -------------------------------------------------------------------------------
     def enqueue(self, message: Message, publisher: PublishingChannel | None, seq: int) -> None:
@@ -317,7 +325,7 @@ class Queue:
             while self.ready and self._full(0, extra=0):
                 self._drop(self._pop_head(), "maxlen")
         if deadline is not None:
-            self._arm_ttl()
+            self.timers.arm_ttl()
         return True
 
     def recovered(self, entries: list[tuple[Message, bool]]) -> None:
@@ -354,7 +362,7 @@ class Queue:
             self.ready = deque(sorted(ready, key=_position))
         self.ready_bytes += body_bytes
         self.vhost.memory_changed(memory)
-        self._arm_ttl()
+        self.timers.arm_ttl()
 
     def page_out(self) -> int:
         """Move ready messages' bodies to the store (memory pressure), from the tail back to the first
@@ -426,7 +434,7 @@ class Queue:
                     self._journal_delivery(entry)
             consumer.channel.deliver(consumer, self, entry)
         if expiring:
-            self._arm_ttl()
+            self.timers.arm_ttl()
 
     def _deliver_special(self) -> None:
         """Delivery with consumer priorities (``x-priority``) or a single active consumer."""
@@ -447,7 +455,7 @@ class Queue:
                 if entry.journaled and not entry.redelivered:
                     self._journal_delivery(entry)
             consumer.channel.deliver(consumer, self, entry)
-        self._arm_ttl()
+        self.timers.arm_ttl()
 
     def _journal_delivery(self, entry: Entry) -> None:
         if self.persist is not None:
@@ -475,7 +483,7 @@ class Queue:
         entry = self._pop_head()
         if entry.journaled and not entry.redelivered:
             self._journal_delivery(entry)
-        self._arm_ttl()
+        self.timers.arm_ttl()
         return entry
 
     def _pop_head(self) -> Entry:
@@ -533,7 +541,7 @@ class Queue:
             merged = sorted([*self.ready, *back], key=_position)
             self.ready = deque(merged)
         self.ready_bytes += sum(e.message.body_size for e in back)
-        self._arm_ttl()
+        self.timers.arm_ttl()
         self.deliver_ready()
 
     # -- expiry and dead-lettering ----------------------------------------------------------------
@@ -579,7 +587,7 @@ class Queue:
         if self.auto_delete and self.had_consumers:
             self.vhost.delete_queue(self)
         else:
-            self._arm_expiry()
+            self.timers.arm_expiry()
 
     def purge(self) -> int:
         """Drop every ready message; returns how many."""
@@ -608,20 +616,3 @@ def _new_key() -> int:
 def _position(entry: Entry) -> tuple[int, int]:
     """Queue order: higher priority first, then publish order."""
     return -entry.priority, entry.seq
-
-
-def _int_arg(arguments: dict[str, Any], key: str) -> int | None:
-    value = arguments.get(key)
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def _str_arg(arguments: dict[str, Any], key: str) -> str | None:
-    value = arguments.get(key)
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return value if isinstance(value, str) else None

@@ -13,9 +13,8 @@ import base64
 import os
 from typing import Protocol
 
-from gear.broker.consumers import Consumer
 from gear.broker.message import Entry, Message
-from gear.broker.queue import Queue
+from gear.broker.queue import Consumer, Queue
 
 __all__ = ("ReplyConsumers", "ReplyTarget")
 

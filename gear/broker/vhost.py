@@ -189,7 +189,7 @@ class VirtualHost:
             owner.exclusive_queues.pop(queue, None)
         self._unbind_all(queue)
         count = queue.purge()
-        queue.stop_timers()
+        queue.timers.stop()
         for consumer in queue.consumers.take_all():
             consumer.channel.consumer_cancelled(consumer)
         if queue.store_key and queue.persist is not None:
