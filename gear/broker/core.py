@@ -77,6 +77,8 @@ class BrokerCore(Generic[C]):
         self._resume: dict[C, None] = {}
         self._next_turn: dict[C, None] = {}
         self.wake: Callable[[], None] = lambda: None
+        self.wake_parked: Callable[[], None] = lambda: None
+        """Asks the shell to call :meth:`resume_parked` once the other connections' input was read."""
         self._woken = False
         self.internal_errors = 0
         self.persistence: Persistence | None = None
@@ -124,9 +126,20 @@ class BrokerCore(Generic[C]):
         return bool(self._next_turn)
 
     def resume_next_turn(self, connection: C) -> None:
-        """``connection`` used its share of parsing: continue it in the next turn, after the others."""
+        """``connection`` used its share of parsing: continue it after the others had their turn."""
+        if not self._next_turn:
+            self.wake_parked()
         self._next_turn[connection] = None
         self.mark_dirty(connection)
+
+    def resume_parked(self) -> None:
+        """Let the connections that used their share parse their next one (the shell calls this after
+        reading everyone's sockets, so a flood costs the others one share, not one per turn)."""
+        waiting, self._next_turn = self._next_turn, {}
+        for connection in waiting:
+            if not connection.finished:
+                connection.resume()
+                self.mark_dirty(connection)  # the shell reads its socket again once it caught up
 
     def _request(self) -> None:
         if not self._woken:
@@ -137,13 +150,6 @@ class BrokerCore(Generic[C]):
         """Drain queue inboxes (until quiet), then return the connections with output to flush."""
         self._woken = False
         self.now = self.clock()
-        if self._next_turn:
-            waiting, self._next_turn = self._next_turn, {}
-            for connection in waiting:
-                if not connection.finished:
-                    connection.resume_pending = True
-                    self._resume[connection] = None
-                    self._dirty[connection] = None  # the shell resumes its socket once it caught up
         rounds = 0
         while self._drain and rounds < 16:
             rounds += 1

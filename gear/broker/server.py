@@ -156,6 +156,7 @@ class Broker:
         self._ticker: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._flush_scheduled = False
+        self._resume_scheduled = False
         self._sync: asyncio.Future[None] | None = None
         self._trim = _malloc_trim()
         self._memory_mark = 0
@@ -189,6 +190,7 @@ class Broker:
         loop = asyncio.get_running_loop()
         self._loop = loop
         self.core.wake = self._wake
+        self.core.wake_parked = self._wake_parked
         tls = server_context(self.config)
         self._server = await loop.create_server(
             lambda: _Protocol(self),
@@ -235,6 +237,18 @@ class Broker:
         if not self._flush_scheduled and self._loop is not None:
             self._flush_scheduled = True
             self._loop.call_soon(self.flush)
+
+    def _wake_parked(self) -> None:
+        # A timer of 0 s, not call_soon: asyncio runs due timers after the sockets' callbacks of the
+        # same turn (uvloop at the start of the next one), so everyone else's input is read first.
+        if not self._resume_scheduled and self._loop is not None:
+            self._resume_scheduled = True
+            self._loop.call_later(0, self._resume_parked)
+
+    def _resume_parked(self) -> None:
+        self._resume_scheduled = False
+        self.core.resume_parked()
+        self.flush()
 
     def flush(self) -> None:
         """Run the core's end-of-turn work and write every connection's output once."""

@@ -73,6 +73,7 @@ class Client:
         self.core.run_turn()
         out = self.conn.take_output()
         while self.core.parked:
+            self.core.resume_parked()
             self.core.run_turn()
             out += self.conn.take_output()
         return parse(out)
