@@ -340,7 +340,7 @@ class Channel:
         if self.reply_key is None:
             raise AMQPError(406, "fast reply consumer does not exist", class_id=60, method_id=40)
         raw = rewrite_properties(props, reply_to=_REPLY_PREFIX + self.reply_key)
-        return message.with_properties(raw, message.exchange, message.routing_key, message.ttl)
+        return message.with_properties(raw, message.exchange, message.routing_key, message.checked.ttl)
 
     def _direct_reply(self, message: Message) -> bool:
         return self.replies.deliver(message.routing_key[len(_REPLY_PREFIX) :], message)

@@ -28,22 +28,19 @@ _PLAIN = Checked(None, 0, False)
 
 class Message:
     """An immutable published message. ``properties`` are the publisher's raw bytes, already checked;
-    ``ttl`` (ms), ``priority`` and ``persistent`` were read from them."""
+    ``checked`` is what was read from them (TTL, priority, persistence; shared, never copied)."""
 
     __slots__ = (
         "_body",
         "_decoded",
         "body_size",
+        "checked",
         "exchange",
-        "persistent",
-        "priority",
         "properties",
         "refs",
         "routing_key",
         "size",
-        "store",
         "store_id",
-        "ttl",
     )
 
     def __init__(
@@ -52,14 +49,14 @@ class Message:
         self.exchange = exchange
         self.routing_key = routing_key
         self.properties = properties
-        self.ttl, self.priority, self.persistent = checked
-        self._body: bytes | None = body
+        self.checked = checked
+        self._body: bytes | Store = body
+        """The body, or the store that has it once paged out (one slot: a queued message stays small)."""
         self.body_size = len(body)
         self.size = len(body) + len(properties) + 64
         """Bytes held in memory (the body not counted once paged out)."""
         self.refs = 0
         self._decoded: Properties | None = None
-        self.store: Store | None = None
         self.store_id = 0
 
     @classmethod
@@ -78,13 +75,12 @@ class Message:
         message.exchange = exchange
         message.routing_key = routing_key
         message.properties = properties
-        message.ttl, message.priority, message.persistent = checked
-        message._body = None
+        message.checked = checked
+        message._body = store
         message.body_size = body_size
         message.size = len(properties) + 64
         message.refs = 0
         message._decoded = None
-        message.store = store
         message.store_id = store_id
         return message
 
@@ -92,26 +88,25 @@ class Message:
     def body(self) -> bytes:
         """The body, read back from the store if paged out."""
         body = self._body
-        if body is None:
-            assert self.store is not None
-            return self.store.read(self.store_id).body
-        return body
+        if type(body) is bytes:
+            return body
+        assert not isinstance(body, bytes)
+        return body.read(self.store_id).body
 
     @property
     def paged(self) -> bool:
         """The body is on disk only."""
-        return self._body is None
+        return not isinstance(self._body, bytes)
 
-    def stored_in(self, store: Store, store_id: int) -> None:
+    def stored_in(self, store_id: int) -> None:
         """The store now has a copy under ``store_id``."""
-        self.store = store
         self.store_id = store_id
 
-    def page_out(self) -> int:
-        """Drop the in-memory body (the store has a copy); returns the bytes freed."""
-        if self._body is None:
+    def page_out(self, store: Store) -> int:
+        """Drop the in-memory body (``store`` has a copy); returns the bytes freed."""
+        if not isinstance(self._body, bytes):
             return 0
-        self._body = None
+        self._body = store
         self.size -= self.body_size
         return self.body_size
 
@@ -139,25 +134,39 @@ class Message:
 
     def with_properties(self, properties: bytes, exchange: str, routing_key: str, ttl: int | None) -> Message:
         """A copy with other raw properties (the broker changed a field), exchange and routing key."""
-        checked = Checked(ttl, self.priority, self.persistent)
+        checked = self.checked._replace(ttl=ttl) if ttl != self.checked.ttl else self.checked
         return Message(exchange, routing_key, properties, self.body, checked)
 
 
 class Entry:
-    """One message's place in one queue: its sequence number, redelivered flag and deadline."""
+    """One message's place in one queue: its order, redelivered flag, deadline and delivery time."""
 
-    __slots__ = ("deadline", "delivered_at", "journaled", "message", "priority", "redelivered", "seq")
+    __slots__ = ("deadline", "delivered_at", "journaled", "message", "order", "redelivered")
 
     def __init__(self, message: Message, seq: int, deadline: float | None) -> None:
         self.message = message
-        self.seq = seq
+        self.order = _LOWEST | seq
+        """The queue's order: higher priority first, then publish order (one int: an entry stays small)."""
         self.delivered_at = 0.0
         """When it was last delivered and not acknowledged (the broker clock; for delivery timeouts)."""
         self.journaled = False
         """The store's journal has this entry (persistent message, durable queue)."""
         self.redelivered = False
         self.deadline = deadline
-        self.priority = 0
+
+    @property
+    def priority(self) -> int:
+        """The message priority it is ordered by (0-255)."""
+        return 255 - (self.order >> _SEQ_BITS)
+
+    def prioritize(self, priority: int) -> None:
+        """Order the entry by ``priority`` (0-255) before its publish order."""
+        self.order = ((255 - priority) << _SEQ_BITS) | (self.order & _SEQ_MASK)
+
+
+_SEQ_BITS = 56
+_SEQ_MASK = (1 << _SEQ_BITS) - 1
+_LOWEST = 255 << _SEQ_BITS
 
 
 def sender_selected(message: Message) -> tuple[list[str], Message]:
@@ -175,7 +184,7 @@ def sender_selected(message: Message) -> tuple[list[str], Message]:
     if "BCC" not in headers:
         return keys, message
     raw = rewrite_properties(message.decoded, drop_headers=("BCC",))
-    return keys, message.with_properties(raw, message.exchange, message.routing_key, message.ttl)
+    return keys, message.with_properties(raw, message.exchange, message.routing_key, message.checked.ttl)
 
 
 def _text(value: str | bytes) -> str:

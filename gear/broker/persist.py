@@ -89,7 +89,6 @@ class Persistence:
 
     def _write(self, message: Message) -> None:
         message.stored_in(
-            self.store,
             self.store.write(
                 StoredMessage(message.exchange, message.routing_key, message.properties, message.body)
             ),
@@ -102,7 +101,7 @@ class Persistence:
         if not message.store_id or message.store_id not in self.store:
             self._write(message)
         self.store.hold(message.store_id)
-        return message.page_out()
+        return message.page_out(self.store)
 
     def delivered(self, queue: Queue, message: Message) -> None:
         """A journaled message was delivered from ``queue``."""

@@ -295,7 +295,7 @@ class Queue:
         now = self.vhost.now()
         deadline = None
         ttl = self.message_ttl
-        per_message = message.ttl
+        per_message = message.checked.ttl
         if per_message is not None:
             ttl = per_message if ttl is None else min(ttl, per_message)
         if ttl is not None:
@@ -306,7 +306,7 @@ class Queue:
         persist = self.persist
         self._journaled = False
         if persist is not None:
-            if self.store_key and message.persistent:
+            if self.store_key and message.checked.persistent:
                 persist.enqueue(self, message)
                 entry.journaled = self._journaled = True
             if (self.lazy or persist.paging) and not message.paged:
@@ -317,7 +317,7 @@ class Queue:
         if self.ready is _NOTHING:
             self.ready = deque()
         if self.max_priority is not None:
-            self._insert_by_priority(entry, min(message.priority, self.max_priority))
+            self._insert_by_priority(entry, min(message.checked.priority, self.max_priority))
         else:
             self.ready.append(entry)
         self.ready_bytes += message.body_size
@@ -340,9 +340,9 @@ class Queue:
         for message, delivered in entries:
             seq += 1
             deadline = None
-            if queue_ttl is not None or message.ttl is not None:
+            if queue_ttl is not None or message.checked.ttl is not None:
                 ttl = queue_ttl
-                per_message = message.ttl
+                per_message = message.checked.ttl
                 if per_message is not None:
                     ttl = per_message if ttl is None else min(ttl, per_message)
                 if ttl is not None:
@@ -351,7 +351,7 @@ class Queue:
             entry.journaled = True
             entry.redelivered = delivered
             if max_priority is not None:
-                entry.priority = min(message.priority, max_priority)
+                entry.prioritize(min(message.checked.priority, max_priority))
             message.refs += 1
             if message.refs == 1:
                 memory += message.size
@@ -383,10 +383,11 @@ class Queue:
         return sum(1 for entry in self.ready if entry.message.paged)
 
     def _insert_by_priority(self, entry: Entry, priority: int) -> None:
-        entry.priority = priority
+        entry.prioritize(priority)
         ready = self.ready
         pos = len(ready)
-        while pos and ready[pos - 1].priority < priority:
+        order = entry.order
+        while pos and ready[pos - 1].order > order:  # behind every entry of its priority or higher
             pos -= 1
         if pos == len(ready):
             ready.append(entry)
@@ -613,6 +614,6 @@ def _new_key() -> int:
     return int.from_bytes(os.urandom(8), "big") >> 1 or 1
 
 
-def _position(entry: Entry) -> tuple[int, int]:
+def _position(entry: Entry) -> int:
     """Queue order: higher priority first, then publish order."""
-    return -entry.priority, entry.seq
+    return entry.order
