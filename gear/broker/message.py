@@ -145,7 +145,7 @@ class Entry:
 
     def __init__(self, message: Message, seq: int, deadline: float | None) -> None:
         self.message = message
-        self.order = _LOWEST | seq
+        self.order = seq
         """The queue's order: higher priority first, then publish order (one int: an entry stays small)."""
         self.delivered_at = 0.0
         """When it was last delivered and not acknowledged (the broker clock; for delivery timeouts)."""
@@ -157,16 +157,16 @@ class Entry:
     @property
     def priority(self) -> int:
         """The message priority it is ordered by (0-255)."""
-        return 255 - (self.order >> _SEQ_BITS)
+        return -(self.order >> _SEQ_BITS)
 
     def prioritize(self, priority: int) -> None:
-        """Order the entry by ``priority`` (0-255) before its publish order."""
-        self.order = ((255 - priority) << _SEQ_BITS) | (self.order & _SEQ_MASK)
+        """Order the entry by ``priority`` (0-255) before its publish order (priority 0 leaves the
+        order the publish number itself, a small int)."""
+        self.order = (self.order & _SEQ_MASK) - (priority << _SEQ_BITS)
 
 
 _SEQ_BITS = 56
 _SEQ_MASK = (1 << _SEQ_BITS) - 1
-_LOWEST = 255 << _SEQ_BITS
 
 
 def sender_selected(message: Message) -> tuple[list[str], Message]:
