@@ -16,7 +16,9 @@ much CPU the clients and other processes leave the broker. RabbitMQ is shared wi
 that uses it, whose CPU is counted too (run on a quiet machine for tight figures).
 
 ``--loop asyncio|uvloop`` picks the reference broker's event loop (default: what ``python -m
-gear.broker`` picks, uvloop when installed; the table says which).
+gear.broker`` picks, uvloop when installed; the table says which). ``--baseline DIR`` adds the
+reference broker of another checkout (e.g. ``git worktree add /tmp/main main``), measured in the same
+interleaved rounds, to compare a change with what it changes.
 
 Last, the reference broker's peak RSS while a ``--backlog`` x 1 KiB backlog sits in one queue.
 """
@@ -52,13 +54,15 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def reference_broker(*extra: str) -> Iterator[tuple[str, int]]:
-    """Start ``python -m gear.broker`` on a free port; yields (url, pid)."""
+def reference_broker(*extra: str, source: str | None = None) -> Iterator[tuple[str, int]]:
+    """Start ``python -m gear.broker`` on a free port (from ``source``, another checkout's root, if
+    given: the child runs there, so ``-m`` finds that checkout first); yields (url, pid)."""
     port = _free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "gear.broker", "--port", str(port), *extra],
         stdout=subprocess.PIPE,
         text=True,
+        cwd=source,
     )
     try:
         assert proc.stdout is not None
@@ -210,8 +214,12 @@ async def run(args: argparse.Namespace) -> dict[str, Figures]:
     out: dict[str, Figures] = {}
     if args.loop:
         os.environ["GEAR_LOOP"] = args.loop
-    with reference_broker("--memory-high-watermark", "0.9") as (ref_url, ref_pid):
+    with contextlib.ExitStack() as stack:
+        ref_url, ref_pid = stack.enter_context(reference_broker("--memory-high-watermark", "0.9"))
         brokers["reference"] = (ref_url, ref_pid)
+        if args.baseline:
+            started = reference_broker("--memory-high-watermark", "0.9", source=args.baseline)
+            brokers["baseline"] = stack.enter_context(started)
         if rabbit_pid is not None:
             brokers["rabbitmq"] = (args.rabbitmq, rabbit_pid)
         elif not args.skip_rabbitmq:
@@ -221,6 +229,8 @@ async def run(args: argparse.Namespace) -> dict[str, Figures]:
             out[name] = Figures(await server_version(url))
             await measure_broker(url, pid, min(args.messages, 4000), args.pairs, args.size)  # warm-up
         out["reference"].version += f", {loop_name()}"
+        if "baseline" in out:
+            out["baseline"].version += f", {loop_name()}, from {args.baseline}"
         for round_no in range(args.rounds):
             for name, (url, pid) in brokers.items():
                 rounds[name].append(await measure_broker(url, pid, args.messages, args.pairs, args.size))
@@ -229,10 +239,14 @@ async def run(args: argparse.Namespace) -> dict[str, Figures]:
             out[name].rate = _median([r.rate for r in done])
             out[name].cpu_us = _median([r.cpu_us for r in done])
         if args.backlog:
-            before = _peak_rss(ref_pid)
-            await measure_broker(ref_url, ref_pid, args.backlog, 1, 1024, consumers=False)
-            out["reference"].rss_idle = before / 2**20
-            out["reference"].rss_backlog = _peak_rss(ref_pid) / 2**20
+            for name in ("reference", "baseline"):
+                if name not in brokers:
+                    continue
+                url, pid = brokers[name]
+                before = _peak_rss(pid)
+                await measure_broker(url, pid, args.backlog, 1, 1024, consumers=False)
+                out[name].rss_idle = before / 2**20
+                out[name].rss_backlog = _peak_rss(pid) / 2**20
     return out
 
 
@@ -249,14 +263,24 @@ def report(out: dict[str, Figures], args: argparse.Namespace) -> str:
     for name, row in out.items():
         lines.append(f"| {name} ({row.version}) | {row.rate:,.0f} | {row.cpu_us:.1f} |")
     ref = out["reference"]
-    if "rabbitmq" in out:
-        rab = out["rabbitmq"]
-        rate, cpu = ref.rate / rab.rate, ref.cpu_us / rab.cpu_us
-        lines.append(f"| reference / rabbitmq | {rate:.2f}x | {cpu:.2f}x |")
+    for other in ("rabbitmq", "baseline"):
+        if other in out:
+            rate, cpu = ref.rate / out[other].rate, ref.cpu_us / out[other].cpu_us
+            lines.append(f"| reference / {other} | {rate:.2f}x | {cpu:.2f}x |")
+    if "baseline" in out and "rabbitmq" in out:
+        base, rab = out["baseline"], out["rabbitmq"]
+        rate, cpu = base.rate / rab.rate, base.cpu_us / rab.cpu_us
+        lines.append(f"| baseline / rabbitmq | {rate:.2f}x | {cpu:.2f}x |")
     if ref.rss_idle is not None and ref.rss_backlog is not None:
         lines.append("")
         lines.append(
             f"reference broker peak RSS: {ref.rss_idle:.1f} MiB idle, {ref.rss_backlog:.1f} MiB with "
+            f"{args.backlog:,} x 1 KiB messages queued"
+        )
+    was = out.get("baseline")
+    if was is not None and was.rss_idle is not None and was.rss_backlog is not None:
+        lines.append(
+            f"baseline broker peak RSS: {was.rss_idle:.1f} MiB idle, {was.rss_backlog:.1f} MiB with "
             f"{args.backlog:,} x 1 KiB messages queued"
         )
     return "\n".join(lines)
@@ -274,6 +298,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--backlog", type=int, default=100_000, help="0 skips the backlog memory figure")
     p.add_argument("--skip-rabbitmq", action="store_true")
     p.add_argument("--loop", choices=("asyncio", "uvloop"), help="the reference broker's event loop")
+    p.add_argument("--baseline", help="also measure the reference broker of this checkout's root")
     return p
 
 

@@ -1,5 +1,6 @@
-"""How cost grows with work: calls with 1, 10 and 100 services connected, and broker memory per
-idle connection and per queue, on RabbitMQ and on the reference broker.
+"""How cost grows with work: calls with 1, 10 and 100 services connected, broker memory per idle
+connection and per queue, and the brokers with very many consumers and queues, on RabbitMQ and on the
+reference broker side by side.
 
 * **Services.** N instances of one TYPE (each its own connection, three channels, two queues) serve
   ``echo`` from a child process; a client here calls the TYPE round-robin with ``--concurrency`` calls
@@ -9,9 +10,23 @@ idle connection and per queue, on RabbitMQ and on the reference broker.
   is asked for its Erlang VM's total (``rabbitmqctl eval 'erlang:memory(total).'``); the reference
   broker runs in a child process and its resident set size is read from ``/proc``.
 
+* **Consumers per queue.** One connection adds ``--consumers`` consumers to one queue (pipelined
+  ``basic.consume``, tags ``c0..``): the time to add them, the broker's CPU while they sit idle, its
+  memory per consumer, and the time from ``connection.close`` to ``close-ok`` (all of them released),
+  with the longest round trip a second, healthy connection saw meanwhile.
+* **Queues per broker.** ``--queues`` queues with ``x-expires`` of an hour are declared (pipelined) and
+  left idle: the time to declare them, the broker's CPU while idle, its memory per queue, and the time
+  for a connection to open, declare an exclusive queue bound to ``amq.topic`` and close (median of 20).
+
+RabbitMQ is shared here, so it gets ``--rabbit-consumers`` and ``--rabbit-queues`` (its queues cost
+~34 KiB each) and its idle CPU includes its other users'. ``--budget`` stops adding after that many
+seconds (and says so), for brokers where adding is quadratic; ``--baseline DIR`` adds a reference broker
+run from another checkout (e.g. ``git worktree add /tmp/main main``) to compare before and after.
+
 Usage::
 
     python benchmarks/scale.py --url amqp://guest:guest@127.0.0.1:5672/ [--services 1,10,100]
+    python benchmarks/scale.py --only objects --baseline /tmp/main
 """
 
 from __future__ import annotations
@@ -20,12 +35,19 @@ import argparse
 import asyncio
 import contextlib
 import os
+import statistics
+import struct
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
+
+from _wire import Wire, reference_broker
+from broker import cpu_seconds, rabbitmq_pid
+from pamqp import commands
 
 __all__ = ("main",)
 
@@ -183,6 +205,251 @@ async def _reference_broker() -> AsyncIterator[tuple[str, int]]:
         yield url, pid
 
 
+# -- consumers and queues ------------------------------------------------------------------------
+
+Measure = Callable[[], Awaitable[int]]
+
+
+def _method(class_id: int, method_id: int, arguments: bytes, channel: int = 1) -> bytes:
+    payload = struct.pack(">HH", class_id, method_id) + arguments
+    return struct.pack(">BHI", 1, channel, len(payload)) + payload + b"\xce"
+
+
+def _short(text: str) -> bytes:
+    raw = text.encode()
+    return bytes((len(raw),)) + raw
+
+
+_EMPTY_TABLE = b"\x00\x00\x00\x00"
+_EXPIRES_ENTRY = _short("x-expires") + b"I" + struct.pack(">i", 3_600_000)
+_EXPIRES_HOUR = struct.pack(">I", len(_EXPIRES_ENTRY)) + _EXPIRES_ENTRY
+
+
+def _consume(queue: str, tag: str) -> bytes:
+    return _method(60, 20, b"\x00\x00" + _short(queue) + _short(tag) + b"\x00" + _EMPTY_TABLE)
+
+
+def _declare(queue: str) -> bytes:
+    return _method(50, 10, b"\x00\x00" + _short(queue) + b"\x00" + _EXPIRES_HOUR)
+
+
+def _delete(queue: str) -> bytes:
+    return _method(50, 40, b"\x00\x00" + _short(queue) + b"\x00")
+
+
+class _Pinger:
+    """A healthy connection's round trips (a passive exchange declare) in the background, from
+    ``start`` to ``stop``; ``stop`` returns the longest in ms (the one in flight when asked included)."""
+
+    def __init__(self, wire: Wire) -> None:
+        self.wire = wire
+        self.longest = 0.0
+        self._stopping = False
+        self._task: asyncio.Task[None] | None = None
+
+    async def _loop(self) -> None:
+        while not self._stopping:
+            sent = time.perf_counter()
+            self.wire.send(commands.Exchange.Declare(exchange="amq.direct", passive=True))
+            await self.wire.expect(commands.Exchange.DeclareOk, within=600)
+            self.longest = max(self.longest, (time.perf_counter() - sent) * 1000)
+            await asyncio.sleep(0.005)
+
+    def start(self) -> None:
+        self.longest = 0.0
+        self._stopping = False
+        self._task = asyncio.ensure_future(self._loop())
+
+    async def stop(self) -> float:
+        assert self._task is not None
+        self._stopping = True
+        await self._task  # the round trip in flight completes (never cancelled mid-frame)
+        return self.longest
+
+
+async def _idle_cpu(pid: int, seconds: float) -> float:
+    """The process's CPU over ``seconds`` of idleness, in % of one core."""
+    before, started = cpu_seconds(pid), time.perf_counter()
+    await asyncio.sleep(seconds)
+    return (cpu_seconds(pid) - before) / (time.perf_counter() - started) * 100
+
+
+@dataclass
+class ConsumerFigures:
+    added: int
+    add_seconds: float
+    idle_cpu: float
+    bytes_each: float
+    close_ms: float
+    stall_ms: float
+    stopped: bool
+
+
+async def consumers_on_one_queue(
+    url: str, pid: int, count: int, memory: Measure, idle: float, budget: float
+) -> ConsumerFigures:
+    """Add ``count`` consumers to one queue on one channel; see the module docstring."""
+    queue = f"scale-consumers-{uuid.uuid4().hex[:8]}"
+    wire, healthy = await Wire.open(url), await Wire.open(url)
+    wire.send(commands.Queue.Declare(queue=queue))
+    await wire.expect(commands.Queue.DeclareOk)
+    await asyncio.sleep(1.0)
+    before = await memory()
+    started = time.perf_counter()
+    added = 0
+    while added < count and time.perf_counter() - started < budget:
+        batch = min(1000, count - added)
+        wire.send_raw(b"".join(_consume(queue, f"c{added + i}") for i in range(batch)))
+        await wire.count(60, 21, batch, within=600)
+        added += batch
+    add_seconds = time.perf_counter() - started
+    await asyncio.sleep(2.0)
+    idle_cpu = await _idle_cpu(pid, idle)
+    bytes_each = (await memory() - before) / added
+    pinger = _Pinger(healthy)
+    pinger.start()
+    await asyncio.sleep(0.1)
+    started = time.perf_counter()
+    wire.send(commands.Connection.Close(200, "bye", 0, 0), 0)
+    await wire.expect(commands.Connection.CloseOk, within=600)
+    close_ms = (time.perf_counter() - started) * 1000
+    await asyncio.sleep(0.1)
+    stall_ms = await pinger.stop()
+    wire.abort()
+    healthy.send(commands.Queue.Delete(queue=queue))
+    await healthy.expect(commands.Queue.DeleteOk, within=600)
+    await healthy.close()
+    return ConsumerFigures(added, add_seconds, idle_cpu, bytes_each, close_ms, stall_ms, added < count)
+
+
+@dataclass
+class QueueFigures:
+    added: int
+    add_seconds: float
+    idle_cpu: float
+    bytes_each: float
+    open_close_empty_ms: float
+    open_close_ms: float
+    stopped: bool
+
+
+async def _open_close(url: str) -> float:
+    """ms to connect, declare an exclusive queue, bind it to amq.topic and close."""
+    started = time.perf_counter()
+    wire = await Wire.open(url)
+    wire.send(commands.Queue.Declare(queue="", exclusive=True))
+    name = (await wire.expect(commands.Queue.DeclareOk)).queue
+    wire.send(commands.Queue.Bind(queue=name, exchange="amq.topic", routing_key="scale.open-close"))
+    await wire.expect(commands.Queue.BindOk)
+    await wire.close()
+    return (time.perf_counter() - started) * 1000
+
+
+async def idle_queues(
+    url: str, pid: int, count: int, memory: Measure, idle: float, budget: float
+) -> QueueFigures:
+    """Declare ``count`` idle queues; see the module docstring."""
+    run = uuid.uuid4().hex[:8]
+    empty = statistics.median([await _open_close(url) for _ in range(20)])
+    wire = await Wire.open(url)
+    await asyncio.sleep(1.0)
+    before = await memory()
+    started = time.perf_counter()
+    added = 0
+    while added < count and time.perf_counter() - started < budget:
+        batch = min(1000, count - added)
+        wire.send_raw(b"".join(_declare(f"scale-q-{run}-{added + i}") for i in range(batch)))
+        await wire.count(50, 11, batch, within=600)
+        added += batch
+    add_seconds = time.perf_counter() - started
+    await asyncio.sleep(2.0)
+    idle_cpu = await _idle_cpu(pid, idle)
+    bytes_each = (await memory() - before) / added
+    trips = [await _open_close(url) for _ in range(20)]
+    for start in range(0, added, 1000):
+        batch = min(1000, added - start)
+        wire.send_raw(b"".join(_delete(f"scale-q-{run}-{start + i}") for i in range(batch)))
+        await wire.count(50, 41, batch, within=600)
+    await wire.close()
+    among = statistics.median(trips)
+    return QueueFigures(added, add_seconds, idle_cpu, bytes_each, empty, among, added < count)
+
+
+def _row(*cells: str) -> None:
+    print("| " + " | ".join(cells) + " |")
+
+
+async def objects(args: argparse.Namespace) -> None:
+    """The consumers-per-queue and queues-per-broker tables, every broker side by side."""
+    rabbit_pid = rabbitmq_pid()
+    ctl = args.ctl.split()
+
+    async def rabbit_memory() -> int:
+        return await _rabbit_memory(ctl)
+
+    with contextlib.ExitStack() as stack:
+        brokers: list[tuple[str, str, int, Measure, int, int]] = []
+        if rabbit_pid is not None and not args.skip_rabbitmq:
+            brokers.append(
+                ("rabbitmq", args.url, rabbit_pid, rabbit_memory, args.rabbit_consumers, args.rabbit_queues)
+            )
+        for kind, source in (("reference", None), ("baseline", args.baseline)):
+            if kind == "baseline" and source is None:
+                continue
+            ref_url, ref_pid = stack.enter_context(
+                reference_broker("--memory-high-watermark", "0.9", source=source)
+            )
+
+            async def rss(pid: int = ref_pid) -> int:
+                return _rss(pid)
+
+            brokers.append((kind, ref_url, ref_pid, rss, args.consumers, args.queues))
+        print(
+            f"\nconsumers on one queue (one channel); idle CPU over {args.idle:g} s; close: connection.close "
+            "to close-ok; stall: a healthy connection's longest round trip meanwhile\n"
+        )
+        _row(
+            "broker",
+            "consumers",
+            "time to add (s)",
+            "idle CPU (% of a core)",
+            "bytes per consumer",
+            "close (ms)",
+            "stall (ms)",
+        )
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for kind, url, pid, memory, consumers, _ in brokers:
+            c = await consumers_on_one_queue(url, pid, consumers, memory, args.idle, args.budget)
+            added = f"{c.added:,}" + (f" (of {consumers:,}: budget {args.budget:g} s)" if c.stopped else "")
+            print(
+                f"| {kind} | {added} | {c.add_seconds:.2f} | {c.idle_cpu:.2f} | {c.bytes_each:,.0f} | "
+                f"{c.close_ms:,.1f} | {c.stall_ms:,.1f} |",
+                flush=True,
+            )
+        print(
+            f"\nidle queues (x-expires 1 h); idle CPU over {args.idle:g} s; open/close: connect, declare an "
+            "exclusive queue bound to amq.topic, close (median of 20), before the queues and among them\n"
+        )
+        _row(
+            "broker",
+            "queues",
+            "time to declare (s)",
+            "idle CPU (% of a core)",
+            "bytes per queue",
+            "open/close alone (ms)",
+            "open/close among them (ms)",
+        )
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for kind, url, pid, memory, _, queues in brokers:
+            q = await idle_queues(url, pid, queues, memory, args.idle, args.budget)
+            added = f"{q.added:,}" + (f" (of {queues:,}: budget {args.budget:g} s)" if q.stopped else "")
+            print(
+                f"| {kind} | {added} | {q.add_seconds:.2f} | {q.idle_cpu:.2f} | {q.bytes_each:,.0f} | "
+                f"{q.open_close_empty_ms:.1f} | {q.open_close_ms:.1f} |",
+                flush=True,
+            )
+
+
 # -- main ------------------------------------------------------------------------------------------
 
 
@@ -223,6 +490,17 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--memory-count", type=int, default=200, help="connections/queues for memory")
     parser.add_argument("--ctl", default="rabbitmqctl")
+    parser.add_argument("--only", choices=("services", "objects"), help="run one part (default: both)")
+    parser.add_argument("--consumers", type=int, default=100_000, help="consumers on one reference queue")
+    parser.add_argument("--queues", type=int, default=200_000, help="idle queues on the reference broker")
+    parser.add_argument(
+        "--rabbit-consumers", type=int, default=20_000, help="consumers on one RabbitMQ queue"
+    )
+    parser.add_argument("--rabbit-queues", type=int, default=5_000, help="idle queues on RabbitMQ (shared!)")
+    parser.add_argument("--idle", type=float, default=10.0, help="seconds of idle CPU measured")
+    parser.add_argument("--budget", type=float, default=120.0, help="stop adding consumers/queues after this")
+    parser.add_argument("--baseline", help="also run the reference broker from this checkout's root")
+    parser.add_argument("--skip-rabbitmq", action="store_true")
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     parser.add_argument("--count", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -230,7 +508,12 @@ def main() -> None:
         asyncio.run(serve(args.url, args.serve, args.count))
         return
     counts = [int(c) for c in args.services.split(",")]
-    asyncio.run(run(args.url, counts, args.concurrency, args.seconds, args.ctl.split(), args.memory_count))
+    if args.only != "objects":
+        asyncio.run(
+            run(args.url, counts, args.concurrency, args.seconds, args.ctl.split(), args.memory_count)
+        )
+    if args.only != "services":
+        asyncio.run(objects(args))
 
 
 if __name__ == "__main__":

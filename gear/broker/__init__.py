@@ -11,10 +11,17 @@ exchanges, queues and bindings and persistent messages in durable queues are kep
 are sent once fsynced (one fsync per event-loop turn), and bodies are paged to disk under memory
 pressure or for ``x-queue-mode: lazy`` queues.
 
-Layout: a sans-I/O core (``frames``, ``codec``, ``handshake``, ``access``, ``connection``, ``channel``,
-``declare``, ``consume``, ``exchange``, ``queue``, ``arguments``, ``message``, ``vhost``, ``credit``,
-``alarms``, ``core``, ``status``, ``persist``) driven by one asyncio shell (``server``, with ``tls``);
-``definitions`` reads a users file; ``store`` keeps the data directory (its file I/O in ``store.disk``).
+Layout: a sans-I/O core (``frames``, ``codec``, ``fields``, ``properties``, ``handshake``, ``access``,
+``connection``, ``channel``, ``delivery_timeout``, ``declare``, ``consume``, ``consumers``, ``exchange``,
+``queue``, ``expiry``, ``arguments``, ``message``, ``vhost``, ``credit``, ``alarms``, ``timers``, ``core``,
+``status``, ``persist``) driven by one asyncio shell (``server``, with ``tls``); ``definitions`` reads a
+users file; ``store`` keeps the data directory (its file I/O in ``store.disk``).
+
+Hostile or careless clients cost only themselves: a publish's properties are checked when it arrives
+(RabbitMQ's 541 for a list that does not decode, 406 for a bad ``expiration``); field tables decode in
+time linear in their bytes; one connection's frames are parsed a fair share per event-loop turn;
+everything timed (TTL, ``x-expires``, heartbeats, delivery timeouts) is a timer on a heap; consumers
+come and go in O(1); a publisher is stopped at its first content frame under a resource alarm.
 
 Where it knowingly differs from RabbitMQ:
 
@@ -38,6 +45,8 @@ Where it knowingly differs from RabbitMQ:
   and measures the file system of the data directory (without one, of the working directory) once a
   second. Credit flow meters the channel -> queue link; the reader hands frames to channels
   synchronously, so that link needs no credit. Without a data directory nothing is paged out.
+* Field tables nested deeper than 100 are refused (a declare's arguments with 501; a publish's headers
+  as a property list that does not decode, 541); RabbitMQ accepts any depth.
 * The close handshake waits ``CLOSE_TIMEOUT`` (3 s) for the client's close-ok or socket close; RabbitMQ
   waits the negotiated heartbeat interval, at most 30 s.
 * Users, vhosts and permissions come from the configuration at every start (they are not kept in the
@@ -46,8 +55,10 @@ Where it knowingly differs from RabbitMQ:
   restarted from the recovery time.
 * A silent client is dropped after two heartbeat intervals (RabbitMQ: two to three).
 * Sockets over ``max_connections`` are accepted, never answered, and closed after ``handshake_timeout``.
-* No consumer delivery timeout (as 4.3 for classic queues), no streams, no policies. ``x-queue-mode:
-  lazy`` pages bodies out at once when there is a data directory.
+* The delivery timeout (``consumer_timeout``, 30 minutes, and the queue argument ``x-consumer-timeout``)
+  is RabbitMQ 4.0-4.2's, checked for the oldest unacknowledged delivery of each channel; 4.3 stopped
+  checking it for classic queues, and RabbitMQ checks once a minute where a timer here fires on time.
+* No streams, no policies. ``x-queue-mode: lazy`` pages bodies out at once when there is a data directory.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""``python -m gear.broker --port N [--memory-high-watermark X] [--data-dir DIR]``: run the broker."""
+"""``python -m gear.broker --port N [--memory-high-watermark X] [--data-dir DIR] [--consumer-timeout MS]``:
+run the broker."""
 
 from __future__ import annotations
 
@@ -35,6 +36,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--max-connections", type=int, default=None)
     parser.add_argument("--data-dir", default=None, help="keep durable state here (default: memory only)")
+    parser.add_argument(
+        "--consumer-timeout",
+        type=int,
+        default=1_800_000,
+        help="ms a delivery may stay unacknowledged before its channel is closed (0: no limit; 30 min)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
@@ -44,6 +51,7 @@ def main(argv: list[str] | None = None) -> None:
         memory_high_watermark=args.memory_high_watermark,
         max_connections=args.max_connections,
         data_dir=args.data_dir,
+        consumer_timeout=args.consumer_timeout or None,
     )
     with contextlib.suppress(KeyboardInterrupt):
         run(

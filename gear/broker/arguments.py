@@ -8,7 +8,7 @@ from typing import Any
 
 from gear.broker.errors import AMQPError
 
-__all__ = ("QUEUE_ARGUMENTS", "assert_equivalent", "type_name", "validate")
+__all__ = ("QUEUE_ARGUMENTS", "assert_equivalent", "int_arg", "str_arg", "type_name", "validate")
 
 #: Queue arguments compared on redeclare (classic queue ``queue_arguments``).
 QUEUE_ARGUMENTS = (
@@ -27,7 +27,14 @@ QUEUE_ARGUMENTS = (
     "x-queue-master-locator",
     "x-queue-leader-locator",
 )
-_INTEGER_ARGS = ("x-message-ttl", "x-expires", "x-max-length", "x-max-length-bytes", "x-max-priority")
+_INTEGER_ARGS = (
+    "x-message-ttl",
+    "x-expires",
+    "x-max-length",
+    "x-max-length-bytes",
+    "x-max-priority",
+    "x-consumer-timeout",
+)
 _STRING_ARGS = ("x-dead-letter-exchange", "x-dead-letter-routing-key", "x-overflow", "x-queue-type")
 _OVERFLOWS = ("drop-head", "reject-publish", "reject-publish-dlx")
 
@@ -129,3 +136,22 @@ def assert_equivalent(received: dict[str, Any], current: dict[str, Any], what: s
         else:
             detail = f"received {_describe(new)} but current is {_describe(old)}"
         raise AMQPError(406, f"inequivalent arg '{arg}' for {what}: {detail}")
+
+
+def int_arg(arguments: dict[str, Any], key: str) -> int | None:
+    """``arguments[key]`` as an int, or None when absent, a bool or not a number."""
+    value = arguments.get(key)
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def str_arg(arguments: dict[str, Any], key: str) -> str | None:
+    """``arguments[key]`` as text (bytes decoded), or None when absent or not text."""
+    value = arguments.get(key)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value if isinstance(value, str) else None

@@ -2,6 +2,13 @@
 
 Declarations live in :mod:`gear.broker.declare` and consuming in :mod:`gear.broker.consume`; this
 module owns the channel's state and the publish path, which is the hot one.
+
+Closing follows the spec, crossing closes included: once the server has sent ``channel.close`` the
+channel answers a ``channel.close`` from the client with ``close-ok`` and discards everything else
+until the client's own ``close-ok`` arrives; only then is the number free again. A client that closed
+first is answered with ``close-ok`` at once.
+
+Each channel has a :class:`~gear.broker.delivery_timeout.DeliveryTimeout` (``consumer_timeout``).
 """
 
 from __future__ import annotations
@@ -26,8 +33,10 @@ from gear.broker.codec import (
     return_frame,
 )
 from gear.broker.credit import CreditLedger
+from gear.broker.delivery_timeout import DeliveryTimeout
 from gear.broker.errors import AMQPError, resource
 from gear.broker.message import Entry, Message, sender_selected
+from gear.broker.properties import check_properties, rewrite_properties
 from gear.broker.queue import Consumer, Queue
 from gear.broker.replies import ReplyConsumers
 from gear.broker.vhost import VirtualHost
@@ -45,9 +54,13 @@ class ChannelOwner(Protocol):
     """What a channel needs from its connection (it never reaches past it to the broker core)."""
 
     user: str
+    name: str
     frame_max: int
     flow_blocked: bool
+    alarm_pending: bool
+    """A resource alarm is on: the next content frame blocks the connection."""
     client_capabilities: dict[str, Any]
+    exclusive_queues: dict[Queue, None]
 
     @property
     def can_send(self) -> bool: ...
@@ -61,6 +74,10 @@ class ChannelOwner(Protocol):
         ...
 
     def channel_closed(self, channel: Channel) -> None: ...
+
+    def content_seen(self) -> None:
+        """A content frame arrived: under a resource alarm the connection stops reading after it."""
+        ...
 
     def publish_seen(self) -> None: ...
 
@@ -76,6 +93,8 @@ class ChannelLimits:
     """Messages a publisher may have in a queue's inbox before it must wait (its initial credit)."""
     credit_more_after: int
     """Messages a queue processes before it grants a publisher more credit."""
+    consumer_timeout: int | None = None
+    """Milliseconds a delivery may stay unacknowledged before the channel is closed (None: no limit)."""
 
 
 class Channel:
@@ -122,7 +141,10 @@ class Channel:
         self.confirms_pending = False
         # consuming
         self.consumers: dict[str, Consumer] = {}
+        self.consumer_queues: dict[Queue, int] = {}
+        """The queues this channel's consumers consume from, with how many consumers each."""
         self.unacked: dict[int, tuple[Queue, Entry, Consumer | None]] = {}
+        self.delivery_timeout = DeliveryTimeout(self, vhost.timers, vhost.core, limits.consumer_timeout)
         self.next_tag = 0
         self.prefetch = 0
         self.global_prefetch = 0
@@ -138,10 +160,9 @@ class Channel:
             if isinstance(method, commands.Channel.CloseOk):
                 self.closing = False
                 self.conn.channel_closed(self)
-            elif isinstance(method, commands.Channel.Close):  # both sides closed at once: done
+            elif isinstance(method, commands.Channel.Close):
+                # Crossing closes: answer, and keep discarding until the client's close-ok comes.
                 self.conn.send_method(self.number, commands.Channel.CloseOk())
-                self.closing = False
-                self.conn.channel_closed(self)
             return
         if self._publish is not None:
             raise AMQPError(505, "expected content header for class 60, got non content header frame instead")
@@ -209,6 +230,8 @@ class Channel:
         self._props = payload[12:]
         self._size = size
         self._got = 0
+        if self.conn.alarm_pending:
+            self.conn.content_seen()
         if size == 0:
             self._finish(b"")
 
@@ -221,6 +244,8 @@ class Channel:
         self._got += len(payload)
         if self._got > self._size:
             raise AMQPError(501, "content body frame exceeds remaining content size")
+        if self.conn.alarm_pending:
+            self.conn.content_seen()
         self._parts.append(payload)
         if self._got == self._size:
             parts, self._parts = self._parts, []
@@ -240,7 +265,8 @@ class Channel:
         assert method is not None
         self._publish = None
         self._size = 0
-        message = Message(method.exchange, method.routing_key, self._props, body)
+        checked = check_properties(self._props)
+        message = Message(method.exchange, method.routing_key, self._props, body, checked)
         if message.has_property(0x0210):
             if message.has_property(0x0010):
                 user_id = message.decoded.user_id
@@ -288,6 +314,7 @@ class Channel:
                 queues = list(found)
             else:
                 queues = vhost.route(exchange, message)
+        message.routed()
         if not queues:
             if method.mandatory:
                 totals.unroutable_returned += 1
@@ -309,7 +336,7 @@ class Channel:
         for queue in queues:
             queue.enqueue(message, self, seq)
             if not ledger.spend(queue):
-                queue.blocked_senders.add(self)
+                queue.blocked_senders[self] = None
                 blocked = True
         if blocked:
             self.conn.credit_changed()
@@ -320,8 +347,8 @@ class Channel:
             return message
         if self.reply_key is None:
             raise AMQPError(406, "fast reply consumer does not exist", class_id=60, method_id=40)
-        props.reply_to = _REPLY_PREFIX + self.reply_key
-        return message.with_properties(props, message.exchange, message.routing_key)
+        raw = rewrite_properties(props, reply_to=_REPLY_PREFIX + self.reply_key)
+        return message.with_properties(raw, message.exchange, message.routing_key, message.checked.ttl)
 
     def _direct_reply(self, message: Message) -> bool:
         return self.replies.deliver(message.routing_key[len(_REPLY_PREFIX) :], message)
@@ -392,14 +419,16 @@ class Channel:
         """``queue`` processed ``amount`` of our messages."""
         self.ledger.grant(queue, amount)
         if queue not in self.ledger.blocked_on:
-            queue.blocked_senders.discard(self)
+            queue.blocked_senders.pop(self, None)
             if self.conn.flow_blocked:
                 self.conn.credit_changed()
 
     def queue_deleted(self, queue: Queue) -> None:
-        """Forget credit and consumers of a deleted queue."""
+        """Forget credit towards a deleted queue (it may unblock the connection)."""
         self.ledger.forget(queue)
-        queue.blocked_senders.discard(self)
+        queue.blocked_senders.pop(self, None)
+        if self.conn.flow_blocked:
+            self.conn.credit_changed()
 
     # -- consuming helpers used by queues ---------------------------------------------------------
     def can_deliver(self, consumer: Consumer) -> bool:
@@ -426,6 +455,9 @@ class Channel:
             totals.redelivered += 1
         if not consumer.no_ack and queue is not None:
             self.unacked[tag] = (queue, entry, consumer)
+            entry.delivered_at = self.vhost.core.now
+            if self.delivery_timeout.timer is None:
+                self.delivery_timeout.watch(queue)
         conn = self.conn
         conn.send(
             delivery(
@@ -441,14 +473,37 @@ class Channel:
             )
         )
 
+    def add_consumer(self, consumer: Consumer) -> None:
+        """Register ``consumer`` under its tag (its queue attaches it)."""
+        self.consumers[consumer.tag] = consumer
+        queue = consumer.queue
+        if queue is not None:
+            self.consumer_queues[queue] = self.consumer_queues.get(queue, 0) + 1
+
+    def forget_consumer(self, consumer: Consumer) -> None:
+        """Unregister ``consumer`` (cancelled, or its queue went away)."""
+        if self.consumers.get(consumer.tag) is consumer:
+            del self.consumers[consumer.tag]
+        queue = consumer.queue
+        count = self.consumer_queues.get(queue, 0) if queue is not None else 0
+        if count > 1:
+            self.consumer_queues[queue] = count - 1  # type: ignore[index]
+        elif count:
+            del self.consumer_queues[queue]  # type: ignore[arg-type]
+
     def consumer_cancelled(self, consumer: Consumer) -> None:
         """The queue went away: tell the client if it understands server-sent ``basic.cancel``."""
         if self.consumers.get(consumer.tag) is consumer:
-            del self.consumers[consumer.tag]
+            self.forget_consumer(consumer)
             if self.conn.client_capabilities.get("consumer_cancel_notify") and not self.closing:
                 self.conn.send_method(
                     self.number, commands.Basic.Cancel(consumer_tag=consumer.tag, nowait=True)
                 )
+
+    @property
+    def where(self) -> str:
+        """The connection and vhost, for log lines."""
+        return f"connection {self.conn.name}, vhost '{self.vhost.name}'"
 
     # -- closing ----------------------------------------------------------------------------------
     def close_with(self, error: AMQPError) -> None:
@@ -477,11 +532,12 @@ class Channel:
         self._unconfirmed.clear()
         self._acks = []
         self._nacks = []
+        self.delivery_timeout.stop()
         consume.release(self)
         self.replies.close(self.reply_key)
         for queue in list(self.ledger.blocked_on):
             if isinstance(queue, Queue):
-                queue.blocked_senders.discard(self)
+                queue.blocked_senders.pop(self, None)
         self.ledger.blocked_on.clear()
 
 

@@ -1,11 +1,13 @@
 """pamqp glue: decode client methods, encode server methods, and the hand-encoded hot path.
 
-pamqp decodes every client method. The frames the broker sends on the delivery path
+The frames the broker sends on the delivery path
 (``basic.deliver``, ``basic.return``, ``basic.get-ok``, ``basic.ack``/``nack``, ``queue.declare-ok``) are
 encoded by hand: they are simple layouts, they are sent for every message, and pamqp's outbound
 validation rejects exchange and queue names that RabbitMQ (and pika) accept. Content properties are kept
-as the raw bytes the publisher sent and forwarded verbatim; they are decoded only when a rule needs a
-field (``expiration``, ``reply_to``, ``headers``) and re-encoded only when a field changes.
+as the raw bytes the publisher sent and forwarded verbatim (checked and decoded by
+:mod:`gear.broker.properties`). Client methods are decoded with the argument layouts pamqp declares and
+:mod:`gear.broker.fields`'s table decoder (linear in the bytes: pamqp's copies the rest of the frame per
+entry); ``basic.publish`` and ``basic.ack``, the hot ones, by hand.
 """
 
 from __future__ import annotations
@@ -18,19 +20,19 @@ from pamqp import base, commands
 from pamqp import frame as pframe
 
 from gear.broker.errors import AMQPError
+from gear.broker.fields import FieldError, decode_table
 from gear.broker.frames import FRAME_BODY, FRAME_HEADER, FRAME_METHOD, frame
 
 __all__ = (
     "PUBLISH_INDEX",
     "ack_frame",
+    "consume_ok_frame",
     "content_frames",
     "decode_method",
-    "decode_properties",
     "declare_ok_frame",
     "deliver_frame",
     "delivery",
     "encode_method",
-    "encode_properties",
     "get_ok_frame",
     "method_id_of",
     "nack_frame",
@@ -120,16 +122,78 @@ def decode_method(payload: bytes) -> Any:
     cls = commands.INDEX_MAPPING.get(index)
     if cls is None:
         raise AMQPError(540, f"unknown method class {index >> 16} method {index & 0xFFFF}")
-    method = cls()
     try:
-        method.unmarshal(payload[4:])
-    except Exception as exc:  # pamqp raises struct.error, ValueError, TypeError... on hostile bytes
+        return _unmarshal(cls, payload)
+    except (FieldError, IndexError, UnicodeDecodeError, struct.error) as exc:
         raise AMQPError(
             501,
             f"cannot decode {getattr(cls, 'name', index)}: {exc}",
             class_id=index >> 16,
             method_id=index & 0xFFFF,
         ) from exc
+
+
+_U8 = struct.Struct(">B").unpack_from
+_FIXED_FIELDS = {
+    "octet": (1, _U8),
+    "short": (2, struct.Struct(">H").unpack_from),
+    "long": (4, struct.Struct(">I").unpack_from),
+    "longlong": (8, struct.Struct(">Q").unpack_from),
+}
+_layouts: dict[type, tuple[tuple[str, str], ...]] = {}
+
+
+def _unmarshal(cls: type[base.Frame], payload: bytes) -> base.Frame:
+    """Decode the arguments after the method index with the layout pamqp declares for ``cls``.
+
+    pamqp's own decoder copies the rest of the frame for every table entry (quadratic); this one walks
+    offsets, and its tables are :mod:`gear.broker.fields`'s (bounded depth, RabbitMQ's types). Bytes
+    after the last argument are ignored, as pamqp did.
+    """
+    layout = _layouts.get(cls)
+    if layout is None:
+        layout = _layouts[cls] = tuple((name, cls.amqp_type(name)) for name in cls.__slots__)
+    method = cls.__new__(cls)  # every argument is set below: pamqp's defaults and checks are not needed
+    data, pos, end = payload, 4, len(payload)
+    bits_at, bit = -1, 8
+    for name, kind in layout:
+        value: Any
+        if kind == "bit":
+            if bits_at < 0 or bit == 8:
+                if pos >= end:
+                    raise FieldError(f"argument {name} runs past the frame")
+                bits_at, bit, pos = pos, 0, pos + 1
+            value = bool(data[bits_at] >> bit & 1)
+            bit += 1
+        else:
+            bits_at = -1
+            fixed = _FIXED_FIELDS.get(kind)
+            if fixed is not None:
+                size, unpack = fixed
+                if pos + size > end:
+                    raise FieldError(f"argument {name} runs past the frame")
+                value = unpack(data, pos)[0]
+                pos += size
+            elif kind == "shortstr":
+                stop = pos + 1 + data[pos] if pos < end else end + 1
+                if stop > end:
+                    raise FieldError(f"argument {name} runs past the frame")
+                value = data[pos + 1 : stop].decode("utf-8")
+                pos = stop
+            else:  # longstr or table: a 32-bit length, then the bytes
+                stop = pos + 4 + (_LONG.unpack_from(data, pos)[0] if pos + 4 <= end else end)
+                if stop > end:
+                    raise FieldError(f"argument {name} runs past the frame")
+                if kind == "table":
+                    value = decode_table(data, pos + 4, stop)
+                else:
+                    raw = data[pos + 4 : stop]
+                    try:
+                        value = raw.decode("utf-8")
+                    except UnicodeDecodeError:
+                        value = raw
+                pos = stop
+        setattr(method, name, value)
     return method
 
 
@@ -248,34 +312,13 @@ def get_ok_frame(
     return frame(FRAME_METHOD, channel, payload)
 
 
+def consume_ok_frame(channel: int, consumer_tag: str) -> bytes:
+    """``basic.consume-ok`` method frame (sent once per consumer: pamqp's encoder costs more than the
+    rest of a consume)."""
+    return frame(FRAME_METHOD, channel, b"\x00\x3c\x00\x15" + shortstr(consumer_tag))
+
+
 def declare_ok_frame(channel: int, queue: str, messages: int, consumers: int) -> bytes:
     """``queue.declare-ok`` method frame."""
     payload = b"\x00\x32\x00\x0b" + shortstr(queue) + struct.pack(">II", messages, consumers)
     return frame(FRAME_METHOD, channel, payload)
-
-
-def decode_properties(raw: bytes) -> commands.Basic.Properties:
-    """Decode raw content-header property bytes (flags and list) into pamqp properties.
-
-    Raises:
-        AMQPError: 502 when the property list does not decode.
-    """
-    props = commands.Basic.Properties()
-    try:
-        flags, pos, word = 0, 0, 0
-        while True:
-            part = struct.unpack_from(">H", raw, pos)[0]
-            pos += 2
-            flags |= part << (16 * word)
-            word += 1
-            if not part & 1:
-                break
-        props.unmarshal(flags, raw[pos:])
-    except Exception as exc:
-        raise AMQPError(502, f"cannot decode content properties: {exc}") from exc
-    return props
-
-
-def encode_properties(props: commands.Basic.Properties) -> bytes:
-    """Raw property bytes for a content header (used only after the broker changed a field)."""
-    return bytes(props.marshal())

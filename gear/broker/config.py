@@ -79,6 +79,9 @@ class BrokerConfig:
     """Credit flow ``(InitialCredit, MoreCreditAfter)`` for each channel -> queue link."""
     handshake_timeout: float = 10.0
     """Seconds a new socket has to complete the AMQP handshake."""
+    consumer_timeout: int | None = 1_800_000
+    """Milliseconds a delivery may stay unacknowledged before its channel is closed with 406 (RabbitMQ's
+    ``consumer_timeout``, 30 minutes); a queue's ``x-consumer-timeout`` overrides it. None: no limit."""
     data_dir: str | None = None
     """Directory for durable state (created if missing; one broker at a time). None: memory only."""
     memory_paging_ratio: float = 0.5
@@ -95,6 +98,8 @@ class BrokerConfig:
                 f"max_message_size must be in 1..{MAX_MESSAGE_SIZE_LIMIT} (512 MiB), "
                 f"got {self.max_message_size}"
             )
+        if self.consumer_timeout is not None and self.consumer_timeout < 0:
+            raise ValueError(f"consumer_timeout must not be negative, got {self.consumer_timeout}")
         if self.disk_free_limit is not None and self.disk_free_limit < 0:
             raise ValueError(f"disk_free_limit must not be negative, got {self.disk_free_limit}")
         initial, more = self.credit

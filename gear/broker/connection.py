@@ -27,9 +27,16 @@ closes the connection with the code, text and failing method. After a framing er
 cannot be trusted, so the socket is closed right after the ``connection.close`` is written.
 
 Back-pressure: frame parsing stops (``reading`` goes False) while a channel has exhausted its credit
-towards a queue (*flow*), or after a publish arrives during a resource alarm (*blocked*; the client is
-told with ``connection.blocked`` if it advertised that capability). Unparsed bytes stay buffered; the
-shell pauses the socket so TCP pushes back on the client.
+towards a queue (*flow*), or after a content frame (header or body) arrives during a resource alarm
+(*blocked*; the client is told with ``connection.blocked`` if it advertised that capability), as
+RabbitMQ's reader does: a publisher is stopped at its first content frame, not at the end of a message
+that may be large. Unparsed bytes stay buffered; the shell pauses the socket so TCP pushes back on the
+client.
+
+Fairness: one call parses a connection's frames for at most ``FAIR_SHARE_SECONDS`` of processor time
+(or ``FAIR_SHARE_BYTES``); the rest waits for the next event-loop turn (the socket paused meanwhile), so a
+client that floods the broker with costly frames (65,000-entry tables) delays the others by one share
+and one frame, never by everything it sent. The clock is read every few frames, not for each.
 
 Output: frames are queued with :meth:`send` and taken once per event-loop turn, so the shell makes one
 ``transport.write`` per connection per turn. Deliveries stop for the rest of a turn once
@@ -38,7 +45,11 @@ Output: frames are queued with :meth:`send` and taken once per event-loop turn, 
 
 Heartbeats: with a negotiated interval ``hb``, a heartbeat frame goes out when nothing was sent for
 ``hb/2``; the socket is dropped when nothing arrived for ``2*hb`` (the receive timer is paused while
-blocked, as in RabbitMQ).
+blocked, as in RabbitMQ). Each connection has one timer in the core's heap for all of this (handshake
+and close timeouts too), re-armed when it fires.
+
+Exclusive queues are listed on the connection that declared them, which deletes exactly those when it
+closes.
 """
 
 from __future__ import annotations
@@ -70,12 +81,20 @@ from gear.broker.handshake import (
     server_properties,
 )
 from gear.broker.status import ConnectionStatus
+from gear.broker.timers import Timer
 
 if TYPE_CHECKING:
     from gear.broker.core import BrokerCore
     from gear.broker.queue import Queue
 
-__all__ = ("CLOSE_TIMEOUT", "OUTPUT_BATCH_LIMIT", "SILENT_CLOSE_DELAY", "Connection")
+__all__ = (
+    "CLOSE_TIMEOUT",
+    "FAIR_SHARE_BYTES",
+    "FAIR_SHARE_SECONDS",
+    "OUTPUT_BATCH_LIMIT",
+    "SILENT_CLOSE_DELAY",
+    "Connection",
+)
 
 log = logging.getLogger("gear.broker")
 
@@ -85,6 +104,13 @@ CLOSE_TIMEOUT = 3.0
 SILENT_CLOSE_DELAY = 3.0
 #: Deliveries stop for the rest of a turn once this much output is queued for one connection.
 OUTPUT_BATCH_LIMIT = 1 << 20
+#: Processor seconds of parsing one connection's frames per event-loop turn before the others get theirs.
+FAIR_SHARE_SECONDS = 0.02
+#: ... and at most this many bytes of them (bounds a turn whatever the clock says).
+FAIR_SHARE_BYTES = 4 * 1024 * 1024
+#: The share is checked after this many bytes or frames (reading the clock for each frame would cost).
+_CHECK_BYTES = 16 * 1024
+_CHECK_FRAMES = 64
 
 
 class Connection:
@@ -109,6 +135,8 @@ class Connection:
         self.vhost_name = ""
         self.client_capabilities: dict[str, Any] = {}
         self.channels: dict[int, Channel] = {}
+        self.exclusive_queues: dict[Queue, None] = {}
+        """The exclusive queues this connection declared (deleted with it)."""
         self.channel_max = core.config.channel_max
         self.frame_max = 4096
         self.heartbeat = 0
@@ -118,6 +146,8 @@ class Connection:
         self.alarm_pending = bool(core.alarm_reasons)
         self.sent_blocked = False
         self.resume_pending = False
+        self.parked = False
+        """This turn's share of parsing is used up; the rest waits for the next turn."""
         self.write_paused = False
         self.starved = False
         self.out_bytes = 0
@@ -129,7 +159,9 @@ class Connection:
         self._last_sent = core.now
         self._close_deadline: float | None = None
         self._last_flow = -1e9
+        self._timer: Timer | None = None
         core.connections.add(self)
+        self._wake_at(self._opened_at + core.config.handshake_timeout)
 
     # -- output -----------------------------------------------------------------------------------
     def send(self, data: bytes) -> None:
@@ -179,15 +211,14 @@ class Connection:
         """Let the queues of this connection's consumers deliver again."""
         self.starved = False
         for channel in list(self.channels.values()):
-            for consumer in list(channel.consumers.values()):
-                queue = consumer.queue
-                if queue is not None and not queue.deleted and queue.ready:
+            for queue in list(channel.consumer_queues):
+                if not queue.deleted and queue.ready:
                     queue.deliver_ready()
 
     @property
     def reading(self) -> bool:
         """False while the shell should not read the socket."""
-        return not (self.flow_blocked or self.alarm_blocked or self.finished)
+        return not (self.flow_blocked or self.alarm_blocked or self.parked or self.finished)
 
     @property
     def status_visible(self) -> bool:
@@ -206,7 +237,21 @@ class Connection:
 
     def _process(self) -> None:
         reader = self._reader
+        clock = self.core.cpu_clock
+        started = clock()
+        byte_share_ends = reader.handed_out + FAIR_SHARE_BYTES
+        check_at = reader.handed_out + _CHECK_BYTES
+        frames = 0
         while self.reading:
+            frames += 1
+            if frames >= _CHECK_FRAMES or reader.handed_out >= check_at:
+                handed = reader.handed_out
+                frames, check_at = 0, handed + _CHECK_BYTES
+                used_up = handed >= byte_share_ends or clock() - started >= FAIR_SHARE_SECONDS
+                if used_up and reader.buffered:
+                    self.parked = True
+                    self.core.resume_next_turn(self)
+                    return
             channel_id = 0
             try:
                 if self.state == "header":
@@ -309,6 +354,7 @@ class Connection:
             self.vhost_name = vhost
             self.state = "running"
             self.send_method(0, commands.Connection.OpenOk())
+            self._heartbeat_timer()
             if self.alarm_pending:
                 self.alarm_changed(True)
         elif isinstance(method, commands.Connection.Close):
@@ -419,7 +465,11 @@ class Connection:
             channel_id,
             vhost=core.vhosts[self.vhost_name],
             grants=self.grants,
-            limits=ChannelLimits(core.config.max_message_size, *core.config.credit),
+            limits=ChannelLimits(
+                core.config.max_message_size,
+                *core.config.credit,
+                consumer_timeout=core.config.consumer_timeout,
+            ),
             replies=core.replies,
         )
         self.send_method(channel_id, commands.Channel.OpenOk())
@@ -438,7 +488,8 @@ class Connection:
         if not error.hard and channel is not None and channel_id != 0:
             channel.close_with(error)
             return
-        log.info("closing connection %s: %s", self.name, error.text)
+        detail = f" ({error.detail})" if error.detail else ""
+        log.info("closing connection %s: %s%s", self.name, error.text, detail)
         if self.state in ("header", "start-ok") and error.code != 403:
             self._linger()
             return
@@ -470,10 +521,12 @@ class Connection:
         """Answer nothing and close the socket after ``SILENT_CLOSE_DELAY`` (a failed handshake)."""
         self._enter_closing()
         self._close_deadline = self.core.now + SILENT_CLOSE_DELAY
+        self._wake_at(self._close_deadline)
 
     def _enter_closing(self) -> None:
         self.state = "closing"
         self._close_deadline = self.core.now + CLOSE_TIMEOUT
+        self._wake_at(self._close_deadline)
         self._release_channels()
         self._delete_exclusive_queues()
         self.flow_blocked = False
@@ -486,15 +539,16 @@ class Connection:
         self.state = "closed"
         self._release_channels()
         self.finished = True
+        self.core.timers.cancel(self._timer)
+        self._timer = None
         self.core.mark_dirty(self)
         self.core.connections.discard(self)
         self._delete_exclusive_queues()
 
     def _delete_exclusive_queues(self) -> None:
-        for vhost in self.core.vhosts.values():
-            for queue in list(vhost.queues.values()):
-                if queue.exclusive_owner is self:
-                    vhost.delete_queue(queue)
+        for queue in list(self.exclusive_queues):
+            queue.vhost.delete_queue(queue)
+        self.exclusive_queues.clear()
 
     def _release_channels(self) -> None:
         for channel in list(self.channels.values()):
@@ -518,21 +572,18 @@ class Connection:
                 self.resume_pending = True
                 self.core.resume_later(self)
 
-    def queue_deleted(self, queue: Queue) -> None:
-        """Forget credit towards a deleted queue."""
-        for channel in self.channels.values():
-            channel.queue_deleted(queue)
-        if self.flow_blocked:
-            self.credit_changed()
-
-    def publish_seen(self) -> None:
-        """A publish arrived: under an alarm, block this connection after it."""
-        self.publishes += 1
+    def content_seen(self) -> None:
+        """A content frame arrived: under an alarm, stop reading after it (RabbitMQ's
+        ``publish_received``)."""
         if self.alarm_pending and not self.alarm_blocked:
             self.alarm_blocked = True
             if self.client_capabilities.get("connection.blocked") and not self.sent_blocked:
                 self.sent_blocked = True
                 self.send_method(0, commands.Connection.Blocked(reason=self.core.blocked_reason))
+
+    def publish_seen(self) -> None:
+        """A publish was completed (counted for the status view)."""
+        self.publishes += 1
 
     def alarm_changed(self, active: bool) -> None:
         """A resource alarm was raised, or the last one cleared."""
@@ -549,22 +600,49 @@ class Connection:
             self.core.resume_later(self)
 
     def resume(self) -> None:
-        """Continue parsing buffered frames after flow or an alarm released the connection."""
+        """Continue parsing buffered frames after flow or an alarm released the connection, or in the
+        turn after its fair share ran out."""
         self.resume_pending = False
+        self.parked = False
         self._process()
 
+    def _wake_at(self, when: float) -> None:
+        """Have :meth:`tick` run at ``when`` (instead of whenever it was due)."""
+        timers = self.core.timers
+        timers.cancel(self._timer)
+        self._timer = timers.call_at(when, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self.tick(self.core.now)
+
+    def _heartbeat_timer(self) -> None:
+        """Running: wake for heartbeats only (none when the client turned them off)."""
+        hb = self.heartbeat
+        if hb:
+            self._wake_at(min(self._last_sent + hb / 2, self._last_recv + 2 * hb))
+        else:
+            self.core.timers.cancel(self._timer)
+            self._timer = None
+
     def tick(self, now: float) -> None:
-        """Timers: handshake timeout, close-ok timeout, heartbeats."""
+        """Timers: handshake timeout, close-ok timeout, heartbeats (each connection's own timer calls
+        this when something may be due; calling it early is harmless)."""
         if self.finished:
             return
         if self._close_deadline is not None:
             if now >= self._close_deadline:
                 self._drop()
+            elif self._timer is None:
+                self._wake_at(self._close_deadline)
             return
         if self.state != "running":
-            if now - self._opened_at >= self.core.config.handshake_timeout:
+            deadline = self._opened_at + self.core.config.handshake_timeout
+            if now >= deadline:
                 log.info("handshake timeout for %s", self.peer)
                 self._drop()
+            elif self._timer is None:
+                self._wake_at(deadline)
             return
         hb = self.heartbeat
         if not hb:
@@ -577,6 +655,10 @@ class Connection:
             return
         if now - self._last_sent >= hb / 2 and not self._out:
             self.send(HEARTBEAT_FRAME)
+            self._last_sent = now
+        if self._timer is None:
+            due = min(self._last_sent + hb / 2, self._last_recv + 2 * hb)
+            self._wake_at(due if due > now else now + hb / 2)
 
     def status(self) -> ConnectionStatus:
         """This connection in the status view."""

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pamqp import commands
 
-from gear.broker.codec import content_frames, get_ok_frame
+from gear.broker.codec import consume_ok_frame, content_frames, get_ok_frame
 from gear.broker.declare import generated_name, lookup_queue, queue_name
 from gear.broker.errors import AMQPError, resource
 from gear.broker.message import Entry
@@ -37,7 +37,7 @@ def _kick(channel: Channel, queues: set[Queue] | None = None) -> None:
     """Capacity was freed on ``channel``: let its queues deliver again."""
     targets = set(queues or ())
     if channel.global_prefetch or not queues:
-        targets.update(c.queue for c in channel.consumers.values() if c.queue is not None)
+        targets.update(channel.consumer_queues)
     for queue in targets:
         if queue.ready and not queue.deleted:
             queue.deliver_ready()
@@ -64,9 +64,9 @@ def _consume(channel: Channel, method: commands.Basic.Consume) -> None:
         prefetch=channel.prefetch,
         arguments=dict(method.arguments or {}),
     )
-    channel.consumers[tag] = consumer
+    channel.add_consumer(consumer)
     if not method.nowait:
-        channel.conn.send_method(channel.number, commands.Basic.ConsumeOk(consumer_tag=tag))
+        channel.conn.send(consume_ok_frame(channel.number, tag))
     queue.add_consumer(consumer)
 
 
@@ -76,16 +76,15 @@ def _reply_consume(channel: Channel, method: commands.Basic.Consume, tag: str) -
     if channel.reply_tag is not None:
         raise AMQPError(406, "reply consumer already set")
     channel.start_reply_consumer(tag)
-    channel.consumers[tag] = Consumer(
-        tag, channel, None, no_ack=True, exclusive=False, prefetch=0, arguments={}
-    )
+    channel.add_consumer(Consumer(tag, channel, None, no_ack=True, exclusive=False, prefetch=0, arguments={}))
     if not method.nowait:
-        channel.conn.send_method(channel.number, commands.Basic.ConsumeOk(consumer_tag=tag))
+        channel.conn.send(consume_ok_frame(channel.number, tag))
 
 
 def _cancel(channel: Channel, method: commands.Basic.Cancel) -> None:
-    consumer = channel.consumers.pop(method.consumer_tag or "", None)
+    consumer = channel.consumers.get(method.consumer_tag or "")
     if consumer is not None:
+        channel.forget_consumer(consumer)
         if consumer.queue is None:
             channel.stop_reply_consumer()
         else:
@@ -113,6 +112,8 @@ def _get(channel: Channel, method: commands.Basic.Get) -> None:
     else:
         queue.unacked += 1
         channel.unacked[tag] = (queue, entry, None)
+        entry.delivered_at = channel.vhost.now()
+        channel.delivery_timeout.watch(queue)
     message = entry.message
     channel.conn.send(
         get_ok_frame(
@@ -199,18 +200,20 @@ def _recover(channel: Channel, method: commands.Basic.Recover | commands.Basic.R
 
 def release(channel: Channel) -> None:
     """Channel closing: cancel its consumers, then requeue its unacked deliveries (redelivered)."""
-    for subscription in list(channel.consumers.values()):
+    subscriptions = list(channel.consumers.values())
+    channel.consumers.clear()
+    channel.consumer_queues.clear()
+    for subscription in subscriptions:
         if subscription.queue is not None:
             subscription.queue.remove_consumer(subscription)
-    channel.consumers.clear()
     groups: dict[Queue, list[tuple[Entry, Consumer | None]]] = {}
     for queue, entry, consumer in channel.unacked.values():
         groups.setdefault(queue, []).append((entry, consumer))
     channel.unacked.clear()
     for queue, group in groups.items():
         queue.requeue(group)
-    for known in channel.vhost.queues.values():
-        known.meter.forget(channel)
+    for receiver in channel.ledger.receivers():
+        cast(Queue, receiver).meter.forget(channel)
 
 
 HANDLERS: dict[type, Callable[[Channel, Any], None]] = {

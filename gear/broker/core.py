@@ -11,14 +11,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 from gear.broker.alarms import DiskAlarm, MemoryAlarm
 from gear.broker.config import BrokerConfig
 from gear.broker.persist import Persistence, RecoveryReport
-from gear.broker.queue import Queue
+from gear.broker.queue import PublishingChannel, Queue
 from gear.broker.replies import ReplyConsumers
 from gear.broker.status import BrokerStatus, ConnectionStatus, QueueStatus, StoreStatus
+from gear.broker.timers import Timers
 from gear.broker.vhost import VirtualHost
 
 __all__ = ("BrokerCore", "CoreConnection")
@@ -39,11 +40,7 @@ class CoreConnection(Protocol):
 
     def before_flush(self) -> None: ...
 
-    def tick(self, now: float) -> None: ...
-
     def alarm_changed(self, active: bool) -> None: ...
-
-    def queue_deleted(self, queue: Queue) -> None: ...
 
     def status(self) -> ConnectionStatus: ...
 
@@ -54,10 +51,20 @@ C = TypeVar("C", bound=CoreConnection)
 class BrokerCore(Generic[C]):
     """State shared by every connection of one broker (``C``: the connection type)."""
 
-    def __init__(self, config: BrokerConfig, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        clock: Callable[[], float] = time.monotonic,
+        cpu_clock: Callable[[], float] = time.thread_time,
+    ) -> None:
         self.config = config
         self.clock = clock
+        self.cpu_clock = cpu_clock
+        """Processor time of the broker's thread: a connection's share of parsing per turn is measured
+        with it (wall time would count the moments the process was not running)."""
         self.now = clock()
+        self.timers = Timers()
+        """Every timed event of the broker (heartbeats, timeouts, TTL, ``x-expires``)."""
         self.vhosts = {name: VirtualHost(name, self) for name in config.all_vhosts()}
         self.access = config.access_control()
         self.connections: set[C] = set()
@@ -68,7 +75,10 @@ class BrokerCore(Generic[C]):
         self._drain: dict[Queue, None] = {}
         self._dirty: dict[C, None] = {}
         self._resume: dict[C, None] = {}
+        self._next_turn: dict[C, None] = {}
         self.wake: Callable[[], None] = lambda: None
+        self.wake_parked: Callable[[], None] = lambda: None
+        """Asks the shell to call :meth:`resume_parked` once the other connections' input was read."""
         self._woken = False
         self.internal_errors = 0
         self.persistence: Persistence | None = None
@@ -109,6 +119,27 @@ class BrokerCore(Generic[C]):
         """``connection`` may parse its buffered frames again (flow or alarm released it)."""
         self._resume[connection] = None
         self.mark_dirty(connection)
+
+    @property
+    def parked(self) -> bool:
+        """Some connection waits for the next turn to parse more of its frames."""
+        return bool(self._next_turn)
+
+    def resume_next_turn(self, connection: C) -> None:
+        """``connection`` used its share of parsing: continue it after the others had their turn."""
+        if not self._next_turn:
+            self.wake_parked()
+        self._next_turn[connection] = None
+        self.mark_dirty(connection)
+
+    def resume_parked(self) -> None:
+        """Let the connections that used their share parse their next one (the shell calls this after
+        reading everyone's sockets, so a flood costs the others one share, not one per turn)."""
+        waiting, self._next_turn = self._next_turn, {}
+        for connection in waiting:
+            if not connection.finished:
+                connection.resume()
+                self.mark_dirty(connection)  # the shell reads its socket again once it caught up
 
     def _request(self) -> None:
         if not self._woken:
@@ -151,14 +182,18 @@ class BrokerCore(Generic[C]):
             self.internal_errors += 1
             log.exception("internal error draining queue %s", queue.name)
 
+    def internal_error(self) -> None:
+        """Count a broker bug that was logged and contained (tests assert there were none)."""
+        self.internal_errors += 1
+
     # -- timers -----------------------------------------------------------------------------------
     def tick(self) -> None:
-        """Run timers: heartbeats, handshake and close timeouts, TTL and ``x-expires``."""
+        """Run the timers that are due (heartbeats, handshake and close timeouts, TTL, ``x-expires``,
+        delivery timeouts), then the store's garbage collection."""
         self.now = self.clock()
-        for connection in list(self.connections):
-            connection.tick(self.now)
-        for vhost in self.vhosts.values():
-            vhost.tick(self.now)
+        failed = self.timers.errors
+        self.timers.run(self.now)
+        self.internal_errors += self.timers.errors - failed
         if self.persistence is not None:
             self.persistence.collect_garbage()
 
@@ -274,12 +309,12 @@ class BrokerCore(Generic[C]):
             self.persistence.topology_dirty = True
 
     def queue_deleted(self, queue: Queue) -> None:
-        """Forget credit and inbox work for a deleted queue."""
+        """Forget inbox work for a deleted queue; the channels that published to it forget their credit."""
         self._drain.pop(queue, None)
         if queue.inbox:
             queue.drain()
-        for connection in list(self.connections):
-            connection.queue_deleted(queue)
+        for sender in {*queue.meter.senders(), *queue.blocked_senders}:
+            cast("PublishingChannel", sender).queue_deleted(queue)
 
     def status(self) -> BrokerStatus:
         """A snapshot for the status view."""

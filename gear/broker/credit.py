@@ -63,6 +63,10 @@ class CreditLedger:
         """Credit left towards ``receiver``."""
         return self._credit.get(receiver, self.initial)
 
+    def receivers(self) -> list[object]:
+        """Every receiver this sender has spent credit on (and not forgotten)."""
+        return list(self._credit)
+
     @property
     def blocked(self) -> bool:
         """True while credit towards some receiver is exhausted."""
@@ -90,3 +94,7 @@ class CreditMeter:
     def forget(self, sender: object) -> None:
         """The sender went away (channel closed)."""
         self._processed.pop(sender, None)
+
+    def senders(self) -> list[object]:
+        """Every sender this receiver has processed messages from (and not forgotten)."""
+        return list(self._processed)

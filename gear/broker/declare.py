@@ -184,7 +184,7 @@ def _exchange_bind(channel: Channel, method: commands.Exchange.Bind) -> None:
     _check_binding(channel, "exchange", method.destination, method.source)
     destination = _exchange(channel, method.destination)
     source = _exchange(channel, method.source)
-    source.bind(destination, method.routing_key, method.arguments or {})
+    channel.vhost.bind(source, destination, method.routing_key, method.arguments or {})
     channel.vhost.binding_changed(source, destination)
     if not method.nowait:
         channel.conn.send_method(channel.number, commands.Exchange.BindOk())
@@ -197,7 +197,7 @@ def _exchange_unbind(channel: Channel, method: commands.Exchange.Unbind) -> None
     if (
         source is not None
         and destination is not None
-        and source.unbind(destination, method.routing_key, method.arguments or {})
+        and channel.vhost.unbind(source, destination, method.routing_key, method.arguments or {})
     ):
         channel.vhost.binding_changed(source, destination)
         channel.vhost.maybe_auto_delete(source)
@@ -246,6 +246,8 @@ def _queue_declare(channel: Channel, method: commands.Queue.Declare) -> None:
             credit_more_after=channel.limits.credit_more_after,
         )
         vhost.queues[name] = queue
+        if method.exclusive:
+            conn.exclusive_queues[queue] = None
         if queue.store_key:
             vhost.durable_changed()
     else:
@@ -302,7 +304,7 @@ def _bind_target(channel: Channel, name: str, exchange_name: str) -> tuple[Queue
 
 def _queue_bind(channel: Channel, method: commands.Queue.Bind) -> None:
     queue, exchange = _bind_target(channel, method.queue, method.exchange)
-    exchange.bind(queue, method.routing_key, method.arguments or {})
+    channel.vhost.bind(exchange, queue, method.routing_key, method.arguments or {})
     channel.vhost.binding_changed(exchange, queue)
     if not method.nowait:
         channel.conn.send_method(channel.number, commands.Queue.BindOk())
@@ -320,7 +322,7 @@ def _queue_unbind(channel: Channel, method: commands.Queue.Unbind) -> None:
     if (
         queue is not None
         and exchange is not None
-        and exchange.unbind(queue, method.routing_key, method.arguments or {})
+        and vhost.unbind(exchange, queue, method.routing_key, method.arguments or {})
     ):
         vhost.binding_changed(exchange, queue)
         vhost.maybe_auto_delete(exchange)

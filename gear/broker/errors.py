@@ -49,16 +49,20 @@ class AMQPError(Exception):
     """An AMQP protocol error with its reply code; ``text`` already carries the ``NAME - `` prefix.
 
     ``class_id``/``method_id`` name the method that failed (0 when no method is to blame); the channel
-    fills them in when it knows the method.
+    fills them in when it knows the method. An empty explanation leaves the bare name (RabbitMQ's
+    text for an error that is not a protocol error: ``INTERNAL_ERROR``).
     """
 
     def __init__(self, code: int, explanation: str, *, class_id: int = 0, method_id: int = 0) -> None:
         self.code = code
-        text = f"{REPLY_NAMES.get(code, 'ERROR')} - {explanation}"
+        name = REPLY_NAMES.get(code, "ERROR")
+        text = f"{name} - {explanation}" if explanation else name
         # reply-text is a shortstr: at most 255 bytes of UTF-8
         self.text = text.encode("utf-8")[:255].decode("utf-8", "ignore")
         self.class_id = class_id
         self.method_id = method_id
+        self.detail = ""
+        """More for the broker's log than the reply text tells the client."""
         super().__init__(code, self.text)
 
     @property

@@ -18,6 +18,7 @@ from typing import Any
 __all__ = ("EXCHANGE_TYPES", "Binding", "Exchange", "headers_match", "split_words", "topic_match")
 
 EXCHANGE_TYPES = frozenset({"direct", "fanout", "topic", "headers"})
+_Identity = tuple[Hashable, str, tuple[tuple[str, str], ...]]
 _CACHE_LIMIT = 4096
 
 
@@ -101,16 +102,21 @@ class Binding:
         self.key = key
         self.arguments = dict(arguments)
 
-    def identity(self) -> tuple[Hashable, str, tuple[tuple[str, str], ...]]:
+    def identity(self) -> _Identity:
         """What makes two bindings the same binding (RabbitMQ compares destination, key and args)."""
         return self.destination, self.key, tuple(sorted((k, repr(v)) for k, v in self.arguments.items()))
 
 
 class Exchange:
-    """An exchange and its bindings (a durable one is saved with a data directory, by ``persist``)."""
+    """An exchange and its bindings (a durable one is saved with a data directory, by ``persist``).
+
+    Bindings are indexed by destination and, for direct routing, by key, so adding or removing one
+    (or all of a deleted queue's) costs what it touches, not the exchange's whole binding list.
+    """
 
     __slots__ = (
         "_bindings",
+        "_by_destination",
         "_cache",
         "_direct",
         "alternate",
@@ -140,8 +146,10 @@ class Exchange:
         self.arguments = dict(arguments or {})
         alt = self.arguments.get("alternate-exchange")
         self.alternate: str | None = alt.decode() if isinstance(alt, bytes) else alt
-        self._bindings: dict[tuple[Hashable, str, tuple[tuple[str, str], ...]], Binding] = {}
-        self._direct: dict[str, dict[Hashable, None]] = {}
+        self._bindings: dict[_Identity, Binding] = {}
+        self._by_destination: dict[Hashable, dict[_Identity, Binding]] = {}
+        self._direct: dict[str, dict[Hashable, int]] = {}
+        """Routing key -> destination -> how many bindings (different arguments) join them."""
         self._cache: dict[str, tuple[Hashable, ...]] = {}
 
     @property
@@ -149,42 +157,64 @@ class Exchange:
         """Every binding, in the order they were made."""
         return list(self._bindings.values())
 
-    def bind(self, destination: Hashable, key: str, arguments: Mapping[str, Any]) -> None:
-        """Add a binding (idempotent)."""
+    def bind(self, destination: Hashable, key: str, arguments: Mapping[str, Any]) -> bool:
+        """Add a binding (idempotent); True if it is new."""
         binding = Binding(destination, key, arguments)
         ident = binding.identity()
         if ident in self._bindings:
-            return
+            return False
         self._bindings[ident] = binding
-        self._direct.setdefault(key, {})[destination] = None
+        self._by_destination.setdefault(destination, {})[ident] = binding
+        joined = self._direct.setdefault(key, {})
+        joined[destination] = joined.get(destination, 0) + 1
         self._cache.clear()
+        return True
 
     def unbind(self, destination: Hashable, key: str, arguments: Mapping[str, Any]) -> bool:
         """Remove a binding; False if there was none."""
         binding = self._bindings.pop(Binding(destination, key, arguments).identity(), None)
         if binding is None:
             return False
-        self._rebuild_direct()
+        mine = self._by_destination[destination]
+        del mine[binding.identity()]
+        if not mine:
+            del self._by_destination[destination]
+        self._forget_direct(binding)
+        self._cache.clear()
         return True
 
     def unbind_destination(self, destination: Hashable) -> int:
         """Remove every binding to ``destination``; returns how many went."""
-        gone = [k for k, b in self._bindings.items() if b.destination == destination]
-        for k in gone:
-            del self._bindings[k]
-        if gone:
-            self._rebuild_direct()
-        return len(gone)
-
-    def _rebuild_direct(self) -> None:
-        self._direct = {}
-        for b in self._bindings.values():
-            self._direct.setdefault(b.key, {})[b.destination] = None
+        mine = self._by_destination.pop(destination, None)
+        if not mine:
+            return 0
+        for ident, binding in mine.items():
+            del self._bindings[ident]
+            self._forget_direct(binding)
         self._cache.clear()
+        return len(mine)
+
+    def _forget_direct(self, binding: Binding) -> None:
+        joined = self._direct[binding.key]
+        left = joined[binding.destination] - 1
+        if left:
+            joined[binding.destination] = left
+        else:
+            del joined[binding.destination]
+            if not joined:
+                del self._direct[binding.key]
 
     def has_bindings(self) -> bool:
         """True while any binding has this exchange as source."""
         return bool(self._bindings)
+
+    def binds_to(self, destination: Hashable) -> bool:
+        """True while some binding leads from this exchange to ``destination``."""
+        return destination in self._by_destination
+
+    def destinations(self) -> list[Hashable]:
+        """Everything this exchange has a binding to."""
+        return list(self._by_destination)
 
     def route(
         self, routing_key: str, headers: Callable[[], Mapping[str, Any] | None]
@@ -195,7 +225,7 @@ class Exchange:
             found = self._direct.get(routing_key)
             return tuple(found) if found else ()
         if kind == "fanout":
-            return tuple(dict.fromkeys(b.destination for b in self._bindings.values()))
+            return tuple(self._by_destination)
         if kind == "topic":
             cached = self._cache.get(routing_key)
             if cached is None:

@@ -50,12 +50,14 @@ class FrameReader:
     in (no copy into a bytearray), so each payload is sliced out with a single copy.
     """
 
-    __slots__ = ("_buf", "_pos", "frame_max")
+    __slots__ = ("_buf", "_pos", "frame_max", "handed_out")
 
     def __init__(self, frame_max: int = 4096) -> None:
         self._buf: bytes | bytearray = b""
         self._pos = 0
         self.frame_max = frame_max
+        self.handed_out = 0
+        """Bytes handed out since the reader was made (frames and the protocol header)."""
 
     def feed(self, data: bytes) -> None:
         """Append received bytes."""
@@ -90,6 +92,7 @@ class FrameReader:
             return None
         data = bytes(self._buf[self._pos : self._pos + count])
         self._pos += count
+        self.handed_out += count
         return data
 
     def next_frame(self) -> tuple[int, int, bytes] | None:
@@ -115,4 +118,5 @@ class FrameReader:
         if type(payload) is not bytes:
             payload = bytes(payload)
         self._pos = end + 1
+        self.handed_out += end + 1 - pos
         return ftype, channel, payload

@@ -7,13 +7,13 @@ presented a verified certificate, ``EXTERNAL`` (the user is the certificate subj
 
 from __future__ import annotations
 
-import struct
 from typing import Any
 
-from pamqp import commands, decode
+from pamqp import commands
 
 from gear.broker.config import BrokerConfig
 from gear.broker.errors import AMQPError
+from gear.broker.fields import FieldError, decode_table
 from gear.broker.frames import PROTOCOL_HEADER
 
 __all__ = (
@@ -107,8 +107,8 @@ def amqplain_credentials(response: str | bytes | None) -> tuple[str, str] | None
     """``(user, password)`` from an AMQPLAIN response (a length-less field table), or None if malformed."""
     raw = response.encode("utf-8") if isinstance(response, str) else bytes(response or b"")
     try:
-        _, table = decode.field_table(struct.pack(">I", len(raw)) + raw)
-    except (ValueError, struct.error, KeyError, IndexError, TypeError, UnicodeDecodeError):
+        table = decode_table(raw, 0, len(raw))
+    except FieldError:
         return None
     login, password = table.get("LOGIN"), table.get("PASSWORD")
     if not isinstance(login, str | bytes) or not isinstance(password, str | bytes) or not login:

@@ -22,8 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
+from gear.broker.errors import AMQPError
 from gear.broker.exchange import Exchange
 from gear.broker.message import Message
+from gear.broker.properties import check_properties
 from gear.broker.store import Store, StoredMessage
 from gear.broker.store.store import Recovery
 
@@ -87,7 +89,6 @@ class Persistence:
 
     def _write(self, message: Message) -> None:
         message.stored_in(
-            self.store,
             self.store.write(
                 StoredMessage(message.exchange, message.routing_key, message.properties, message.body)
             ),
@@ -100,7 +101,7 @@ class Persistence:
         if not message.store_id or message.store_id not in self.store:
             self._write(message)
         self.store.hold(message.store_id)
-        return message.page_out()
+        return message.page_out(self.store)
 
     def delivered(self, queue: Queue, message: Message) -> None:
         """A journaled message was delivered from ``queue``."""
@@ -215,31 +216,51 @@ class Persistence:
             report.problems.append("topology.json is missing but the journal names queues")
         # When the list of queues is incomplete, keep the other queues' messages on disk (not lost).
         found = self.store.recover(set(queues_by_key), hold=True, keep_unknown=bool(report.problems))
-        self._refill(found, queues_by_key)
+        self._refill(found, queues_by_key, report)
         report.messages = found.messages
         report.stored = self.store.stats().messages
         report.seconds = found.seconds
         report.problems += found.problems
         return report
 
-    def _refill(self, found: Recovery, queues_by_key: dict[int, Queue]) -> None:
+    def _refill(self, found: Recovery, queues_by_key: dict[int, Queue], report: RecoveryReport) -> None:
         store = self.store
         envelopes = found.envelopes
         locations = store.index.locations
         on_disk = Message.on_disk
         shared: dict[int, Message] = {}
+        refused: dict[int, str] = {}
         for key, held in found.queues.items():
             entries: list[tuple[Message, bool]] = []
             for message_id, delivered in held.items():
+                if message_id in refused:
+                    store.ack(key, message_id)
+                    continue
                 shared_by = locations[message_id].refs  # one per queue, plus the hold of our copy
                 message = shared.get(message_id) if shared_by > 2 else None
                 if message is None:
                     exchange, routing_key, properties, body_size = envelopes[message_id]
-                    message = on_disk(exchange, routing_key, properties, body_size, store, message_id)
+                    try:
+                        checked = check_properties(properties)
+                    except AMQPError as error:  # kept by an older broker that did not check
+                        refused[message_id] = error.detail or error.text
+                        store.ack(key, message_id)
+                        continue
+                    message = on_disk(
+                        exchange, routing_key, properties, body_size, store, message_id, checked
+                    )
                     if shared_by > 2:
                         shared[message_id] = message
                 entries.append((message, delivered))
             queues_by_key[key].recovered(entries)
+        for message_id in refused:
+            store.release(message_id)  # the hold recovery took on our copy
+        if refused:
+            reason = next(iter(refused.values()))
+            report.problems.append(
+                f"{len(refused)} stored message(s) with content properties a publish is refused for "
+                f"({reason}) dropped"
+            )
 
 
 def _settle(confirms: list[tuple[PublishingChannel, int, bool]]) -> None:
@@ -349,7 +370,7 @@ def _load_topology(
             if source is None or dest is None:
                 report.problems.append(f"binding {b['source']} -> {b['destination']} lost an end; skipped")
                 continue
-            source.bind(dest, b["key"], _untagged(b["arguments"]))
+            vhost.bind(source, dest, b["key"], _untagged(b["arguments"]))
             report.bindings += 1
 
 

@@ -7,22 +7,41 @@ always for ``x-queue-mode: lazy``, bodies are paged out to the store and read ba
 
 Publishes reach a queue through its *inbox*, which the broker drains once per event-loop turn
 (:meth:`Queue.drain`). Draining accepts the messages, answers publisher confirms, grants credit back to
-the publishing channels (see :mod:`gear.broker.credit`) and then delivers to consumers.
+the publishing channels (see :mod:`gear.broker.credit`) and then delivers to consumers. A message that
+cannot be accepted (a broker bug) is nacked alone; the rest of the inbox goes on.
+
+Time is kept with the broker's timers, one per queue at most for each of the head of the queue reaching
+its TTL and ``x-expires`` (:mod:`gear.broker.expiry`): an idle queue costs nothing per tick.
 """
 
 from __future__ import annotations
 
 import datetime
+import logging
 import os
 from collections import deque
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
+from gear.broker.arguments import int_arg, str_arg
+from gear.broker.consumers import ConsumerSet
 from gear.broker.credit import CreditMeter
 from gear.broker.exchange import Exchange
+from gear.broker.expiry import QueueTimers
 from gear.broker.message import Entry, Message, dead_lettered
+from gear.broker.timers import Timers
 
-__all__ = ("Consumer", "ConsumerChannel", "PublishingChannel", "Queue", "QueueHost", "QueueStore")
+__all__ = (
+    "Consumer",
+    "ConsumerChannel",
+    "ExclusiveOwner",
+    "PublishingChannel",
+    "Queue",
+    "QueueHost",
+    "QueueStore",
+)
+
+log = logging.getLogger("gear.broker")
 
 
 class QueueHost(Protocol):
@@ -34,9 +53,10 @@ class QueueHost(Protocol):
 
     def now(self) -> float: ...
 
-    def schedule(self, queue: Queue) -> None: ...
+    @property
+    def timers(self) -> Timers: ...
 
-    def watch_expiry(self, queue: Queue) -> None: ...
+    def schedule(self, queue: Queue) -> None: ...
 
     def memory_changed(self, delta: int) -> None: ...
 
@@ -45,6 +65,9 @@ class QueueHost(Protocol):
     ) -> None: ...
 
     def delete_queue(self, queue: Queue) -> int: ...
+
+    def internal_error(self) -> None:
+        """Count a broker bug that was logged and contained."""
 
     @property
     def store(self) -> QueueStore | None:
@@ -73,16 +96,6 @@ class QueueStore(Protocol):
     def confirm_after_commit(self, publisher: PublishingChannel, seq: int, ok: bool) -> None: ...
 
 
-class ConsumerChannel(Protocol):
-    """What a queue needs from the channel a consumer lives on."""
-
-    def can_deliver(self, consumer: Consumer) -> bool: ...
-
-    def deliver(self, consumer: Consumer, queue: Queue, entry: Entry) -> None: ...
-
-    def consumer_cancelled(self, consumer: Consumer) -> None: ...
-
-
 class PublishingChannel(Protocol):
     """What a queue needs from a publishing channel: confirms and credit."""
 
@@ -91,6 +104,18 @@ class PublishingChannel(Protocol):
     def settle_confirm(self, seq: int, ok: bool) -> None: ...
 
     def grant_credit(self, queue: Queue, amount: int) -> None: ...
+
+    def queue_deleted(self, queue: Queue) -> None: ...
+
+
+class ConsumerChannel(Protocol):
+    """What a queue needs from the channel a consumer lives on."""
+
+    def can_deliver(self, consumer: Consumer) -> bool: ...
+
+    def deliver(self, consumer: Consumer, queue: Queue, entry: Entry) -> None: ...
+
+    def consumer_cancelled(self, consumer: Consumer) -> None: ...
 
 
 class Consumer:
@@ -127,12 +152,54 @@ class Consumer:
         self.prefetch = prefetch
         self.arguments = arguments
         self.unacked = 0
-        priority = _int_arg(arguments, "x-priority")
+        priority = int_arg(arguments, "x-priority")
         self.priority = priority or 0
+
+
+class ExclusiveOwner(Protocol):
+    """The connection that declared an exclusive queue: it deletes its own queues when it closes."""
+
+    exclusive_queues: dict[Queue, None]
 
 
 class Queue:
     """A classic queue held in memory."""
+
+    __slots__ = (
+        "_journaled",
+        "_seq",
+        "_special",
+        "arguments",
+        "auto_delete",
+        "blocked_senders",
+        "consumer_timeout",
+        "consumers",
+        "deleted",
+        "dlrk",
+        "dlx",
+        "durable",
+        "exclusive_owner",
+        "expires",
+        "had_consumers",
+        "inbox",
+        "last_used",
+        "lazy",
+        "max_length",
+        "max_length_bytes",
+        "max_priority",
+        "message_ttl",
+        "meter",
+        "name",
+        "overflow",
+        "persist",
+        "ready",
+        "ready_bytes",
+        "single_active",
+        "store_key",
+        "timers",
+        "unacked",
+        "vhost",
+    )
 
     def __init__(
         self,
@@ -140,7 +207,7 @@ class Queue:
         name: str,
         *,
         durable: bool,
-        exclusive_owner: object | None,
+        exclusive_owner: ExclusiveOwner | None,
         auto_delete: bool,
         arguments: dict[str, Any],
         credit_more_after: int,
@@ -151,33 +218,39 @@ class Queue:
         self.exclusive_owner = exclusive_owner
         self.auto_delete = auto_delete
         self.arguments = arguments
-        self.ready: deque[Entry] = deque()
+        self.ready = _NOTHING
         self.ready_bytes = 0
         self.inbox: list[tuple[Message, PublishingChannel | None, int]] = []
-        self.consumers: deque[Consumer] = deque()
+        self.consumers: ConsumerSet[Consumer] = ConsumerSet()
         self.unacked = 0
         self.had_consumers = False
         self.deleted = False
         self.meter = CreditMeter(credit_more_after)
-        self.blocked_senders: set[object] = set()
+        self.blocked_senders: dict[object, None] = {}
+        """Publishing channels waiting for credit from this queue (a dict: smaller than a set)."""
         self._seq = 0
-        self.message_ttl = _int_arg(arguments, "x-message-ttl")
-        self.expires = _int_arg(arguments, "x-expires")
-        self.max_length = _int_arg(arguments, "x-max-length")
-        self.max_length_bytes = _int_arg(arguments, "x-max-length-bytes")
-        self.overflow = _str_arg(arguments, "x-overflow") or "drop-head"
-        self.dlx = _str_arg(arguments, "x-dead-letter-exchange")
-        self.dlrk = _str_arg(arguments, "x-dead-letter-routing-key")
-        max_priority = _int_arg(arguments, "x-max-priority")
+        self.message_ttl = int_arg(arguments, "x-message-ttl")
+        self.expires = int_arg(arguments, "x-expires")
+        self.max_length = int_arg(arguments, "x-max-length")
+        self.max_length_bytes = int_arg(arguments, "x-max-length-bytes")
+        self.overflow = str_arg(arguments, "x-overflow") or "drop-head"
+        self.dlx = str_arg(arguments, "x-dead-letter-exchange")
+        self.dlrk = str_arg(arguments, "x-dead-letter-routing-key")
+        max_priority = int_arg(arguments, "x-max-priority")
         self.max_priority = None if max_priority is None else max(0, min(max_priority, 255))
         self.single_active = arguments.get("x-single-active-consumer") is True
+        self.consumer_timeout = int_arg(arguments, "x-consumer-timeout")
+        """Milliseconds a delivery may stay unacknowledged (``x-consumer-timeout``; None: the broker's)."""
         self._special = self.single_active
         self.last_used = vhost.now()
         self.persist = vhost.store
         self.store_key = _new_key() if durable and exclusive_owner is None and self.persist is not None else 0
         """This queue's id in the store's journal (0: not journaled)."""
-        self.lazy = _str_arg(arguments, "x-queue-mode") == "lazy"
+        self.lazy = str_arg(arguments, "x-queue-mode") == "lazy"
         self._journaled = False  # the message just accepted was journaled (its confirm waits for fsync)
+        self.timers = QueueTimers(self, vhost)
+        """The TTL and ``x-expires`` timers (:mod:`gear.broker.expiry`)."""
+        self.timers.arm_expiry()
 
     def __repr__(self) -> str:
         return f"<Queue {self.name!r} ready={len(self.ready)} unacked={self.unacked}>"
@@ -195,7 +268,12 @@ class Queue:
         meter = self.meter
         persist = self.persist
         for message, publisher, seq in inbox:
-            accepted = self._accept(message)
+            try:
+                accepted = self._accept(message)
+            except Exception:  # a broker bug: this message is refused, the others go on
+                log.exception("internal error accepting a message into queue %s", self.name)
+                self.vhost.internal_error()
+                accepted = self._journaled = False
             if publisher is not None and not publisher.released:
                 if seq:
                     if self._journaled and persist is not None:
@@ -217,19 +295,18 @@ class Queue:
         now = self.vhost.now()
         deadline = None
         ttl = self.message_ttl
-        per_message = message.expiration_ms()
+        per_message = message.checked.ttl
         if per_message is not None:
             ttl = per_message if ttl is None else min(ttl, per_message)
         if ttl is not None:
             deadline = now + ttl / 1000.0
-            self.vhost.watch_expiry(self)
         self._seq += 1
         entry = Entry(message, self._seq, deadline)
         message.refs += 1
         persist = self.persist
         self._journaled = False
         if persist is not None:
-            if self.store_key and message.persistent():
+            if self.store_key and message.checked.persistent:
                 persist.enqueue(self, message)
                 entry.journaled = self._journaled = True
             if (self.lazy or persist.paging) and not message.paged:
@@ -237,14 +314,18 @@ class Queue:
                 if message.refs > 1:
                     self.vhost.memory_changed(-freed)
         self.vhost.memory_changed(message.size if message.refs == 1 else 0)
+        if self.ready is _NOTHING:
+            self.ready = deque()
         if self.max_priority is not None:
-            self._insert_by_priority(entry, min(message.priority(), self.max_priority))
+            self._insert_by_priority(entry, min(message.checked.priority, self.max_priority))
         else:
             self.ready.append(entry)
         self.ready_bytes += message.body_size
         if self.max_length is not None or self.max_length_bytes is not None:
             while self.ready and self._full(0, extra=0):
                 self._drop(self._pop_head(), "maxlen")
+        if deadline is not None:
+            self.timers.arm_ttl()
         return True
 
     def recovered(self, entries: list[tuple[Message, bool]]) -> None:
@@ -253,26 +334,24 @@ class Queue:
         now = self.vhost.now()
         queue_ttl = self.message_ttl
         max_priority = self.max_priority
-        ready = self.ready
+        ready = self.ready = deque() if self.ready is _NOTHING else self.ready
         seq = self._seq
         memory = body_bytes = 0
         for message, delivered in entries:
             seq += 1
             deadline = None
-            props = message.properties
-            if queue_ttl is not None or (len(props) > 1 and props[0] & 0x01):  # expiration (0x0100)
+            if queue_ttl is not None or message.checked.ttl is not None:
                 ttl = queue_ttl
-                per_message = message.expiration_ms()
+                per_message = message.checked.ttl
                 if per_message is not None:
                     ttl = per_message if ttl is None else min(ttl, per_message)
                 if ttl is not None:
                     deadline = now + ttl / 1000.0
-                    self.vhost.watch_expiry(self)
             entry = Entry(message, seq, deadline)
             entry.journaled = True
             entry.redelivered = delivered
             if max_priority is not None:
-                entry.priority = min(message.priority(), max_priority)
+                entry.prioritize(min(message.checked.priority, max_priority))
             message.refs += 1
             if message.refs == 1:
                 memory += message.size
@@ -283,6 +362,7 @@ class Queue:
             self.ready = deque(sorted(ready, key=_position))
         self.ready_bytes += body_bytes
         self.vhost.memory_changed(memory)
+        self.timers.arm_ttl()
 
     def page_out(self) -> int:
         """Move ready messages' bodies to the store (memory pressure), from the tail back to the first
@@ -303,10 +383,11 @@ class Queue:
         return sum(1 for entry in self.ready if entry.message.paged)
 
     def _insert_by_priority(self, entry: Entry, priority: int) -> None:
-        entry.priority = priority
+        entry.prioritize(priority)
         ready = self.ready
         pos = len(ready)
-        while pos and ready[pos - 1].priority < priority:
+        order = entry.order
+        while pos and ready[pos - 1].order > order:  # behind every entry of its priority or higher
             pos -= 1
         if pos == len(ready):
             ready.append(entry)
@@ -329,10 +410,13 @@ class Queue:
             self._deliver_special()
             return
         expiring = ready[0].deadline is not None or self.message_ttl is not None
+        count = len(consumers)
+        rotate = consumers.rotate if count > 1 else None  # one consumer (the common case): no turns
+        consumer = consumers.first()
         idle = 0
-        while ready and idle < len(consumers):
-            consumer = consumers[0]
-            consumers.rotate(-1)
+        while ready and idle < count:
+            if rotate is not None:
+                consumer = rotate()
             if not consumer.channel.can_deliver(consumer):
                 idle += 1
                 continue
@@ -350,6 +434,8 @@ class Queue:
                 if entry.journaled and not entry.redelivered:
                     self._journal_delivery(entry)
             consumer.channel.deliver(consumer, self, entry)
+        if expiring:
+            self.timers.arm_ttl()
 
     def _deliver_special(self) -> None:
         """Delivery with consumer priorities (``x-priority``) or a single active consumer."""
@@ -357,10 +443,10 @@ class Queue:
         while ready:
             consumer = self._pick()
             if consumer is None:
-                return
+                break
             self.expire(self.vhost.now())
             if not ready:
-                return
+                break
             entry = self._pop_head()
             if consumer.no_ack:
                 self.release(entry)
@@ -370,6 +456,7 @@ class Queue:
                 if entry.journaled and not entry.redelivered:
                     self._journal_delivery(entry)
             consumer.channel.deliver(consumer, self, entry)
+        self.timers.arm_ttl()
 
     def _journal_delivery(self, entry: Entry) -> None:
         if self.persist is not None:
@@ -378,15 +465,14 @@ class Queue:
     def _pick(self) -> Consumer | None:
         consumers = self.consumers
         if self.single_active:
-            first = consumers[0]
+            first = consumers.first()
             return first if first.channel.can_deliver(first) else None
         best: Consumer | None = None
         for consumer in consumers:
             if consumer.channel.can_deliver(consumer) and (best is None or consumer.priority > best.priority):
                 best = consumer
         if best is not None:  # round-robin among consumers of equal priority
-            consumers.remove(best)
-            consumers.append(best)
+            consumers.to_back(best)
         return best
 
     def get(self) -> Entry | None:
@@ -398,6 +484,7 @@ class Queue:
         entry = self._pop_head()
         if entry.journaled and not entry.redelivered:
             self._journal_delivery(entry)
+        self.timers.arm_ttl()
         return entry
 
     def _pop_head(self) -> Entry:
@@ -447,12 +534,15 @@ class Queue:
                 self.release(entry)
             return
         back = sorted((e for e, _ in entries), key=_position)
-        if not self.ready or _position(back[-1]) < _position(self.ready[0]):
+        if self.ready is _NOTHING:
+            self.ready = deque(back)
+        elif not self.ready or _position(back[-1]) < _position(self.ready[0]):
             self.ready.extendleft(reversed(back))
         else:
             merged = sorted([*self.ready, *back], key=_position)
             self.ready = deque(merged)
         self.ready_bytes += sum(e.message.body_size for e in back)
+        self.timers.arm_ttl()
         self.deliver_ready()
 
     # -- expiry and dead-lettering ----------------------------------------------------------------
@@ -463,8 +553,10 @@ class Queue:
             self._drop(self._pop_head(), "expired")
 
     def _drop(self, entry: Entry, reason: str) -> None:
-        self._dead_letter(entry.message, reason)
-        self.release(entry)
+        try:
+            self._dead_letter(entry.message, reason)
+        finally:  # whatever happened to the copy, the original's memory is given back
+            self.release(entry)
 
     def _dead_letter(self, message: Message, reason: str) -> None:
         if self.dlx is None or (self.deleted and reason != "expired"):
@@ -479,35 +571,42 @@ class Queue:
     # -- consumers --------------------------------------------------------------------------------
     def add_consumer(self, consumer: Consumer) -> None:
         """Attach a consumer and start delivering to it."""
-        self.consumers.append(consumer)
-        self._special = self.single_active or any(c.priority for c in self.consumers)
+        self.consumers.add(consumer)
+        self._special = self.single_active or self.consumers.prioritised
         self.had_consumers = True
         self.last_used = self.vhost.now()
         self.deliver_ready()
 
     def remove_consumer(self, consumer: Consumer) -> None:
         """Detach a consumer; an auto-delete queue goes with its last consumer."""
-        try:
-            self.consumers.remove(consumer)
-        except ValueError:
+        if not self.consumers.remove(consumer):
             return
-        self._special = self.single_active or any(c.priority for c in self.consumers)
+        self._special = self.single_active or self.consumers.prioritised
         self.last_used = self.vhost.now()
-        if self.auto_delete and not self.consumers and self.had_consumers:
+        if self.consumers:
+            return
+        if self.auto_delete and self.had_consumers:
             self.vhost.delete_queue(self)
+        else:
+            self.timers.arm_expiry()
 
     def purge(self) -> int:
         """Drop every ready message; returns how many."""
         count = len(self.ready)
         for entry in self.ready:
             self.release(entry)
-        self.ready.clear()
+        self.ready = _NOTHING
         self.ready_bytes = 0
         return count
 
     def exclusive_consumer(self) -> bool:
         """True if a consumer holds exclusive access."""
-        return any(c.exclusive for c in self.consumers)
+        return self.consumers.exclusive is not None
+
+
+#: The ready list of a queue that never held a message: an empty deque costs 760 bytes, and most queues
+#: of a broker with very many are empty. Immutable, so a path that forgot to make a real one fails loudly.
+_NOTHING = cast("deque[Entry]", ())
 
 
 def _new_key() -> int:
@@ -515,23 +614,6 @@ def _new_key() -> int:
     return int.from_bytes(os.urandom(8), "big") >> 1 or 1
 
 
-def _position(entry: Entry) -> tuple[int, int]:
+def _position(entry: Entry) -> int:
     """Queue order: higher priority first, then publish order."""
-    return -entry.priority, entry.seq
-
-
-def _int_arg(arguments: dict[str, Any], key: str) -> int | None:
-    value = arguments.get(key)
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def _str_arg(arguments: dict[str, Any], key: str) -> str | None:
-    value = arguments.get(key)
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return value if isinstance(value, str) else None
+    return entry.order

@@ -3,12 +3,19 @@
 With a data directory, each turn's flush first lets the core commit the store (write + one fsync for
 everything the turn published or acked: group commit), so confirms go out after their messages are
 on disk; the timer also drives the store's garbage collection.
+
+When the broker has let go of a lot of message memory (a backlog consumed, a connection with large
+unfinished bodies gone) and then no client sent anything for a second, the timer asks the C allocator
+to hand free pages back to the system (glibc's ``malloc_trim``), so the resident size comes back down
+rather than staying at its peak. Never under load: pages given back are faulted in again at a cost.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import ctypes.util
 import inspect
 import logging
 import os
@@ -33,6 +40,20 @@ DISK_CHECK_INTERVAL = 1.0
 
 DiskFree = Callable[[str], int]
 """Reads the free bytes of the file system holding a path (``shutil.disk_usage(path).free``)."""
+#: Message memory released (bytes, since its high mark) after which free pages go back to the system.
+TRIM_AFTER = 32 * 1024 * 1024
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim``, or None where the C library has none."""
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    try:
+        trim: Callable[[int], int] = ctypes.CDLL(name).malloc_trim
+    except (OSError, AttributeError):
+        return None
+    return trim
 
 
 def _disk_free(path: str) -> int:
@@ -71,6 +92,7 @@ class _Protocol(asyncio.Protocol):
         conn = self.conn
         if conn is None:
             return
+        self.broker.received = True
         conn.feed(data)
         self.sync_reading()
 
@@ -134,7 +156,13 @@ class Broker:
         self._ticker: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._flush_scheduled = False
+        self._resume_scheduled = False
         self._sync: asyncio.Future[None] | None = None
+        self._trim = _malloc_trim()
+        self._memory_mark = 0
+        self._next_trim_check = 0.0
+        self.received = False
+        """Some socket delivered bytes since the last look (the broker is not idle)."""
 
     @property
     def port(self) -> int:
@@ -162,6 +190,7 @@ class Broker:
         loop = asyncio.get_running_loop()
         self._loop = loop
         self.core.wake = self._wake
+        self.core.wake_parked = self._wake_parked
         tls = server_context(self.config)
         self._server = await loop.create_server(
             lambda: _Protocol(self),
@@ -208,6 +237,18 @@ class Broker:
         if not self._flush_scheduled and self._loop is not None:
             self._flush_scheduled = True
             self._loop.call_soon(self.flush)
+
+    def _wake_parked(self) -> None:
+        # A timer of 0 s, not call_soon: asyncio runs due timers after the sockets' callbacks of the
+        # same turn (uvloop at the start of the next one), so everyone else's input is read first.
+        if not self._resume_scheduled and self._loop is not None:
+            self._resume_scheduled = True
+            self._loop.call_later(0, self._resume_parked)
+
+    def _resume_parked(self) -> None:
+        self._resume_scheduled = False
+        self.core.resume_parked()
+        self.flush()
 
     def flush(self) -> None:
         """Run the core's end-of-turn work and write every connection's output once."""
@@ -264,10 +305,25 @@ class Broker:
                 self.core.tick()
                 if self.core.now >= self._next_disk_check:
                     self.check_disk()
+                self._give_back_memory()
             except Exception:  # a bug in a timer must not stop the broker
                 log.exception("broker timer failed")
             self.flush()
             self._start_sync(force=True)  # acks and deliveries recorded since the last commit
+
+    def _give_back_memory(self) -> None:
+        """Once a second: trim the C heap if message memory fell ``TRIM_AFTER`` below its high mark
+        and no client sent anything since the last look."""
+        used = self.core.alarm.used
+        self._memory_mark = max(self._memory_mark, used)
+        if self.core.now < self._next_trim_check:
+            return
+        self._next_trim_check = self.core.now + 1.0
+        quiet, self.received = not self.received, False
+        if quiet and self._memory_mark - used >= TRIM_AFTER:
+            self._memory_mark = used
+            if self._trim is not None:
+                self._trim(0)
 
     def check_disk(self) -> None:
         """Read the free disk space now and raise or clear the disk alarm (no-op without a limit).

@@ -3,16 +3,20 @@
 Routing follows exchange-to-exchange bindings breadth-first, applies alternate exchanges when an
 exchange routes nowhere, and returns each queue at most once. With a data directory, a change to a durable
 declaration marks the topology for saving at the end of the turn.
+
+Bindings are made and removed through the vhost, which keeps, for every destination, the exchanges
+bound to it: deleting a queue touches only its own bindings.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any, Protocol
 
 from gear.broker.exchange import Exchange
 from gear.broker.message import Message
 from gear.broker.queue import Queue, QueueStore
+from gear.broker.timers import Timers
 from gear.broker.totals import MessageTotals
 
 __all__ = ("SYSTEM_EXCHANGES", "VhostServices", "VirtualHost")
@@ -25,11 +29,16 @@ class VhostServices(Protocol):
     @property
     def now(self) -> float: ...
 
+    @property
+    def timers(self) -> Timers: ...
+
     def schedule_drain(self, queue: Queue) -> None: ...
 
     def memory_changed(self, delta: int) -> None: ...
 
     def queue_deleted(self, queue: Queue) -> None: ...
+
+    def internal_error(self) -> None: ...
 
     @property
     def store(self) -> QueueStore | None:
@@ -59,9 +68,10 @@ class VirtualHost:
         self.core = core
         self.exchanges: dict[str, Exchange] = {}
         self.queues: dict[str, Queue] = {}
-        self.expiring: set[Queue] = set()
         self.totals = MessageTotals()
         """Messages counted since start (read by ``gear.broker.metrics``)."""
+        self._sources: dict[Hashable, dict[Exchange, None]] = {}
+        """Destination -> the exchanges with a binding to it."""
         for ex_name, kind, internal in SYSTEM_EXCHANGES:
             self.exchanges[ex_name] = Exchange(ex_name, kind, durable=True, internal=internal)
 
@@ -79,9 +89,14 @@ class VirtualHost:
         if delta:
             self.core.memory_changed(delta)
 
-    def watch_expiry(self, queue: Queue) -> None:
-        """``queue`` holds messages with a deadline; the timer will expire them."""
-        self.expiring.add(queue)
+    def internal_error(self) -> None:
+        """Count a broker bug that was logged and contained."""
+        self.core.internal_error()
+
+    @property
+    def timers(self) -> Timers:
+        """The broker's timers (on its clock)."""
+        return self.core.timers
 
     def durable_changed(self) -> None:
         """A durable exchange, queue or binding changed: save the topology at the end of this turn."""
@@ -99,6 +114,33 @@ class VirtualHost:
             or (isinstance(destination, Exchange) and destination.durable)
         ):
             self.durable_changed()
+
+    # -- bindings ---------------------------------------------------------------------------------
+    def bind(
+        self, source: Exchange, destination: Queue | Exchange, key: str, args: Mapping[str, Any]
+    ) -> None:
+        """Bind ``destination`` to ``source`` (idempotent)."""
+        if source.bind(destination, key, args):
+            self._sources.setdefault(destination, {})[source] = None
+
+    def unbind(
+        self, source: Exchange, destination: Queue | Exchange, key: str, args: Mapping[str, Any]
+    ) -> bool:
+        """Remove one binding; False if there was none."""
+        if not source.unbind(destination, key, args):
+            return False
+        if not source.binds_to(destination):
+            sources = self._sources[destination]
+            del sources[source]
+            if not sources:
+                del self._sources[destination]
+        return True
+
+    def _unbind_all(self, destination: Queue | Exchange) -> None:
+        """Remove every binding to ``destination``; sources left without bindings may auto-delete."""
+        for source in list(self._sources.pop(destination, ())):
+            source.unbind_destination(destination)
+            self.maybe_auto_delete(source)
 
     # -- routing ----------------------------------------------------------------------------------
     def route(self, exchange: Exchange, message: Message, routing_key: str | None = None) -> list[Queue]:
@@ -132,7 +174,9 @@ class VirtualHost:
 
     def publish_internal(self, exchange: Exchange, message: Message, exclude: Queue | None = None) -> None:
         """Route a broker-made message (dead-lettering); no confirms, no returns."""
-        for queue in self.route(exchange, message):
+        queues = self.route(exchange, message)
+        message.routed()
+        for queue in queues:
             if queue is not exclude:
                 queue.enqueue(message, None, 0)
 
@@ -143,13 +187,13 @@ class VirtualHost:
             return 0
         queue.deleted = True
         self.queues.pop(queue.name, None)
-        self.expiring.discard(queue)
-        for exchange in list(self.exchanges.values()):
-            if exchange.unbind_destination(queue):
-                self.maybe_auto_delete(exchange)
+        owner = queue.exclusive_owner
+        if owner is not None:
+            owner.exclusive_queues.pop(queue, None)
+        self._unbind_all(queue)
         count = queue.purge()
-        for consumer in list(queue.consumers):
-            queue.consumers.remove(consumer)
+        queue.timers.stop()
+        for consumer in queue.consumers.take_all():
             consumer.channel.consumer_cancelled(consumer)
         if queue.store_key and queue.persist is not None:
             queue.persist.queue_deleted(queue)
@@ -159,25 +203,20 @@ class VirtualHost:
 
     def delete_exchange(self, exchange: Exchange) -> None:
         """Delete ``exchange`` and every binding to or from it."""
-        self.exchanges.pop(exchange.name, None)
+        if self.exchanges.get(exchange.name) is not exchange:
+            return
+        del self.exchanges[exchange.name]
         if exchange.durable:
             self.durable_changed()
-        for other in list(self.exchanges.values()):
-            if other.unbind_destination(exchange):
-                self.maybe_auto_delete(other)
+        for destination in exchange.destinations():
+            sources = self._sources.get(destination)
+            if sources is not None:
+                sources.pop(exchange, None)
+                if not sources:
+                    del self._sources[destination]
+        self._unbind_all(exchange)
 
     def maybe_auto_delete(self, exchange: Exchange) -> None:
         """An auto-delete exchange goes with its last binding."""
         if exchange.auto_delete and not exchange.has_bindings() and exchange.name in self.exchanges:
             self.delete_exchange(exchange)
-
-    def tick(self, now: float) -> None:
-        """Timers: message TTL at queue heads and ``x-expires`` of unused queues."""
-        for queue in list(self.expiring):
-            queue.expire(now)
-            if not queue.ready:
-                self.expiring.discard(queue)
-        for queue in [q for q in self.queues.values() if q.expires is not None]:
-            expires = queue.expires or 0
-            if not queue.consumers and now - queue.last_used >= expires / 1000:
-                self.delete_queue(queue)

@@ -26,9 +26,10 @@ class FakeClock:
 
 
 def make_core(**fields: Any) -> tuple[BrokerCore, FakeClock]:
-    """A broker core with a fake clock."""
+    """A broker core with a fake clock (and a processor clock that stands still: no fair-share
+    pauses but for the byte bound, unless a test installs a moving ``core.cpu_clock``)."""
     clock = FakeClock()
-    return BrokerCore(BrokerConfig(**fields), clock=clock), clock
+    return BrokerCore(BrokerConfig(**fields), clock=clock, cpu_clock=FakeClock()), clock
 
 
 def parse(data: bytes) -> list[tuple[int, Any]]:
@@ -67,9 +68,15 @@ class Client:
         return self.turn()
 
     def turn(self) -> list[tuple[int, Any]]:
-        """End the event-loop turn (drain queues, flush confirms) and parse the output."""
+        """End the event-loop turn (drain queues, flush confirms) and parse the output; more turns
+        while a connection waits to parse the rest of what it was fed (its fair share per turn)."""
         self.core.run_turn()
-        return parse(self.conn.take_output())
+        out = self.conn.take_output()
+        while self.core.parked:
+            self.core.resume_parked()
+            self.core.run_turn()
+            out += self.conn.take_output()
+        return parse(out)
 
     def send(self, channel: int, *methods: Any) -> list[tuple[int, Any]]:
         """Send methods (pamqp objects) on ``channel``."""

@@ -138,19 +138,20 @@ async def test_disk_alarm_from_the_free_space_reading_blocks_and_releases_publis
             broker.check_disk()
             assert broker.status().alarms == ["disk"]
             assert "disk: 1,000,000 bytes free, limit 50,000,000" in str(broker.status())
-            # the first publish is read, then the connection is no longer read (RabbitMQ blocks after it)
+            # the connection is no longer read after the publish's first content frame (RabbitMQ's
+            # publish_received): the publish waits, its body unread
             first = asyncio.ensure_future(channel.default_exchange.publish(aio_pika.Message(b"1"), "disk-q"))
+            held = asyncio.ensure_future(channel.default_exchange.publish(aio_pika.Message(b"2"), "disk-q"))
             for _ in range(100):
                 if any(c.state == "blocked" for c in broker.status().connections):
                     break
                 await asyncio.sleep(0.02)
             assert [c.state for c in broker.status().connections] == ["blocked"]
-            await asyncio.wait_for(first, 5)
-            held = asyncio.ensure_future(channel.default_exchange.publish(aio_pika.Message(b"2"), "disk-q"))
-            done, _ = await asyncio.wait([held], timeout=0.3)
-            assert not done, "a publish under the disk alarm waits"
+            done, _ = await asyncio.wait([first, held], timeout=0.3)
+            assert not done, "publishes under the disk alarm wait"
+            assert broker.status().queues[0].messages_ready == 0
             free["bytes"] = 10**9  # the periodic check sees the space come back
-            await asyncio.wait_for(held, 5)
+            await asyncio.wait_for(asyncio.gather(first, held), 5)
             assert broker.status().alarms == []
             assert (await queue.get(timeout=5)).body == b"1"
             assert (await queue.get(timeout=5)).body == b"2"

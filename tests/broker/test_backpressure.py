@@ -83,3 +83,26 @@ async def test_watermark_blocks_a_fast_publisher_and_bounds_memory() -> None:
             assert broker.status().alarms == []
             # unblocked; it may still show "flow" for a moment after the burst (credit, not the alarm)
             assert [c.state for c in broker.status().connections] in (["running"], ["flow"])
+
+
+async def test_a_connection_parsed_in_shares_reads_again_when_it_caught_up() -> None:
+    """A client that sends more than one turn's share of frames that need no answer (publishes nobody
+    receives) and then, later, a request: the broker must read the socket again after the last share."""
+    from pamqp import body, commands, frame, header
+
+    from tests.raw_amqp import RawAmqp
+
+    async with Broker(port=0) as broker:
+        raw = await RawAmqp.open(broker.url, channel=1)
+        try:
+            one = (
+                frame.marshal(commands.Basic.Publish(exchange="amq.fanout", routing_key="k"), 1)
+                + frame.marshal(header.ContentHeader(0, 1000, commands.Basic.Properties()), 1)
+                + frame.marshal(body.ContentBody(b"x" * 1000), 1)
+            )
+            raw.send_bytes(one * 1000)  # 1 MB: several turns' shares, no answer expected
+            await asyncio.sleep(0.5)
+            raw.send(1, commands.Basic.Qos(prefetch_count=1))
+            await raw.expect(commands.Basic.QosOk)
+        finally:
+            await raw.close()

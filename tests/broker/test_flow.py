@@ -62,12 +62,13 @@ def test_memory_alarm_blocks_publishers_not_consumers() -> None:
     assert not publisher.conn.reading
     states = sorted(s.state for s in core.status().connections)
     assert states == ["blocked", "running"]
-    # the consumer still gets the one publish that was read before blocking
-    assert names(consumer.turn()) == ["Basic.Deliver", "ContentHeader", "ContentBody"]
+    # blocked at the first publish's content header (RabbitMQ's publish_received): nothing was queued
+    assert names(consumer.turn()) == []
+    assert consumer.send(1, commands.Basic.Qos(prefetch_count=5))[-1][1].name == "Basic.QosOk"
     core.set_memory_alarm(False)
     assert names(publisher.turn()) == ["Connection.Unblocked"]
     assert publisher.conn.reading
-    assert names(consumer.turn()) == ["Basic.Deliver", "ContentHeader", "ContentBody"] * 2
+    assert names(consumer.turn()) == ["Basic.Deliver", "ContentHeader", "ContentBody"] * 3
 
 
 def test_watermark_in_bytes_raises_and_clears_the_alarm() -> None:
