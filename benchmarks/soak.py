@@ -50,14 +50,14 @@ def _table(kind: str, concurrency: int, rows: list[Interval]) -> str:
     lines = [
         f"{kind}, {concurrency} in flight",
         "| minute | calls | failed | caller links lost | server reconnects | p50 ms | p99 ms "
-        "| caller MiB | server MiB |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| caller MiB | server MiB | server's duplicate window |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         lines.append(
             f"| {row.index} | {row.calls:,} | {sum(row.failed.values())} | {row.caller_links_lost} | "
             f"{row.server_reconnects} | {row.p50_ms} | {row.p99_ms} | {row.caller_rss_mib:.1f} | "
-            f"{row.server_rss_mib:.1f} |"
+            f"{row.server_rss_mib:.1f} | {'-' if row.server_window is None else f'{row.server_window:,}'} |"
         )
     return "\n".join(lines)
 

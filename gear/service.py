@@ -396,7 +396,7 @@ class Service:
     @property
     def stats(self) -> dict[str, int]:
         """Counters: late replies, returns, republishes, expired, cancelled and duplicate requests,
-        duplicate-window evictions, requests left for requeue at stop, reconnects, and (with
+        duplicate-window evictions and entries held, requests left for requeue at stop, reconnects, and (with
         ``quorum``) dead letters this instance was told of and error replies it sent for them."""
         return {
             "late_replies": self._router.late_replies,
@@ -406,6 +406,7 @@ class Service:
             "cancelled": self._dispatcher.cancelled,
             "duplicates": self._dispatcher.duplicates,
             "duplicate_window_evicted": self._dispatcher.window.evicted,
+            "duplicate_window": len(self._dispatcher.window),
             "held_at_stop": self._dispatcher.held,
             "nacks": self._publisher.nacks,
             "reconnects": self._connector.reconnects,
@@ -572,6 +573,7 @@ class Service:
             "uptime_s": round(time.time() - self._started_at, 3),
             "methods": sorted(m for m in self._dispatcher.handlers if m != PING_METHOD),
             "handlers_in_flight": self._dispatcher.in_flight,
+            "duplicate_window": len(self._dispatcher.window),
             "reconnects": self._connector.reconnects,
             "failbacks": self._connector.failbacks,
             "state": self._connector.state.value,

@@ -56,6 +56,9 @@ class Interval:
     """Reconnects the server made since the start (cumulative; from its ``gear.ping``)."""
     caller_rss_mib: float | None = None
     server_rss_mib: float | None = None
+    server_window: int | None = None
+    """Request ids the server's duplicate window holds (each until its call's deadline: a window
+    grows with the call rate up to its bound, and the server's memory with it)."""
 
 
 def resident_mib(pid: int) -> float | None:
@@ -129,8 +132,9 @@ async def _call(url: str, type_: str, concurrency: int, seconds: float, interval
             try:
                 server = await client.rpc.call(address, _PING, timeout=5)
                 reconnects: int | None = int(server["reconnects"])
+                window: int | None = int(server["duplicate_window"])
             except gear.GearError:
-                reconnects = None
+                reconnects = window = None
             row = Interval(
                 index=index,
                 seconds=round(loop.time() - started, 3),
@@ -142,6 +146,7 @@ async def _call(url: str, type_: str, concurrency: int, seconds: float, interval
                 server_reconnects=reconnects,
                 caller_rss_mib=resident_mib(os.getpid()),
                 server_rss_mib=resident_mib(server_pid),
+                server_window=window,
             )
             print(json.dumps(asdict(row)), flush=True)
         await asyncio.gather(*workers)

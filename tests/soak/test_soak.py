@@ -17,12 +17,16 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from gear.duplicates import DuplicateWindow
 from gear.testing.soak import Interval, soak
 from tests.backends import RabbitMQ
 
 SECONDS = float(os.environ.get("GEAR_SOAK_SECONDS", "60"))
 INTERVAL = 10.0
 CONCURRENCY = (1, 16, 256)
+_WINDOW_ENTRY_BYTES = 512
+"""Memory per duplicate-window entry, with room for the allocator (tracemalloc measures ~290 bytes:
+a request id, its expiry and a 100-byte cached reply)."""
 _READY = re.compile(r"gear broker ready at amqp://[^@]+@127\.0\.0\.1:(\d+)/")
 
 pytestmark = [pytest.mark.soak, pytest.mark.timeout(SECONDS + 240)]
@@ -69,10 +73,24 @@ def _check(results: dict[int, list[Interval]]) -> None:
         assert last.server_reconnects == 0, (
             f"{where}: the server reconnected {last.server_reconnects} time(s)"
         )
-        for side in ("caller_rss_mib", "server_rss_mib"):
-            warm = getattr(intervals[1], side)  # after the first interval: imports, pools and buffers grown
-            end = max(getattr(i, side) for i in intervals[2:])
-            assert end <= warm * 1.10 + 4, f"{where}: {side} grew from {warm:.1f} to {end:.1f} MiB"
+        warm = intervals[1]  # after the first interval: imports, pools and buffers grown
+        later = intervals[2:]
+        caller_end = max(i.caller_rss_mib or 0.0 for i in later)
+        assert caller_end <= (warm.caller_rss_mib or 0.0) * 1.10 + 4, (
+            f"{where}: the caller's memory grew from {warm.caller_rss_mib:.1f} to {caller_end:.1f} MiB"
+        )
+        # The server's duplicate window holds each request id until its call's deadline (30 s by
+        # default), so it fills with the call rate up to its bound: memory it explains is not a leak.
+        windows = [i.server_window or 0 for i in intervals]
+        assert None not in [i.server_window for i in intervals], f"{where}: a ping went unanswered"
+        assert max(windows) <= DuplicateWindow().max_entries, (where, windows)
+        window_growth = max(0, max(windows[2:]) - windows[1])
+        allowed = (warm.server_rss_mib or 0.0) * 1.10 + 4 + window_growth * _WINDOW_ENTRY_BYTES / 2**20
+        server_end = max(i.server_rss_mib or 0.0 for i in later)
+        assert server_end <= allowed, (
+            f"{where}: the server's memory grew from {warm.server_rss_mib:.1f} to {server_end:.1f} MiB, "
+            f"more than its duplicate window explains ({warm.server_window} -> {windows} entries)"
+        )
 
 
 def test_steady_load_on_the_reference_broker(reference_url: str) -> None:
