@@ -151,10 +151,16 @@ async def test_crossing_channel_closes_are_answered_and_the_connection_lives(bro
 async def test_a_delivery_unacked_past_x_consumer_timeout(broker: BrokerHandle) -> None:
     """RabbitMQ 4.0-4.2 (and the reference broker) close the channel with 406 when a delivery stays
     unacknowledged past the queue's x-consumer-timeout; 3.x knows only the broker-wide
-    consumer_timeout (30 minutes), so on RabbitMQ 3.10 nothing happens."""
+    consumer_timeout (30 minutes), so on RabbitMQ 3.10 nothing happens; 4.3 refuses the argument on
+    a classic queue (406 at the declare: set the timeout by policy there)."""
     raw = await RawAmqp.open(broker.url, channel=1)
     try:
         raw.send(1, commands.Queue.Declare(queue="", exclusive=True, arguments={"x-consumer-timeout": 500}))
+        if not broker.is_reference and broker.semantics >= (4, 3):
+            close = await raw.expect(commands.Channel.Close)
+            assert close.reply_code == 406
+            assert "invalid arg 'x-consumer-timeout'" in str(close.reply_text)
+            return
         queue = str((await raw.expect(commands.Queue.DeclareOk)).queue)
         raw.publish(1, "", queue, b"held")
         raw.send(1, commands.Basic.Consume(queue=queue, consumer_tag="slow"))
