@@ -16,8 +16,9 @@ The rules (docs/development.md, "Writing the docs", says the same for writers):
 * A ``text`` block after ``<!-- output ... -->`` is what the block before it prints: the python
   program's output blocks, joined, are exactly its standard output; a bash block's output must hold
   each line of its block in order (``...`` matches anything, runs of spaces match any space).
-* The docs use port 5680 for a reference broker they start and 8080 for WEB's HTTP; a test runs each
-  page with free ports in their place, so runs side by side never meet. Nothing else is changed.
+* The docs use ports 5680 and 5681 for reference brokers they start, 8080 for HTTP and 9464 for
+  metrics; a test runs each page with free ports in their place, so runs side by side never meet.
+  Nothing else is changed.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PORTS = (5680, 8080)
+PORTS = (5680, 5681, 8080, 9464)
 """The fixed ports the docs use, replaced by free ones when a test runs a page."""
 RUN_LANGUAGES = ("python", "bash")
 
