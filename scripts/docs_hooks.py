@@ -9,7 +9,8 @@ with the code:
   default and the attribute docstring below it in ``gear/settings.py``;
 * ``<!-- gen:cli-env -->``: the environment variables the CLI's options read (``gear broker``'s own);
 * ``<!-- gen:exit-codes -->``: the exit-code table of ``gear --help``;
-* ``<!-- gen:exceptions -->``: every exception of ``gear.errors``, its bases and its CLI exit code.
+* ``<!-- gen:exceptions -->``: every exception of ``gear.errors``, its bases and its CLI exit code;
+* ``<!-- gen:exception-tree -->``: the tree drawn in ``gear.errors``' docstring.
 
 ``python scripts/docs_hooks.py NAME`` prints one part (``cli``, ``settings``...), to look at it
 without building the site.
@@ -21,6 +22,7 @@ import ast
 import inspect
 import re
 import sys
+import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -194,7 +196,17 @@ def exceptions() -> str:
     return "\n".join(rows) + "\n"
 
 
+def exception_tree() -> str:
+    """The ``::`` block of ``gear.errors``' docstring, as a text block."""
+    import gear.errors
+
+    doc = inspect.getdoc(gear.errors) or ""
+    tree = doc.split("::", 1)[1].split("\n\n")[1]
+    return f"```text\n{textwrap.dedent(tree)}\n```\n"
+
+
 GENERATORS: dict[str, Callable[[], str]] = {
+    "exception-tree": exception_tree,
     "cli": cli,
     "settings": settings,
     "cli-env": cli_env,
