@@ -24,6 +24,7 @@ The rules (docs/development.md, "Writing the docs", says the same for writers):
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import re
 import shlex
@@ -35,6 +36,7 @@ import textwrap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[2]
 PORTS = (5680, 5681, 8080, 9464)
@@ -328,3 +330,13 @@ class Page:
 def pages() -> list[Path]:
     """Every Markdown file whose blocks the tests run: README.md and docs/**/*.md."""
     return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def load_script(path: Path) -> ModuleType:
+    """Import a script of ``benchmarks/`` or ``scripts/`` (folders that are no package) by its path."""
+    spec = importlib.util.spec_from_file_location(f"_docs_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module

@@ -3,26 +3,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
-import sys
 from pathlib import Path
-from types import ModuleType
 
-from tests.docs._blocks import ROOT
-
-
-def _load(path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"_docs_{path.stem}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+from tests.docs._blocks import ROOT, load_script
 
 
 def test_every_benchmark_block_has_one_home_in_the_docs() -> None:
-    bench = _load(ROOT / "benchmarks" / "all.py")
+    bench = load_script(ROOT / "benchmarks" / "all.py")
     names = ["machine", *(b.name for b in bench.BENCHMARKS)]
     homes = {
         name: [p.name for p in bench.PAGES if f"<!-- bench:{name} -->" in p.read_text()] for name in names
@@ -32,7 +20,7 @@ def test_every_benchmark_block_has_one_home_in_the_docs() -> None:
 
 
 def test_write_blocks_replaces_only_between_the_markers(tmp_path: Path) -> None:
-    bench = _load(ROOT / "benchmarks" / "all.py")
+    bench = load_script(ROOT / "benchmarks" / "all.py")
     page = tmp_path / "benchmarks.md"
     shutil.copy(ROOT / "docs" / "benchmarks.md", page)
     before = page.read_text()
@@ -45,7 +33,7 @@ def test_write_blocks_replaces_only_between_the_markers(tmp_path: Path) -> None:
 
 
 def test_the_platform_table_is_written_into_its_page(tmp_path: Path) -> None:
-    platforms = _load(ROOT / "scripts" / "platforms.py")
+    platforms = load_script(ROOT / "scripts" / "platforms.py")
     assert platforms.PAGE == ROOT / "docs" / "reference" / "platforms.md"
     page = tmp_path / "platforms.md"
     shutil.copy(platforms.PAGE, page)
