@@ -11,11 +11,12 @@ The output starts with the machine: date (UTC), cores, load average, Python, the
 reference broker versions.
 
 The docs mark every generated block with a pair of comments, ``<!-- bench:NAME -->`` and
-``<!-- /bench:NAME -->`` (most are in ``docs/benchmarks.md``); ``--write-docs`` (or its old name,
+``<!-- /bench:NAME -->`` (all in ``docs/benchmarks.md`` today); ``--write-docs`` (or its old name,
 ``--write-readme``) replaces what lies between them, in whichever page of ``docs/`` (or README.md)
-holds them: the command that produced it, then its output. Everything else is left alone. Benchmarks that need something this
-machine may lack are skipped with the reason: the pipeline needs PySpark and Java; ``faults.py`` and
-``cluster.py`` need a disposable broker or a 3-node cluster and are run by hand.
+holds them: the command that produced it, then its output. Everything else is left alone.
+Benchmarks that need something this machine may lack are skipped with the reason: the pipeline
+needs PySpark and Java; ``faults.py`` and ``cluster.py`` need a disposable broker or a 3-node
+cluster and are run by hand.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import itertools
 import re
 import sys
 import textwrap
@@ -89,7 +90,7 @@ def _attribute_docs(cls: type) -> dict[str, str]:
     tree = ast.parse(inspect.getsource(cls))
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs = {}
-    for node, after in zip(body, body[1:], strict=False):
+    for node, after in itertools.pairwise(body):
         if (
             isinstance(node, ast.AnnAssign)
             and isinstance(node.target, ast.Name)

@@ -214,11 +214,13 @@ class Page:
                     if previous is None:
                         raise DocsError(f"{block.where}: an output block with no block before it")
                     if previous.language == "python" and previous.title:
-                        raise DocsError(f"{block.where}: a file block prints nothing; show a command's output")
+                        raise DocsError(
+                            f"{block.where}: a file block prints nothing; show a command's output"
+                        )
                     if previous.language == "python":
                         printed.append(block.body)
                     else:
-                        expect_lines(block.body, bash_output, block.where)
+                        expect_lines(self._ported(block.body), bash_output, block.where)
                     continue
                 if not block.runs:
                     continue
@@ -302,13 +304,20 @@ class Page:
         log = self.folder / f"_background_{len(self.background)}.log"
         with log.open("wb") as out:
             proc = subprocess.Popen(
-                command, cwd=self.folder, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+                command,
+                cwd=self.folder,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         self.background.append((proc, log))
         deadline = time.monotonic() + 60
         while ready not in log.read_text(errors="replace"):
             if proc.poll() is not None:
-                raise DocsError(f"{block.where}: exited {proc.returncode} before {ready!r}:\n{log.read_text()}")
+                raise DocsError(
+                    f"{block.where}: exited {proc.returncode} before {ready!r}:\n{log.read_text()}"
+                )
             if time.monotonic() > deadline:
                 raise DocsError(f"{block.where}: no {ready!r} within 60 s:\n{log.read_text()}")
             time.sleep(0.1)
@@ -335,7 +344,8 @@ def pages() -> list[Path]:
 def load_script(path: Path) -> ModuleType:
     """Import a script of ``benchmarks/`` or ``scripts/`` (folders that are no package) by its path."""
     spec = importlib.util.spec_from_file_location(f"_docs_{path.stem}", path)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up
     spec.loader.exec_module(module)

@@ -24,12 +24,18 @@ def test_write_blocks_replaces_only_between_the_markers(tmp_path: Path) -> None:
     page = tmp_path / "benchmarks.md"
     shutil.copy(ROOT / "docs" / "benchmarks.md", page)
     before = page.read_text()
-    missing = bench.write_blocks({"dispatch": "`python benchmarks/dispatch.py` (new):\n\nNEW", "nope": "x"}, [page])
+    missing = bench.write_blocks(
+        {"dispatch": "`python benchmarks/dispatch.py` (new):\n\nNEW", "nope": "x"}, [page]
+    )
     after = page.read_text()
     assert missing == ["nope"]
-    assert "<!-- bench:dispatch -->\n`python benchmarks/dispatch.py` (new):\n\nNEW\n<!-- /bench:dispatch -->" in after
+    assert (
+        "<!-- bench:dispatch -->\n`python benchmarks/dispatch.py` (new):\n\nNEW\n<!-- /bench:dispatch -->"
+        in after
+    )
     head, tail = before.split("<!-- bench:dispatch -->")[0], before.split("<!-- /bench:dispatch -->")[1]
-    assert after.startswith(head) and after.endswith(tail)
+    assert after.startswith(head)
+    assert after.endswith(tail)
 
 
 def test_the_platform_table_is_written_into_its_page(tmp_path: Path) -> None:

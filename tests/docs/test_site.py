@@ -32,7 +32,13 @@ def test_every_page_is_in_the_navigation() -> None:
 def test_the_reference_names_every_command_and_variable(built_site: tuple[Path, float, str]) -> None:
     site, _, _ = built_site
     cli = (site / "reference" / "cli.html").read_text()
-    for command in ("gear serve", "gear broker", "gear send stateless", "gear traces analyze", "gear contract diff"):
+    for command in (
+        "gear serve",
+        "gear broker",
+        "gear send stateless",
+        "gear traces analyze",
+        "gear contract diff",
+    ):
         assert f"{command} --help" in cli
     settings = (site / "reference" / "settings.html").read_text()
     used = set()
@@ -47,7 +53,8 @@ def test_the_reference_names_every_command_and_variable(built_site: tuple[Path, 
 def test_the_generators_render_without_a_build() -> None:
     """The hook replaces marker lines only, and a misspelt marker fails the build."""
     text = docs_hooks.render("before\n<!-- gen:exit-codes -->\nafter\n")
-    assert text.startswith("before\n| code | name | meaning |") and text.endswith("\nafter\n")
+    assert text.startswith("before\n| code | name | meaning |")
+    assert text.endswith("\nafter\n")
     assert "| 11 | `BREAKING` |" in text
     with pytest.raises(KeyError):
         docs_hooks.render("<!-- gen:nothing -->\n")
