@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ("GENERATORS", "on_page_markdown", "render")
+__all__ = ("GENERATORS", "on_page_content", "on_page_markdown", "render")
 
 ROOT = Path(__file__).resolve().parents[1]
 _MARKER = re.compile(r"^<!-- gen:(?P<name>[\w-]+) -->$", re.M)
@@ -122,7 +122,7 @@ def settings() -> str:
 
     prefix = Settings.model_config.get("env_prefix", "")
     docs = _attribute_docs(Settings)
-    rows = ["| variable | field | type | default | meaning |", "|---|---|---|---|---|"]
+    rows = ["| variable (field) | type | default | meaning |", "|---|---|---|---|"]
     for name, field in Settings.model_fields.items():
         if field.default_factory is not None:
             default = "computed"
@@ -134,9 +134,9 @@ def settings() -> str:
             default = f"`{field.default!r}`"
         if name not in docs:
             raise RuntimeError(f"Settings.{name} has no docstring: write one below it in gear/settings.py")
+        kinds = " \\| ".join(f"`{part.strip()}`" for part in _type_name(field.annotation).split("|"))
         rows.append(
-            f"| `{prefix}{name.upper()}` | `{name}` | `{_cell(_type_name(field.annotation))}` "
-            f"| {_cell(default)} | {_cell(docs[name])} |"
+            f"| `{prefix}{name.upper()}`<br>(`{name}`) | {kinds} | {_cell(default)} | {_cell(docs[name])} |"
         )
     return "\n".join(rows) + "\n"
 
@@ -228,6 +228,19 @@ def render(markdown: str) -> str:
 def on_page_markdown(markdown: str, **_: Any) -> str:
     """MkDocs' hook: fill the page's markers."""
     return render(markdown)
+
+
+_ROLE = re.compile(r":(?:class|meth|func|attr|mod|data|exc|obj):<code>(~?)([^<]*)</code>")
+
+
+def _role(match: re.Match[str]) -> str:
+    name = match.group(2).rsplit(".", 1)[-1] if match.group(1) else match.group(2)
+    return f"<code>{name}</code>"
+
+
+def on_page_content(html: str, **_: Any) -> str:
+    """MkDocs' hook: the docstrings' Sphinx roles (``:class:`Settings```) as plain code."""
+    return _ROLE.sub(_role, html)
 
 
 if __name__ == "__main__":
