@@ -7,7 +7,8 @@ import re
 from tests.docs._blocks import ROOT
 
 README = ROOT / "README.md"
-TEST_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' && .venv/bin/python -m pytest"  # .ci/run runs this line verbatim
+TEST_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' && .venv/bin/python -m pytest"
+"""The test command, as .ci/run runs it verbatim."""
 DEMO_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -q -e . && .venv/bin/gear demo"
 
 
