@@ -239,8 +239,9 @@ def _role(match: re.Match[str]) -> str:
 
 
 def on_page_content(html: str, **_: Any) -> str:
-    """MkDocs' hook: the docstrings' Sphinx roles (``:class:`Settings```) as plain code."""
-    return _ROLE.sub(_role, html)
+    """MkDocs' hook: the docstrings' Sphinx roles (``:class:`Settings```) as plain code, and their
+    ``::`` before a literal block (already a code block in Markdown) as one colon."""
+    return _ROLE.sub(_role, html).replace("::</p>", ":</p>")
 
 
 if __name__ == "__main__":
