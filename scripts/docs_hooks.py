@@ -203,7 +203,7 @@ def exception_tree() -> str:
 
     doc = inspect.getdoc(gear.errors) or ""
     tree = doc.split("::", 1)[1].split("\n\n")[1]
-    return f"```text\n{textwrap.dedent(tree)}\n```\n"
+    return f"```text\n{textwrap.dedent(tree).replace('``', '')}\n```\n"
 
 
 GENERATORS: dict[str, Callable[[], str]] = {
