@@ -1,20 +1,22 @@
-"""Run every benchmark the README quotes and print its tables; optionally rewrite the README's blocks.
+"""Run every benchmark the docs quote and print its tables; optionally rewrite the docs' blocks.
 
     python benchmarks/all.py --quick                    # a few minutes of load; prints the tables
     python benchmarks/all.py                            # the full settings (much longer)
-    python benchmarks/all.py --quick --write-readme     # also replace the generated blocks in README.md
+    python benchmarks/all.py --quick --write-docs       # also replace the generated blocks in docs/
     python benchmarks/all.py --only rpc,broker          # a subset (--skip pipeline: all but that)
 
 Each benchmark runs as its own process (``python benchmarks/NAME.py ...``, so none shares an event
-loop or a warmed-up interpreter with another) and prints its table in the README's markdown format.
+loop or a warmed-up interpreter with another) and prints its table in the docs' markdown format.
 The output starts with the machine: date (UTC), cores, load average, Python, the RabbitMQ and
 reference broker versions.
 
-The README marks every generated block with a pair of comments, ``<!-- bench:NAME -->`` and
-``<!-- /bench:NAME -->``; ``--write-readme`` replaces what lies between them (the command that
-produced it, then its output) and leaves everything else alone. Benchmarks that need something this
-machine may lack are skipped with the reason: the pipeline needs PySpark and Java; ``faults.py`` and
-``cluster.py`` need a disposable broker or a 3-node cluster and are run by hand.
+The docs mark every generated block with a pair of comments, ``<!-- bench:NAME -->`` and
+``<!-- /bench:NAME -->`` (all in ``docs/benchmarks.md`` today); ``--write-docs`` (or its old name,
+``--write-readme``) replaces what lies between them, in whichever page of ``docs/`` (or README.md)
+holds them: the command that produced it, then its output. Everything else is left alone.
+Benchmarks that need something this machine may lack are skipped with the reason: the pipeline
+needs PySpark and Java; ``faults.py`` and ``cluster.py`` need a disposable broker or a 3-node
+cluster and are run by hand.
 """
 
 from __future__ import annotations
@@ -35,10 +37,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ("BENCHMARKS", "main", "replace_blocks")
+__all__ = ("BENCHMARKS", "PAGES", "main", "replace_blocks", "write_blocks")
 
 HERE = Path(__file__).resolve().parent
-README = HERE.parent / "README.md"
+ROOT = HERE.parent
+
+
+def _pages() -> list[Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+PAGES = _pages()
+"""The Markdown files whose ``bench:NAME`` blocks ``--write-docs`` replaces."""
 RABBITMQ = os.environ.get("GEAR_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
 
 
@@ -138,7 +148,7 @@ def _contracts(out: str) -> str:
 
 
 def _soak_summary(out: str) -> str:
-    """soak.py prints minute-by-minute tables, then one summary table: the README shows the summary."""
+    """soak.py prints minute-by-minute tables, then one summary table: the docs show the summary."""
     return out[out.rindex("| broker |") :].strip()
 
 
@@ -314,8 +324,23 @@ def replace_blocks(text: str, blocks: dict[str, str]) -> tuple[str, list[str]]:
     return text, missing
 
 
+def write_blocks(blocks: dict[str, str], pages: list[Path] | None = None) -> list[str]:
+    """Replace each block in whichever of ``pages`` (default :data:`PAGES`) holds its markers.
+
+    Returns the names no page has markers for.
+    """
+    found: set[str] = set()
+    for page in PAGES if pages is None else pages:
+        text = page.read_text()
+        new, missing = replace_blocks(text, blocks)
+        found |= set(blocks) - set(missing)
+        if new != text:
+            page.write_text(new)
+    return [name for name in blocks if name not in found]
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run, print, optionally rewrite the README; returns the exit status."""
+    """Run, print, optionally rewrite the docs' blocks; returns the exit status."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -324,7 +349,13 @@ def main(argv: list[str] | None = None) -> int:
         "--only", default="", help="comma-separated subset: " + ",".join(b.name for b in BENCHMARKS)
     )
     parser.add_argument("--skip", default="", help="comma-separated benchmarks to leave out")
-    parser.add_argument("--write-readme", action="store_true", help="replace the README's generated blocks")
+    parser.add_argument(
+        "--write-docs",
+        "--write-readme",
+        dest="write_docs",
+        action="store_true",
+        help="replace the generated blocks in docs/ (docs/benchmarks.md)",
+    )
     parser.add_argument("--url", default=RABBITMQ, help="RabbitMQ (the benchmarks' default URL)")
     args = parser.parse_args(argv)
     only = {x.strip() for x in args.only.split(",") if x.strip()}
@@ -349,11 +380,10 @@ def main(argv: list[str] | None = None) -> int:
         when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
         blocks[bench.name] = f"`{command}` ({when}):\n\n{block}"
         print(f"## {bench.name}\n\n{blocks[bench.name]}\n", flush=True)
-    if args.write_readme:
-        text, missing = replace_blocks(README.read_text(), blocks)
-        README.write_text(text)
+    if args.write_docs:
+        missing = write_blocks(blocks)
         if missing:
-            print(f"README has no block for: {', '.join(missing)}", file=sys.stderr)
+            print(f"no page in docs/ has a block for: {', '.join(missing)}", file=sys.stderr)
     return 1 if failed else 0
 
 

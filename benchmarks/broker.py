@@ -251,7 +251,7 @@ async def run(args: argparse.Namespace) -> dict[str, Figures]:
 
 
 def report(out: dict[str, Figures], args: argparse.Namespace) -> str:
-    """The table, in the README's format."""
+    """The table, in the docs' format (docs/benchmarks.md)."""
     lines = [
         f"publish -> consume, {args.pairs} publisher + {args.pairs} consumer processes, transient "
         f"{args.size} B messages, confirms in windows of 256, prefetch 512; median of {args.rounds} "

@@ -99,7 +99,7 @@ def measure(events: int, master: str, base: Path, conf: dict[str, str] | None = 
 
 
 def scale_table(results: list[dict[str, Any]]) -> str:
-    """The README's table: events, analysis seconds, events/s, seconds per million vs the first row."""
+    """The docs' table: events, analysis seconds, events/s, seconds per million vs the first row."""
     lines = [
         "| events | analysis s | analysis JVM CPU s | JVM start s | events/s | s per million (vs first) "
         "| load before/after | links = truth |",

@@ -425,7 +425,7 @@ async def run(url: str, rounds: int, seconds: float, peers: list[str], loop: str
 
 
 def report(results: Results, peers: list[str], rounds: int, loop: str = "asyncio") -> None:
-    """Print the results as the README's markdown table plus the Gear / peer ratios."""
+    """Print the results as the docs' markdown table plus the Gear / peer ratios."""
     busiest = 64 if 64 in CONCURRENCY else max(CONCURRENCY)
     print(
         f"\nRPC, {loop} event loop: median of {rounds} interleaved rounds, 100 B JSON payload, client and "

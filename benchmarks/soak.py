@@ -7,7 +7,7 @@ server process, three pairs at once), for ``--minutes`` (default 10) per broker:
 
 Prints one table per broker and concurrency, one row a minute: calls, failed calls, links lost by the
 caller and reconnects of the server (both since the start), p50/p99 latency, and both processes'
-resident memory; then a summary row per broker for the README.
+resident memory; then a summary row per broker for the docs (docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -260,8 +260,9 @@ class RPC:
         Raises:
             BadResultError: the result does not fit ``result_type``.
             ConfigurationError: pydantic cannot validate into ``result_type`` (before any I/O).
-            CallTimeoutError, UnroutableError, NotConfirmedError, PublishRefusedError,
-            PayloadTooLargeError, ConnectionLostError, RemoteError: as :meth:`call`.
+            GearError: as :meth:`call` (``CallTimeoutError``, ``UnroutableError``,
+                ``NotConfirmedError``, ``PublishRefusedError``, ``PayloadTooLargeError``,
+                ``ConnectionLostError``, ``RemoteError``).
         """
         result_adapter(result_type)  # a type pydantic cannot validate into fails before any I/O
         result = await self.call(address, method, payload, timeout=timeout)
@@ -283,8 +284,9 @@ class RPC:
         or an async function.
 
         Raises:
-            UnroutableError, NotConfirmedError, PublishRefusedError, PayloadTooLargeError,
-            ConnectionLostError, ConfigurationError: the request was not sent (as :meth:`call`).
+            GearError: the request was not sent, as :meth:`call` (``UnroutableError``,
+                ``NotConfirmedError``, ``PublishRefusedError``, ``PayloadTooLargeError``,
+                ``ConnectionLostError``, ``ConfigurationError``).
             CallTimeoutError: the deadline came before the broker confirmed it.
         """
         if result_type is not None:
@@ -316,8 +318,9 @@ class RPC:
         stateless caller). Returns the request id once the broker confirmed the request.
 
         Raises:
-            UnroutableError, NotConfirmedError, PublishRefusedError, PayloadTooLargeError,
-            ConnectionLostError, ConfigurationError: the request was not sent (as :meth:`call`).
+            GearError: the request was not sent, as :meth:`call` (``UnroutableError``,
+                ``NotConfirmedError``, ``PublishRefusedError``, ``PayloadTooLargeError``,
+                ``ConnectionLostError``, ``ConfigurationError``).
             CallTimeoutError: the deadline came before the broker confirmed it.
         """
         back = self._address(reply_to).routing_key

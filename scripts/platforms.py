@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""The README's platform table, from a CI log: which Python and RabbitMQ each step ran, and how it went.
+"""The docs' platform table, from a CI log: which Python and RabbitMQ each step ran, and how it went.
 
     bash .ci/run 2>&1 | tee ci.log
     python3 scripts/platforms.py ci.log                  # print the table
-    python3 scripts/platforms.py ci.log --write-readme   # put it between the README's platform markers
+    python3 scripts/platforms.py ci.log --write-docs     # put it between the platform markers of
+                                                         # docs/reference/platforms.md
 
 Each step of ``.ci/run`` starts with ``== NAME`` and ends with ``== NAME: N s (exit S; ...)``. Inside a
 step, pytest's header names the Python (``platform linux -- Python 3.12.1``), the summary line gives
@@ -20,9 +21,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ("Step", "read_steps", "table")
+__all__ = ("PAGE", "Step", "read_steps", "table", "write_docs")
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "platforms.md"
+"""The page with the platform markers."""
 BEGIN, END = "<!-- platforms:begin -->", "<!-- platforms:end -->"
 
 _START = re.compile(r"^== (?P<name>.+?)$")
@@ -91,24 +93,30 @@ def table(steps: list[Step]) -> str:
     return "\n".join(rows)
 
 
-def write_readme(text: str, readme: Path = README) -> None:
-    """Replace what stands between the platform markers in ``readme``.
+def write_docs(text: str, page: Path = PAGE) -> None:
+    """Replace what stands between the platform markers in ``page``.
 
     Raises:
         SystemExit: if the markers are missing.
     """
-    content = readme.read_text()
+    content = page.read_text()
     if BEGIN not in content or END not in content:
-        raise SystemExit(f"{readme}: no {BEGIN} ... {END} markers")
+        raise SystemExit(f"{page}: no {BEGIN} ... {END} markers")
     head, rest = content.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
-    readme.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}")
+    page.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("log", type=Path, help="the output of `bash .ci/run`")
-    parser.add_argument("--write-readme", action="store_true", help="update README.md's platform table")
+    parser.add_argument(
+        "--write-docs",
+        "--write-readme",
+        dest="write_docs",
+        action="store_true",
+        help="update the platform table in docs/reference/platforms.md",
+    )
     args = parser.parse_args(argv)
     steps = read_steps(args.log.read_text(errors="replace"))
     if not steps:
@@ -116,8 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     text = table(steps)
     print(text)
-    if args.write_readme:
-        write_readme(text)
+    if args.write_docs:
+        write_docs(text)
     return 0
 
 

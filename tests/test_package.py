@@ -418,7 +418,12 @@ def test_every_install_hint_names_the_distribution() -> None:
     from gear.version import DISTRIBUTION
 
     assert tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["name"] == DISTRIBUTION
-    texts = [ROOT / "README.md", ROOT / "CHANGELOG.md", *(ROOT / "gear").rglob("*.py")]
+    texts = [
+        ROOT / "README.md",
+        ROOT / "CHANGELOG.md",
+        *(ROOT / "docs").rglob("*.md"),
+        *(ROOT / "gear").rglob("*.py"),
+    ]
     named = {
         f"{path.relative_to(ROOT)}: {match.group(0)}": match.group(1)
         for path in texts
