@@ -37,7 +37,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pamqp import commands, frame
 
-from gear.broker.fields import decode_table, encode_table
+from gear.wire.table import decode_table, encode_table
 from tests.broker._harness import CAPABILITIES, PROTOCOL_HEADER
 
 pytestmark = pytest.mark.slow
