@@ -259,13 +259,16 @@ class Connection:
                         return
                     continue
                 try:
-                    item = reader.next_frame()
+                    span = reader.next_span()
                 except FrameError as error:
                     raise AMQPError(error.code, error.text) from error
-                if item is None:
+                if span is None:
                     return
-                ftype, channel_id, payload = item
-                handed += len(payload) + 8
+                ftype, channel_id, start, end = span
+                payload = reader.buffer[start:end]
+                if type(payload) is not bytes:
+                    payload = bytes(payload)  # bodies are kept: immutable bytes
+                handed += end - start + 8
                 if self.state == "closing":
                     self._closing_frame(ftype, channel_id, payload)
                     continue
