@@ -43,6 +43,8 @@ class Wire:
         self.reader = reader
         self.writer = writer
         self.frame_max = 131072
+        self._buf = bytearray()
+        self._pos = 0
 
     @classmethod
     async def open(cls, url: str, *, channel: bool = True, capabilities: bool = True) -> Wire:
@@ -92,13 +94,29 @@ class Wire:
         await self.writer.drain()
 
     async def _frame(self, within: float) -> tuple[int, int, bytes]:
-        try:
-            head = await asyncio.wait_for(self.reader.readexactly(7), within)
-            kind, channel, size = _HEAD.unpack(head)
-            rest = await asyncio.wait_for(self.reader.readexactly(size + 1), within)
-        except (asyncio.IncompleteReadError, ConnectionError) as exc:
-            raise ServerClosedError("the broker closed the socket") from exc
-        return kind, channel, head + rest
+        """The next whole frame (header and end octet included). Frames are cut from a buffer that
+        is read in large chunks, waiting (up to ``within`` per read) only when no whole frame is
+        buffered: the client's reading costs little beside what a broker spends per frame."""
+        buf = self._buf
+        while True:
+            pos = self._pos
+            if len(buf) - pos >= 7:
+                kind, channel, size = _HEAD.unpack_from(buf, pos)
+                end = pos + 8 + size
+                if len(buf) >= end:
+                    data = bytes(buf[pos:end])
+                    self._pos = end
+                    if end >= 1 << 20:  # drop what was handed out, now and then
+                        del buf[:end]
+                        self._pos = 0
+                    return kind, channel, data
+            try:
+                chunk = await asyncio.wait_for(self.reader.read(1 << 16), within)
+            except ConnectionError as exc:
+                raise ServerClosedError("the broker closed the socket") from exc
+            if not chunk:
+                raise ServerClosedError("the broker closed the socket")
+            buf += chunk
 
     async def read(self, within: float = WAIT) -> tuple[int, Any]:
         """The next frame as ``(channel, pamqp object)``; heartbeats included."""

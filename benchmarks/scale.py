@@ -11,12 +11,14 @@ reference broker side by side.
   broker runs in a child process and its resident set size is read from ``/proc``.
 
 * **Consumers per queue.** One connection adds ``--consumers`` consumers to one queue (pipelined
-  ``basic.consume``, tags ``c0..``): the time to add them, the broker's CPU while they sit idle, its
+  ``basic.consume``, tags ``c0..``): the time to add them and the broker's CPU for that (the steady
+  figure on a shared machine, where the wall time stretches), the broker's CPU while they sit idle, its
   memory per consumer, and the time from ``connection.close`` to ``close-ok`` (all of them released),
   with the longest round trip a second, healthy connection saw meanwhile.
 * **Queues per broker.** ``--queues`` queues with ``x-expires`` of an hour are declared (pipelined) and
-  left idle: the time to declare them, the broker's CPU while idle, its memory per queue, and the time
-  for a connection to open, declare an exclusive queue bound to ``amq.topic`` and close (median of 20).
+  left idle: the time to declare them and the broker's CPU for that, the broker's CPU while idle, its
+  memory per queue, and the time for a connection to open, declare an exclusive queue bound to
+  ``amq.topic`` and close (median of 20), with the broker's CPU for each among the queues.
 
 RabbitMQ is shared here, so it gets ``--rabbit-consumers`` and ``--rabbit-queues`` (its queues cost
 ~34 KiB each) and its idle CPU includes its other users'. ``--budget`` stops adding after that many
@@ -278,6 +280,7 @@ async def _idle_cpu(pid: int, seconds: float) -> float:
 class ConsumerFigures:
     added: int
     add_seconds: float
+    add_cpu: float
     idle_cpu: float
     bytes_each: float
     close_ms: float
@@ -295,14 +298,14 @@ async def consumers_on_one_queue(
     await wire.expect(commands.Queue.DeclareOk)
     await asyncio.sleep(1.0)
     before = await memory()
-    started = time.perf_counter()
+    started, cpu_before = time.perf_counter(), cpu_seconds(pid)
     added = 0
     while added < count and time.perf_counter() - started < budget:
         batch = min(1000, count - added)
         wire.send_raw(b"".join(_consume(queue, f"c{added + i}") for i in range(batch)))
         await wire.count(60, 21, batch, within=600)
         added += batch
-    add_seconds = time.perf_counter() - started
+    add_seconds, add_cpu = time.perf_counter() - started, cpu_seconds(pid) - cpu_before
     await asyncio.sleep(2.0)
     idle_cpu = await _idle_cpu(pid, idle)
     bytes_each = (await memory() - before) / added
@@ -319,17 +322,22 @@ async def consumers_on_one_queue(
     healthy.send(commands.Queue.Delete(queue=queue))
     await healthy.expect(commands.Queue.DeleteOk, within=600)
     await healthy.close()
-    return ConsumerFigures(added, add_seconds, idle_cpu, bytes_each, close_ms, stall_ms, added < count)
+    return ConsumerFigures(
+        added, add_seconds, add_cpu, idle_cpu, bytes_each, close_ms, stall_ms, added < count
+    )
 
 
 @dataclass
 class QueueFigures:
     added: int
     add_seconds: float
+    add_cpu: float
     idle_cpu: float
     bytes_each: float
     open_close_empty_ms: float
     open_close_ms: float
+    open_close_cpu_ms: float
+    """The broker's CPU per open/close among the queues (mean of the 20)."""
     stopped: bool
 
 
@@ -354,25 +362,29 @@ async def idle_queues(
     wire = await Wire.open(url)
     await asyncio.sleep(1.0)
     before = await memory()
-    started = time.perf_counter()
+    started, cpu_before = time.perf_counter(), cpu_seconds(pid)
     added = 0
     while added < count and time.perf_counter() - started < budget:
         batch = min(1000, count - added)
         wire.send_raw(b"".join(_declare(f"scale-q-{run}-{added + i}") for i in range(batch)))
         await wire.count(50, 11, batch, within=600)
         added += batch
-    add_seconds = time.perf_counter() - started
+    add_seconds, add_cpu = time.perf_counter() - started, cpu_seconds(pid) - cpu_before
     await asyncio.sleep(2.0)
     idle_cpu = await _idle_cpu(pid, idle)
     bytes_each = (await memory() - before) / added
+    cpu_before = cpu_seconds(pid)
     trips = [await _open_close(url) for _ in range(20)]
+    open_close_cpu = (cpu_seconds(pid) - cpu_before) / 20 * 1000
     for start in range(0, added, 1000):
         batch = min(1000, added - start)
         wire.send_raw(b"".join(_delete(f"scale-q-{run}-{start + i}") for i in range(batch)))
         await wire.count(50, 41, batch, within=600)
     await wire.close()
     among = statistics.median(trips)
-    return QueueFigures(added, add_seconds, idle_cpu, bytes_each, empty, among, added < count)
+    return QueueFigures(
+        added, add_seconds, add_cpu, idle_cpu, bytes_each, empty, among, open_close_cpu, added < count
+    )
 
 
 def _row(*cells: str) -> None:
@@ -381,6 +393,7 @@ def _row(*cells: str) -> None:
 
 async def objects(args: argparse.Namespace) -> None:
     """The consumers-per-queue and queues-per-broker tables, every broker side by side."""
+    print(f"cpus={os.cpu_count()}; load average {os.getloadavg()[0]:.1f} at start")
     rabbit_pid = rabbitmq_pid()
     ctl = args.ctl.split()
 
@@ -412,17 +425,19 @@ async def objects(args: argparse.Namespace) -> None:
             "broker",
             "consumers",
             "time to add (s)",
+            "broker CPU to add (s)",
             "idle CPU (% of a core)",
             "bytes per consumer",
             "close (ms)",
             "stall (ms)",
         )
-        print("|---|---:|---:|---:|---:|---:|---:|")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
         for kind, url, pid, memory, consumers, _ in brokers:
             c = await consumers_on_one_queue(url, pid, consumers, memory, args.idle, args.budget)
             added = f"{c.added:,}" + (f" (of {consumers:,}: budget {args.budget:g} s)" if c.stopped else "")
             print(
-                f"| {kind} | {added} | {c.add_seconds:.2f} | {c.idle_cpu:.2f} | {c.bytes_each:,.0f} | "
+                f"| {kind} | {added} | {c.add_seconds:.2f} | {c.add_cpu:.2f} | {c.idle_cpu:.2f} | "
+                f"{c.bytes_each:,.0f} | "
                 f"{c.close_ms:,.1f} | {c.stall_ms:,.1f} |",
                 flush=True,
             )
@@ -434,18 +449,21 @@ async def objects(args: argparse.Namespace) -> None:
             "broker",
             "queues",
             "time to declare (s)",
+            "broker CPU to declare (s)",
             "idle CPU (% of a core)",
             "bytes per queue",
             "open/close alone (ms)",
             "open/close among them (ms)",
+            "broker CPU per open/close among them (ms)",
         )
-        print("|---|---:|---:|---:|---:|---:|---:|")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for kind, url, pid, memory, _, queues in brokers:
             q = await idle_queues(url, pid, queues, memory, args.idle, args.budget)
             added = f"{q.added:,}" + (f" (of {queues:,}: budget {args.budget:g} s)" if q.stopped else "")
             print(
-                f"| {kind} | {added} | {q.add_seconds:.2f} | {q.idle_cpu:.2f} | {q.bytes_each:,.0f} | "
-                f"{q.open_close_empty_ms:.1f} | {q.open_close_ms:.1f} |",
+                f"| {kind} | {added} | {q.add_seconds:.2f} | {q.add_cpu:.2f} | {q.idle_cpu:.2f} | "
+                f"{q.bytes_each:,.0f} | {q.open_close_empty_ms:.1f} | {q.open_close_ms:.1f} | "
+                f"{q.open_close_cpu_ms:.1f} |",
                 flush=True,
             )
 

@@ -228,7 +228,7 @@ def test_the_calling_and_serving_sides_do_not_know_each_other() -> None:
 _LAYERS = {
     "tracing": (),
     "metrics": ("gear.tracing", "gear.eventloop", "gear.version"),
-    "broker": ("gear.redact", "gear.eventloop"),
+    "broker": ("gear.wire", "gear.redact", "gear.eventloop"),  # wire: the bottom layer both ends share
     "pipeline": ("gear.tracing",),
     "wire": (),
     "amqp": ("gear.wire",),

@@ -11,10 +11,11 @@ exchanges, queues and bindings and persistent messages in durable queues are kep
 are sent once fsynced (one fsync per event-loop turn), and bodies are paged to disk under memory
 pressure or for ``x-queue-mode: lazy`` queues.
 
-Layout: a sans-I/O core (``frames``, ``codec``, ``fields``, ``properties``, ``handshake``, ``access``,
-``connection``, ``channel``, ``delivery_timeout``, ``declare``, ``consume``, ``consumers``, ``exchange``,
-``queue``, ``expiry``, ``arguments``, ``message``, ``vhost``, ``credit``, ``alarms``, ``timers``, ``core``,
-``status``, ``persist``) driven by one asyncio shell (``server``, with ``tls``); ``definitions`` reads a
+Layout: a sans-I/O core (``codec``, ``properties``, ``handshake``, ``access``, ``connection``, ``channel``,
+``delivery_timeout``, ``declare``, ``consume``, ``consumers``, ``exchange``, ``queue``, ``expiry``,
+``arguments``, ``message``, ``vhost``, ``credit``, ``alarms``, ``timers``, ``core``, ``status``, ``persist``)
+on the wire layer it shares with the client (:mod:`gear.wire`: framing, field tables, reply codes),
+driven by one asyncio shell (``server``, with ``tls``); ``definitions`` reads a
 users file; ``store`` keeps the data directory (its file I/O in ``store.disk``).
 
 Hostile or careless clients cost only themselves: a publish's properties are checked when it arrives

@@ -6,7 +6,7 @@ encoded by hand: they are simple layouts, they are sent for every message, and p
 validation rejects exchange and queue names that RabbitMQ (and pika) accept. Content properties are kept
 as the raw bytes the publisher sent and forwarded verbatim (checked and decoded by
 :mod:`gear.broker.properties`). Client methods are decoded with the argument layouts pamqp declares and
-:mod:`gear.broker.fields`'s table decoder (linear in the bytes: pamqp's copies the rest of the frame per
+:mod:`gear.wire.table`'s decoder (linear in the bytes: pamqp's copies the rest of the frame per
 entry); ``basic.publish`` and ``basic.ack``, the hot ones, by hand.
 """
 
@@ -20,8 +20,8 @@ from pamqp import base, commands
 from pamqp import frame as pframe
 
 from gear.broker.errors import AMQPError
-from gear.broker.fields import FieldError, decode_table
-from gear.broker.frames import FRAME_BODY, FRAME_HEADER, FRAME_METHOD, frame
+from gear.wire.frames import FRAME_BODY, FRAME_HEADER, FRAME_METHOD, frame
+from gear.wire.table import FieldError, decode_table
 
 __all__ = (
     "PUBLISH_INDEX",
@@ -147,7 +147,7 @@ def _unmarshal(cls: type[base.Frame], payload: bytes) -> base.Frame:
     """Decode the arguments after the method index with the layout pamqp declares for ``cls``.
 
     pamqp's own decoder copies the rest of the frame for every table entry (quadratic); this one walks
-    offsets, and its tables are :mod:`gear.broker.fields`'s (bounded depth, RabbitMQ's types). Bytes
+    offsets, and its tables are :mod:`gear.wire.table`'s (bounded depth, RabbitMQ's types). Bytes
     after the last argument are ignored, as pamqp did.
     """
     layout = _layouts.get(cls)

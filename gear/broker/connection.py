@@ -63,15 +63,6 @@ from gear.broker.access import Grants, LoginRefusedError
 from gear.broker.channel import Channel, ChannelLimits
 from gear.broker.codec import decode_method, encode_method, method_id_of
 from gear.broker.errors import AMQPError
-from gear.broker.frames import (
-    FRAME_BODY,
-    FRAME_HEADER,
-    FRAME_HEARTBEAT,
-    FRAME_METHOD,
-    HEARTBEAT_FRAME,
-    PROTOCOL_HEADER,
-    FrameReader,
-)
 from gear.broker.handshake import (
     ACCEPTED_HEADERS,
     BadResponseError,
@@ -82,6 +73,16 @@ from gear.broker.handshake import (
 )
 from gear.broker.status import ConnectionStatus
 from gear.broker.timers import Timer
+from gear.wire.frames import (
+    FRAME_BODY,
+    FRAME_HEADER,
+    FRAME_HEARTBEAT,
+    FRAME_METHOD,
+    HEARTBEAT_FRAME,
+    PROTOCOL_HEADER,
+    FrameError,
+    FrameReader,
+)
 
 if TYPE_CHECKING:
     from gear.broker.core import BrokerCore
@@ -239,15 +240,14 @@ class Connection:
         reader = self._reader
         clock = self.core.cpu_clock
         started = clock()
-        byte_share_ends = reader.handed_out + FAIR_SHARE_BYTES
-        check_at = reader.handed_out + _CHECK_BYTES
+        handed = 0  # frame bytes handed out this turn
+        check_at = _CHECK_BYTES
         frames = 0
         while self.reading:
             frames += 1
-            if frames >= _CHECK_FRAMES or reader.handed_out >= check_at:
-                handed = reader.handed_out
+            if frames >= _CHECK_FRAMES or handed >= check_at:
                 frames, check_at = 0, handed + _CHECK_BYTES
-                used_up = handed >= byte_share_ends or clock() - started >= FAIR_SHARE_SECONDS
+                used_up = handed >= FAIR_SHARE_BYTES or clock() - started >= FAIR_SHARE_SECONDS
                 if used_up and reader.buffered:
                     self.parked = True
                     self.core.resume_next_turn(self)
@@ -258,10 +258,17 @@ class Connection:
                     if not self._header():
                         return
                     continue
-                item = reader.next_frame()
-                if item is None:
+                try:
+                    span = reader.next_span()
+                except FrameError as error:
+                    raise AMQPError(error.code, error.text) from error
+                if span is None:
                     return
-                ftype, channel_id, payload = item
+                ftype, channel_id, start, end = span
+                payload = reader.buffer[start:end]
+                if type(payload) is not bytes:
+                    payload = bytes(payload)  # bodies are kept: immutable bytes
+                handed += end - start + 8
                 if self.state == "closing":
                     self._closing_frame(ftype, channel_id, payload)
                     continue

@@ -2,42 +2,15 @@
 
 Every rule violation raises :class:`AMQPError`. The connection state machine converts it at one place:
 a soft code becomes ``channel.close`` on the failing channel, a hard code (or any error on channel 0)
-becomes ``connection.close``. Reply texts follow RabbitMQ: ``"NOT_FOUND - no queue 'q' in vhost '/'"``.
+becomes ``connection.close``. Reply texts follow RabbitMQ: ``"NOT_FOUND - no queue 'q' in vhost '/'"``;
+the codes, their names and which of them are hard are :mod:`gear.wire.codes`, shared with the client.
 """
 
 from __future__ import annotations
 
-from types import MappingProxyType
+from gear.wire.codes import HARD_CODES, REPLY_NAMES
 
-__all__ = ("HARD_CODES", "REPLY_NAMES", "AMQPError", "resource")
-
-#: Reply code -> constant name as it appears in reply texts.
-REPLY_NAMES = MappingProxyType(
-    {
-        200: "OK",
-        311: "CONTENT_TOO_LARGE",
-        312: "NO_ROUTE",
-        313: "NO_CONSUMERS",
-        320: "CONNECTION_FORCED",
-        402: "INVALID_PATH",
-        403: "ACCESS_REFUSED",
-        404: "NOT_FOUND",
-        405: "RESOURCE_LOCKED",
-        406: "PRECONDITION_FAILED",
-        501: "FRAME_ERROR",
-        502: "SYNTAX_ERROR",
-        503: "COMMAND_INVALID",
-        504: "CHANNEL_ERROR",
-        505: "UNEXPECTED_FRAME",
-        506: "RESOURCE_ERROR",
-        530: "NOT_ALLOWED",
-        540: "NOT_IMPLEMENTED",
-        541: "INTERNAL_ERROR",
-    }
-)
-
-#: Codes that close the whole connection (``rabbit_framing_amqp_0_9_1:lookup_amqp_exception``).
-HARD_CODES = frozenset({320, 402, 501, 502, 503, 504, 505, 506, 530, 540, 541})
+__all__ = ("AMQPError", "resource")
 
 
 def resource(kind: str, name: str, vhost: str) -> str:

@@ -13,8 +13,8 @@ from pamqp import commands
 
 from gear.broker.config import BrokerConfig
 from gear.broker.errors import AMQPError
-from gear.broker.fields import FieldError, decode_table
-from gear.broker.frames import PROTOCOL_HEADER
+from gear.wire.frames import PROTOCOL_HEADER
+from gear.wire.table import FieldError, decode_table
 
 __all__ = (
     "ACCEPTED_HEADERS",

@@ -5,7 +5,7 @@ RabbitMQ decodes a publish's property list at once (``rabbit_channel``'s ``basic
 over it. :func:`check_properties` does the same, with RabbitMQ's answers:
 
 * a property list that does not decode (a length past the end, an unknown field type, bytes left over,
-  tables nested deeper than :data:`~gear.broker.fields.MAX_DEPTH`): ``connection.close`` 541
+  tables nested deeper than :data:`~gear.wire.table.MAX_DEPTH`): ``connection.close`` 541
   ``INTERNAL_ERROR``, class 0 method 0 (RabbitMQ's channel process crashes on it and its reader closes
   the connection with exactly that);
 * an ``expiration`` that is not a non-negative integer: 406 ``invalid expiration 'x': no_integer`` (or
@@ -29,7 +29,7 @@ from collections.abc import Collection
 from typing import Any, NamedTuple
 
 from gear.broker.errors import AMQPError
-from gear.broker.fields import (
+from gear.wire.table import (
     FieldError,
     decode_table,
     decode_value,

@@ -63,46 +63,48 @@ class FrameReader:
     bytearray), so each payload is sliced out with a single copy.
     """
 
-    __slots__ = ("_buf", "_pos", "frame_max")
+    __slots__ = ("_pos", "buffer", "frame_max")
 
     def __init__(self, frame_max: int = 4096) -> None:
-        self._buf: bytes | bytearray = b""
+        self.buffer: bytes | bytearray = b""
+        """What :meth:`next_span` offsets point into (valid until the next :meth:`feed` or
+        :meth:`discard`; a plain attribute, read once per frame by both protocol cores)."""
         self._pos = 0
         self.frame_max = frame_max
         """The largest frame accepted, header and end octet included (raised once tune is done)."""
 
     def feed(self, data: bytes) -> None:
         """Append received bytes."""
-        buf, pos = self._buf, self._pos
+        buf, pos = self.buffer, self._pos
         if pos >= len(buf):
-            self._buf = bytes(data)
+            self.buffer = bytes(data)
         elif isinstance(buf, bytearray):
             if pos:
                 del buf[:pos]
             buf += data
         else:
-            self._buf = bytearray(memoryview(buf)[pos:]) + data
+            self.buffer = bytearray(memoryview(buf)[pos:]) + data
         self._pos = 0
 
     @property
     def buffered(self) -> int:
         """Bytes received but not yet handed out."""
-        return len(self._buf) - self._pos
+        return len(self.buffer) - self._pos
 
     def discard(self) -> None:
         """Drop everything buffered (the stream cannot be trusted any more)."""
-        self._buf = b""
+        self.buffer = b""
         self._pos = 0
 
     def peek(self, count: int) -> bytes:
         """Up to ``count`` buffered bytes, without consuming them."""
-        return bytes(self._buf[self._pos : self._pos + count])
+        return bytes(self.buffer[self._pos : self._pos + count])
 
     def take(self, count: int) -> bytes | None:
         """The next ``count`` raw bytes (a protocol header), or None if not all arrived yet."""
         if self.buffered < count:
             return None
-        data = bytes(self._buf[self._pos : self._pos + count])
+        data = bytes(self.buffer[self._pos : self._pos + count])
         self._pos += count
         return data
 
@@ -116,15 +118,10 @@ class FrameReader:
         if span is None:
             return None
         ftype, channel, start, end = span
-        payload = self._buf[start:end]
+        payload = self.buffer[start:end]
         if type(payload) is not bytes:
             payload = bytes(payload)
         return ftype, channel, payload
-
-    @property
-    def buffer(self) -> bytes | bytearray:
-        """What :meth:`next_span` offsets point into (valid until the next :meth:`feed`)."""
-        return self._buf
 
     def next_span(self) -> tuple[int, int, int, int] | None:
         """The next complete frame as ``(type, channel, start, end)``: its payload is
@@ -134,7 +131,7 @@ class FrameReader:
         Raises:
             FrameError: an unknown frame type, a frame over ``frame_max``, or a bad frame-end octet.
         """
-        buf, pos = self._buf, self._pos
+        buf, pos = self.buffer, self._pos
         if len(buf) - pos < 7:
             return None
         ftype, channel, size = _HEAD.unpack_from(buf, pos)

@@ -2,7 +2,8 @@
 
 A content header frame carries ``class (2) | weight (2) | body size (8) | flags (2) | properties``;
 each flag bit announces one property, in the fixed order of :data:`FIELDS`. Decoding walks the
-property list once; headers are decoded by :mod:`gear.wire.table` (linear, nesting bounded).
+property list once; headers are decoded by :mod:`gear.wire.table` (linear, nesting bounded), at the
+depth the broker checks them at, so a list the broker accepted decodes here.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from gear.wire.table import decode_table
+from gear.wire.table import read_table
 
 __all__ = ("FIELDS", "Properties", "decode_properties")
 
@@ -96,7 +97,7 @@ def decode_properties(data: bytes | bytearray, offset: int, flags: int, end: int
             values[position] = data[at + 1 : stop].decode("utf-8")
             at = stop
         elif kind == _TABLE:
-            values[position], at = decode_table(data, at, 0, end)
+            values[position], at = read_table(data, at, end, 1)
         elif kind == _OCTET:
             if at >= end:
                 raise ValueError(f"property {name} runs past the end of the content header")

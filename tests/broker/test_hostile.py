@@ -37,7 +37,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pamqp import commands, frame
 
-from gear.broker.fields import decode_table, encode_table
+from gear.wire.table import decode_table, encode_table
 from tests.broker._harness import CAPABILITIES, PROTOCOL_HEADER
 
 pytestmark = pytest.mark.slow
@@ -396,6 +396,11 @@ def test_the_healthy_client_lost_nothing_and_never_stalled(broker: BrokerProcess
     assert [n for n in confirmed if delivered[n] != 1] == [], "each confirmed message arrives exactly once"
     bound = _stall_bound_ms()
     longest = float(report["longest_ms"])  # type: ignore[arg-type]
+    print(  # the figures, for `pytest -rP` (or -s)
+        f"healthy client: {len(confirmed):,} confirmed, {sum(delivered.values()):,} delivered; longest "
+        f"round trip {longest:.1f} ms (bound {bound:.0f} ms); broker RSS {baseline / 2**20:.1f} -> "
+        f"{after / 2**20:.1f} MiB after {len(_SENT):,} hostile connections"
+    )
     assert longest < bound, f"a round trip took {longest:.0f} ms (bound {bound:.0f} ms); {_suspects(report)}"
     assert broker.alive()
     log = broker.log.read_text()

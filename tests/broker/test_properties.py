@@ -13,8 +13,8 @@ from pamqp import commands, frame, header
 from pamqp.body import ContentBody
 
 from gear.broker.errors import AMQPError
-from gear.broker.fields import MAX_DEPTH, FieldError, decode_table, encode_table, skip_table
 from gear.broker.properties import check_properties, decode_properties, rewrite_properties
+from gear.wire.table import MAX_DEPTH, FieldError, decode_table, encode_table, skip_table
 from tests.broker._harness import Client, make_core, names
 
 

@@ -262,8 +262,38 @@ def test_an_undecodable_property_list_marks_the_message_and_keeps_the_link() -> 
     body = bytes([3]) + ch.number.to_bytes(2, "big") + (1).to_bytes(4, "big") + b"z\xce"
     conn.receive(head + header + body + deliver(ch.number, 2, b"ok"))
     assert [d.delivery_tag for d in rec.deliveries] == [1, 2]
-    assert "unknown field value type" in (rec.deliveries[0].malformed or "")
+    assert "unknown field type" in (rec.deliveries[0].malformed or "")
     assert conn.state is ConnectionState.OPEN
+
+
+def test_the_client_decodes_the_headers_the_broker_accepts() -> None:
+    """Both ends decode tables with ``gear.wire.table`` at the same depth: what the reference broker let
+    through (a key that is not UTF-8, nesting one short of the bound) decodes on the client, one level
+    more is malformed on both."""
+    import struct
+
+    from gear.broker.properties import UndecodablePropertiesError, check_properties
+    from gear.wire.properties import decode_properties
+    from gear.wire.table import MAX_DEPTH
+
+    def headers(entries: bytes) -> bytes:
+        return struct.pack(">HI", 0x2000, len(entries)) + entries
+
+    def nested(depth: int) -> bytes:
+        inner = b""
+        for _ in range(depth):
+            inner = b"\x01kF" + struct.pack(">I", len(inner)) + inner
+        return headers(inner)
+
+    for raw in (headers(b"\x01\xffS\x00\x00\x00\x01x"), nested(MAX_DEPTH - 1)):
+        check_properties(raw)
+        assert decode_properties(raw, 2, 0x2000, len(raw)).headers is not None
+    too_deep = nested(MAX_DEPTH)
+    with pytest.raises(UndecodablePropertiesError) as refused:
+        check_properties(too_deep)
+    assert "nested deeper" in refused.value.detail
+    with pytest.raises(ValueError, match="nested deeper"):
+        decode_properties(too_deep, 2, 0x2000, len(too_deep))
 
 
 def test_blocked_and_unblocked() -> None:
