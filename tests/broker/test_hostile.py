@@ -422,12 +422,13 @@ def _stall_bound_ms() -> float:
     """``STALL_BOUND_MS``, or more on a machine busy enough that Python runs slower than on an idle one.
 
     A fair broker holds a healthy request back by at most one costly frame of a hostile connection
-    (a 65,000-entry table); four times what decoding one costs here and now is allowed, never less
+    (a 65,000-entry table); ten times what decoding one costs here and now is allowed (the suite runs
+    on two busy workers; the defects this guards against stalled everyone for seconds), never less
     than the bound itself.
     """
     wide = b"\x00V" * 65_000
     cost = min(timeit.repeat(lambda: decode_table(wide, 0, len(wide)), number=1, repeat=3)) * 1000
-    return max(STALL_BOUND_MS, 4 * cost)
+    return max(STALL_BOUND_MS, 10 * cost)
 
 
 def _settled_rss(broker: BrokerProcess) -> int:
