@@ -31,6 +31,8 @@ from concurrent.futures import ThreadPoolExecutor
 from types import MappingProxyType
 from typing import Any, TypeVar
 
+from pydantic import ValidationError
+
 from gear.address import Address
 from gear.alarms import Alarms
 from gear.contract.proxy import make_proxy
@@ -48,7 +50,7 @@ from gear.publisher import Publisher, RepublishPolicy
 from gear.reconnect import Backoff, Connector, ServiceState
 from gear.redact import mask_secrets
 from gear.rpc import RPC
-from gear.settings import Settings
+from gear.settings import Settings, explain_settings_error
 from gear.tls import client_context
 from gear.topology import Topology
 from gear.tracing.api import Tracer
@@ -122,6 +124,8 @@ class Service:
                 self.settings = Settings(**values)
             else:
                 self.settings = Settings(**{**settings.model_dump(), **values})
+        except ValidationError as exc:
+            raise ConfigurationError(explain_settings_error(exc)) from None
         except ValueError as exc:
             raise ConfigurationError(mask_secrets(str(exc))) from None
         if self.settings.type is None:
