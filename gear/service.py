@@ -50,7 +50,7 @@ from gear.publisher import Publisher, RepublishPolicy
 from gear.reconnect import Backoff, Connector, ServiceState
 from gear.redact import mask_secrets
 from gear.rpc import RPC
-from gear.settings import Settings, explain_settings_error
+from gear.settings import Settings
 from gear.tls import client_context
 from gear.topology import Topology
 from gear.tracing.api import Tracer
@@ -125,7 +125,7 @@ class Service:
             else:
                 self.settings = Settings(**{**settings.model_dump(), **values})
         except ValidationError as exc:
-            raise ConfigurationError(explain_settings_error(exc)) from None
+            raise ConfigurationError(Settings.explain(exc)) from None
         except ValueError as exc:
             raise ConfigurationError(mask_secrets(str(exc))) from None
         if self.settings.type is None:

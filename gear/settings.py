@@ -11,7 +11,7 @@ from yarl import URL
 from gear.address import default_host, validate_host, validate_type
 from gear.redact import mask_secrets, mask_url
 
-__all__ = ("Settings", "explain_settings_error")
+__all__ = ("Settings",)
 
 _ENV_PREFIX = "GEAR_"
 
@@ -110,6 +110,28 @@ class Settings(BaseSettings):
     sampling by trace id, the same traces on every instance (see :mod:`gear.tracing.sampling`). Give
     every instance the same rate; 1 records everything."""
 
+    @staticmethod
+    def explain(error: ValidationError) -> str:
+        """One line saying what is wrong in ``error`` (raised by ``Settings(...)``), for a person: no
+        pydantic jargon, passwords in URLs masked.
+
+        A validator's own message stands alone (it names the value already); any other problem names
+        the setting and its environment variable: ``timeout (GEAR_TIMEOUT): Input should be greater
+        than 0, got -1``.
+        """
+        parts: list[str] = []
+        for problem in error.errors(include_url=False):
+            cause = problem.get("ctx", {}).get("error")
+            if problem["type"] == "value_error" and cause is not None:
+                parts.append(str(cause))
+                continue
+            where = ".".join(str(part) for part in problem["loc"])
+            field = str(problem["loc"][0]) if problem["loc"] else ""
+            name = f"{where} ({_ENV_PREFIX}{field.upper()})" if field in Settings.model_fields else where
+            shown = "" if problem["type"] == "missing" else f", got {problem.get('input')!r}"
+            parts.append(f"{name or 'settings'}: {problem['msg']}{shown}")
+        return mask_secrets("; ".join(parts) or "invalid settings")
+
     def __repr_args__(self) -> Any:
         for name, value in super().__repr_args__():
             yield name, (tuple(mask_url(u) for u in value) if name == "url" else value)
@@ -153,25 +175,3 @@ class Settings(BaseSettings):
     @classmethod
     def _check_host(cls, value: str) -> str:
         return validate_host(value)
-
-
-def explain_settings_error(error: ValidationError) -> str:
-    """One line saying what is wrong with the settings in ``error``, for a person (no pydantic jargon).
-
-    A validator's own message stands alone (it names the value already); any other problem names the
-    setting and its environment variable: ``timeout (GEAR_TIMEOUT): Input should be greater than 0,
-    got -1``. Passwords in URLs are masked.
-    """
-    parts: list[str] = []
-    for problem in error.errors(include_url=False):
-        cause = problem.get("ctx", {}).get("error")
-        if problem["type"] == "value_error" and cause is not None:
-            parts.append(str(cause))
-            continue
-        where = ".".join(str(part) for part in problem["loc"])
-        field = str(problem["loc"][0]) if problem["loc"] else ""
-        name = f"{where} ({_ENV_PREFIX}{field.upper()})" if field in Settings.model_fields else where
-        value = problem.get("input")
-        shown = "" if problem["type"] == "missing" else f", got {value!r}"
-        parts.append(f"{name or 'settings'}: {problem['msg']}{shown}")
-    return mask_secrets("; ".join(parts) or "invalid settings")

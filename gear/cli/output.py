@@ -31,10 +31,10 @@ from gear import (
     GearError,
     MethodNotFoundError,
     RemoteError,
+    Settings,
     mask_secrets,
     mask_url,
 )
-from gear.settings import explain_settings_error
 
 __all__ = (
     "EXIT_CODES_HELP",
@@ -119,7 +119,7 @@ def exit_code_for(exc: BaseException) -> ExitCode:
 
 def _one_line(exc: BaseException) -> str:
     if isinstance(exc, ValidationError):  # settings read by the service's module (gear.Settings())
-        return explain_settings_error(exc)
+        return Settings.explain(exc)
     text = mask_secrets(" ".join(str(exc).split())) or type(exc).__name__
     if isinstance(exc, BadPayloadError):
         return f"remote error: {text} ({_validation_summary(exc.details)})"

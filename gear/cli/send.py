@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from gear.address import Address, validate_host, validate_type
+from gear import Address
 from gear.cli.options import (
     DataFileOpt,
     DataOpt,
@@ -129,7 +129,7 @@ def _check_words(form: Form, typed: list[str], out: Renderer) -> list[str]:
     if form is FORMS["multicast"] and words and words[0].endswith(".*"):
         words[0] = words[0][:-2]
     for (name, _), word, as_typed in zip(form.words, words, typed, strict=True):
-        check = validate_host if name == "host" else validate_type
+        check = _check_host if name == "host" else _check_type
         try:
             check(word)
         except ValueError:
@@ -139,6 +139,14 @@ def _check_words(form: Form, typed: list[str], out: Renderer) -> list[str]:
                 hint = _address_hint(as_typed) if name == "type_" else ""
                 fail(f"{exc}{hint}", ExitCode.USAGE, out)
     return words
+
+
+def _check_type(word: str) -> None:
+    Address.instance(word, "host")  # raises ValueError naming the TYPE
+
+
+def _check_host(word: str) -> None:
+    Address.instance("TYPE", word)  # raises ValueError naming the HOST
 
 
 def _address_hint(word: str) -> str:

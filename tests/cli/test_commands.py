@@ -31,7 +31,8 @@ def run_cli(*args: str) -> Any:
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     """In-process ``gear serve`` exports GEAR_URL/TYPE/HOST/TRACE; put the environment back afterwards."""
     for name in ("GEAR_URL", "GEAR_TYPE", "GEAR_HOST", "GEAR_CONNECT_WAIT", "GEAR_TRACE"):
-        monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv(name, "")  # recorded as unset, so whatever the command sets is removed after
+        monkeypatch.delenv(name)
     return monkeypatch
 
 
