@@ -1,15 +1,26 @@
-"""Shared fixtures: ``broker`` runs each integration test on the reference broker and on RabbitMQ."""
+"""Shared fixtures: ``broker`` runs each integration test on the reference broker and on RabbitMQ.
+
+The suite runs in parallel (pytest-xdist, ``-n auto --dist loadgroup`` in pyproject.toml). Tests that
+share something outside their process run in one worker, one after the other (``xdist_group``, given
+here by marker): every test on the real RabbitMQ (some restart it, raise alarms, add users or close all
+connections), the RabbitMQ cluster, Docker, and Spark (one JVM and one shared analysis per worker).
+
+Soak tests (minutes of traffic each) run only when asked: ``GEAR_TEST_SOAK=1`` or ``-m soak``.
+"""
 
 from __future__ import annotations
 
 import os
+import re
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.backends import ENV_URL, BrokerHandle, RabbitMQ, find_rabbitmq
+from tests.backends import ENV_CONTAINERS, ENV_URL, BrokerHandle, RabbitMQ, containers_asked, find_rabbitmq
 from tests.rabbitmq_container import START_TIMEOUT
 
 
@@ -25,9 +36,36 @@ def pytest_report_header() -> str:
     return "client libraries: " + ", ".join(f"{p} {version(p)}" for p in ("aiormq", "aio-pika", "pamqp"))
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Without a RabbitMQ URL, the first test that asks for RabbitMQ may start its container: give it
-    the container's startup time on top of its own timeout."""
+ENV_SOAK = "GEAR_TEST_SOAK"
+"""Set to 1 to run the soak tests (``-m soak`` runs them too); CI runs them once, on Python 3.11."""
+
+_GROUPS = ("rabbitmq", "cluster", "docker", "spark")
+"""Markers whose tests share one worker under xdist (the group is named after the marker)."""
+_PIPELINE = Path(__file__).parent / "pipeline"
+
+
+def _soak_asked(config: pytest.Config) -> bool:
+    if os.environ.get(ENV_SOAK, "").strip().lower() in ("1", "true", "yes"):
+        return True
+    markexpr = str(config.getoption("markexpr", "") or "")
+    return re.search(r"(?<!not )\bsoak\b", markexpr) is not None
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the test ids
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Group the tests that share something outside their process, skip soak tests unless asked, and,
+    without a RabbitMQ URL, give the first test that may start a RabbitMQ container its start-up time."""
+    soak, containers = _soak_asked(config), containers_asked()
+    for item in items:
+        marked = {m for m in _GROUPS if item.get_closest_marker(m) is not None}
+        if item.path.is_relative_to(_PIPELINE):
+            marked.add("spark")  # tests/pipeline/conftest.py marks them spark after this hook
+        if marked:
+            item.add_marker(pytest.mark.xdist_group(sorted(marked)[0]))
+        if item.get_closest_marker("soak") is not None and not soak:
+            item.add_marker(pytest.mark.skip(reason=f"soak tests take minutes: {ENV_SOAK}=1 or -m soak"))
+        if item.get_closest_marker("docker") is not None and not containers:
+            item.add_marker(pytest.mark.skip(reason=f"starts containers: {ENV_CONTAINERS}=1 (and Docker)"))
     if os.environ.get(ENV_URL):
         return
     for item in items:
@@ -39,14 +77,59 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 _USED: list[str] = []
-"""The RabbitMQ this session ran its rabbitmq tests against, in words (for the summary)."""
+"""The RabbitMQ this process ran its rabbitmq tests against, in words (for the summary)."""
+_USED_KEY = "rabbitmq_under_test"
+_REPORTED: set[str] = set()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[Any]:
+    """Carry the RabbitMQ this worker uses to the summary (xdist sends reports, not globals)."""
+    outcome: Any = yield
+    fresh = [used for used in _USED if used not in _REPORTED]
+    if fresh:
+        report = outcome.get_result()
+        report.user_properties += [(_USED_KEY, used) for used in fresh]
+        _REPORTED.update(fresh)
+
+
+def _skip_reason(report: Any) -> str:
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return str(reason).removeprefix("Skipped: ")
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """Say which RabbitMQ the rabbitmq tests ran against (CI's log, and the README's platform table,
-    ``python scripts/platforms.py``, read this line)."""
-    for used in _USED:
-        terminalreporter.write_line(f"RabbitMQ under test: {used}")
+    """Why tests were skipped, grouped (one line per reason, most first), and which RabbitMQ the
+    rabbitmq tests ran against (CI's log, and the README's platform table, ``python
+    scripts/platforms.py``, read that line)."""
+    stats = terminalreporter.stats
+    skipped = stats.get("skipped", [])
+    if skipped:
+        reasons = Counter(_skip_reason(report) for report in skipped)
+        terminalreporter.section(f"{len(skipped)} skipped, by reason", sep="-")
+        shown = reasons.most_common(8)
+        for reason, count in shown:
+            terminalreporter.write_line(f"{count:>5}  {_shorten(reason)}")
+        rest = sum(reasons.values()) - sum(count for _, count in shown)
+        if rest:
+            terminalreporter.write_line(
+                f"{rest:>5}  for {len(reasons) - len(shown)} other reasons (-rs lists each)"
+            )
+    used: list[str] = []
+    for reports in stats.values():
+        for report in reports:
+            for key, value in getattr(report, "user_properties", ()):
+                if key == _USED_KEY and value not in used:
+                    used.append(value)
+    for found in used:
+        terminalreporter.write_line(f"RabbitMQ under test: {found}")
+
+
+def _shorten(reason: str, limit: int = 150) -> str:
+    """The first sentence-ish of a skip reason, at most ``limit`` characters."""
+    text = " ".join(reason.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 @pytest.fixture(scope="session")
