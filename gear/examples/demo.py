@@ -139,7 +139,7 @@ async def serve(
             if urls:
                 say(f"  export GEAR_URL={shlex.quote(','.join(gear.mask_url(u) for u in urls))}")
                 if any(gear.mask_url(u) != u for u in urls):
-                    say("  (with the password in place of ***)")
+                    say("  # put the password in place of ***")
             for line in try_commands(system, None if urls else where[0], http):
                 say(f"  {line}")
             say("")
