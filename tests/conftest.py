@@ -5,7 +5,8 @@ share something outside their process run in one worker, one after the other (``
 here by marker): every test on the real RabbitMQ (some restart it, raise alarms, add users or close all
 connections), the RabbitMQ cluster, Docker, and Spark (one JVM and one shared analysis per worker).
 
-Soak tests (minutes of traffic each) run only when asked: ``GEAR_TEST_SOAK=1`` or ``-m soak``.
+Tests marked slow are left out unless asked (``GEAR_TEST_SLOW=1`` or ``-m slow``; CI asks), and soak
+tests (minutes of traffic each) are skipped unless asked (``GEAR_TEST_SOAK=1`` or ``-m soak``).
 """
 
 from __future__ import annotations
@@ -38,24 +39,40 @@ def pytest_report_header() -> str:
 
 ENV_SOAK = "GEAR_TEST_SOAK"
 """Set to 1 to run the soak tests (``-m soak`` runs them too); CI runs them once, on Python 3.11."""
+ENV_SLOW = "GEAR_TEST_SLOW"
+"""Set to 1 to run the tests marked slow (``-m slow`` runs them too); the test command leaves them out
+(deselected) to finish in minutes, CI runs them."""
 
 _GROUPS = ("rabbitmq", "cluster", "docker", "spark")
 """Markers whose tests share one worker under xdist (the group is named after the marker)."""
 _PIPELINE = Path(__file__).parent / "pipeline"
 
 
-def _soak_asked(config: pytest.Config) -> bool:
-    if os.environ.get(ENV_SOAK, "").strip().lower() in ("1", "true", "yes"):
+def _asked(config: pytest.Config, env: str, marker: str) -> bool:
+    """``env`` is set to 1, or ``-m`` names ``marker`` (not as ``not marker``)."""
+    if os.environ.get(env, "").strip().lower() in ("1", "true", "yes"):
         return True
     markexpr = str(config.getoption("markexpr", "") or "")
-    return re.search(r"(?<!not )\bsoak\b", markexpr) is not None
+    return re.search(rf"(?<!not )\b{marker}\b", markexpr) is not None
+
+
+_SLOW_KEY = "slow_tests_left_out"
+_NOTES: list[tuple[str, Any]] = []
+"""What this process tells the summary (under xdist, through its first test report)."""
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the test ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Group the tests that share something outside their process, skip soak tests unless asked, and,
-    without a RabbitMQ URL, give the first test that may start a RabbitMQ container its start-up time."""
-    soak, containers = _soak_asked(config), containers_asked()
+    """Leave slow tests out and skip soak tests unless asked, group the tests that share something
+    outside their process, and, without a RabbitMQ URL, give the first test that may start a RabbitMQ
+    container its start-up time."""
+    if not _asked(config, ENV_SLOW, "slow"):
+        slow = [item for item in items if item.get_closest_marker("slow") is not None]
+        if slow:
+            items[:] = [item for item in items if item.get_closest_marker("slow") is None]
+            config.hook.pytest_deselected(items=slow)
+            _NOTES.append((_SLOW_KEY, len(slow)))
+    soak, containers = _asked(config, ENV_SOAK, "soak"), containers_asked()
     for item in items:
         marked = {m for m in _GROUPS if item.get_closest_marker(m) is not None}
         if item.path.is_relative_to(_PIPELINE):
@@ -87,10 +104,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[Any]:
     """Carry the RabbitMQ this worker uses to the summary (xdist sends reports, not globals)."""
     outcome: Any = yield
     fresh = [used for used in _USED if used not in _REPORTED]
-    if fresh:
+    if fresh or _NOTES:
         report = outcome.get_result()
-        report.user_properties += [(_USED_KEY, used) for used in fresh]
+        report.user_properties += [(_USED_KEY, used) for used in fresh] + _NOTES
         _REPORTED.update(fresh)
+        _NOTES.clear()
 
 
 def _skip_reason(report: Any) -> str:
@@ -104,6 +122,12 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     rabbitmq tests ran against (CI's log, and the README's platform table, ``python
     scripts/platforms.py``, read that line)."""
     stats = terminalreporter.stats
+    notes = [p for reports in stats.values() for r in reports for p in getattr(r, "user_properties", ())]
+    left_out = max((value for key, value in notes if key == _SLOW_KEY), default=0)
+    if left_out:
+        terminalreporter.write_line(
+            f"{left_out} slow tests left out (deselected): {ENV_SLOW}=1 or -m slow runs them (CI does)"
+        )
     skipped = stats.get("skipped", [])
     if skipped:
         reasons = Counter(_skip_reason(report) for report in skipped)
@@ -117,11 +141,9 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
                 f"{rest:>5}  for {len(reasons) - len(shown)} other reasons (-rs lists each)"
             )
     used: list[str] = []
-    for reports in stats.values():
-        for report in reports:
-            for key, value in getattr(report, "user_properties", ()):
-                if key == _USED_KEY and value not in used:
-                    used.append(value)
+    for key, value in notes:
+        if key == _USED_KEY and value not in used:
+            used.append(value)
     for found in used:
         terminalreporter.write_line(f"RabbitMQ under test: {found}")
 
