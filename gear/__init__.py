@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from gear.eventloop import run
     from gear.reconnect import ServiceState
     from gear.redact import mask_secrets, mask_url
-    from gear.reply import Reply
+    from gear.reply import Replies, Reply
     from gear.rpc import RPC
     from gear.service import Service
     from gear.settings import Settings
@@ -83,6 +83,7 @@ __all__ = (
     "PublishRefusedError",
     "RPC",
     "RemoteError",
+    "Replies",
     "Reply",
     "RequestContext",
     "Route",
@@ -152,7 +153,7 @@ _HOME = {
     ),
     "ServiceState": "gear.reconnect",
     **dict.fromkeys(("mask_secrets", "mask_url"), "gear.redact"),
-    "Reply": "gear.reply",
+    **dict.fromkeys(("Replies", "Reply"), "gear.reply"),
     "run": "gear.eventloop",
     "RPC": "gear.rpc",
     "Service": "gear.service",

@@ -226,10 +226,18 @@ class Connector:
             delay = self._backoff.delay(round_)
             round_ += 1
             if loop.time() + delay > give_up:
-                raise ConnectError(
-                    f"no broker reachable within {self._connect_wait:g}s; last error: {last}"
-                ) from last
+                raise ConnectError(self._gave_up(last, attempts)) from last
             await asyncio.sleep(delay)
+
+    def _gave_up(self, last: BaseException | None, attempts: int) -> str:
+        """Why ``start()`` gave up, in one line: the last failure (it names the broker) first."""
+        tried = f"{attempts} attempt{'s' if attempts != 1 else ''}"
+        if len(self._urls) == 1 and last is not None:
+            return f"{last} (gave up after {self._connect_wait:g}s, {tried})"
+        return (
+            f"no broker reachable within {self._connect_wait:g}s ({len(self._urls)} URLs, {tried}); "
+            f"last error: {last}"
+        )
 
     async def wait_ready(self, until: float) -> Link:
         """The open link, waiting for a reconnect until loop time ``until``.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +13,15 @@ from pydantic import PydanticSchemaGenerationError, TypeAdapter, ValidationError
 from gear.envelope import ErrorBody
 from gear.errors import BadResultError, ConfigurationError, RemoteError, remote_error_from_wire
 
-__all__ = ("Reply", "ReplyCallback", "decode_reply", "result_adapter", "validate_result", "validation_errors")
+__all__ = (
+    "Replies",
+    "Reply",
+    "ReplyCallback",
+    "decode_reply",
+    "result_adapter",
+    "validate_result",
+    "validation_errors",
+)
 
 
 ReplyCallback = Callable[[Any], Awaitable[None] | None]
@@ -42,6 +50,20 @@ class Reply:
     def ok(self) -> bool:
         """True when the remote handler returned normally."""
         return self.error is None
+
+
+class Replies(list[Reply]):
+    """What :meth:`RPC.gather` collected: the replies in the order they arrived (a plain list), and
+    whether the request reached anyone.
+
+    Attributes:
+        routed: False when the broker returned the request: no instance is bound for the address, so
+            the empty list means "nobody there", not "nobody answered in time".
+    """
+
+    def __init__(self, replies: Iterable[Reply] = (), *, routed: bool = True) -> None:
+        super().__init__(replies)
+        self.routed = routed
 
 
 def decode_reply(ok: bool, body: bytes) -> Any:

@@ -39,7 +39,7 @@ from gear.errors import (
 )
 from gear.hooks import Hooks
 from gear.publisher import Outgoing, Publisher, RepublishPolicy
-from gear.reply import Reply, ReplyCallback, decode_reply, result_adapter, validate_result
+from gear.reply import Replies, Reply, ReplyCallback, decode_reply, result_adapter, validate_result
 from gear.sync import SyncRPC
 from gear.tracing.api import NullTracer
 from gear.tracing.emitter import Emitter
@@ -472,11 +472,12 @@ class RPC:
         *,
         timeout: float | None = None,  # noqa: ASYNC109 - a per-call deadline is the API
         expected: int | None = None,
-    ) -> list[Reply]:
+    ) -> Replies:
         """Call every instance behind ``address`` (``TYPE.*`` or ``*.*``) and collect the replies.
 
         Returns when ``expected`` replies arrived or the timeout ran out, whichever comes first, with
-        the replies so far (errors included, as ``Reply.error``). No instance at all gives ``[]``.
+        the replies so far (errors included, as ``Reply.error``). No instance at all gives an empty
+        list at once, whose ``routed`` is False (the broker returned the request).
 
         Raises:
             NotConfirmedError: the broker nacked the request.
@@ -497,16 +498,18 @@ class RPC:
                 try:
                     routed = await self._publisher.publish(msg, until, policy=_NO_RETRY, verdict_grace=0.0)
                 except OutcomeUnknownError:
-                    routed = False  # sent, no verdict by the deadline: no time left for replies either
-                if not routed or (expected is not None and expected <= 0):
-                    return []
+                    return Replies()  # sent, no verdict by the deadline: no time left for replies either
+                if not routed:
+                    return Replies(routed=False)
+                if expected is not None and expected <= 0:
+                    return Replies()
                 async with asyncio.timeout_at(until):
                     await fut
             except TimeoutError:
                 pass  # the deadline ends a gather: what came so far is its result
             finally:
                 self._pending.pop(rid, None)
-        return list(pending.replies or [])
+        return Replies(pending.replies or ())
 
     # -- replies -----------------------------------------------------------------------------------
 

@@ -31,6 +31,8 @@ from concurrent.futures import ThreadPoolExecutor
 from types import MappingProxyType
 from typing import Any, TypeVar
 
+from pydantic import ValidationError
+
 from gear.address import Address
 from gear.alarms import Alarms
 from gear.contract.proxy import make_proxy
@@ -122,6 +124,8 @@ class Service:
                 self.settings = Settings(**values)
             else:
                 self.settings = Settings(**{**settings.model_dump(), **values})
+        except ValidationError as exc:
+            raise ConfigurationError(Settings.explain(exc)) from None
         except ValueError as exc:
             raise ConfigurationError(mask_secrets(str(exc))) from None
         if self.settings.type is None:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from yarl import URL
 
 from gear.address import default_host, validate_host, validate_type
-from gear.redact import mask_url
+from gear.redact import mask_secrets, mask_url
 
 __all__ = ("Settings",)
+
+_ENV_PREFIX = "GEAR_"
 
 
 class Settings(BaseSettings):
@@ -19,7 +22,7 @@ class Settings(BaseSettings):
     ``GEAR_URL`` may list several brokers separated by commas; they are tried in turn on (re)connect.
     """
 
-    model_config = SettingsConfigDict(env_prefix="GEAR_", frozen=True, extra="forbid")
+    model_config = SettingsConfigDict(env_prefix=_ENV_PREFIX, frozen=True, extra="forbid")
 
     url: Annotated[tuple[str, ...], NoDecode] = ("amqp://guest:guest@localhost/",)
     """Broker URLs, tried in order (a cluster); ``GEAR_URL=amqp://a/,amqp://b/``."""
@@ -107,6 +110,28 @@ class Settings(BaseSettings):
     sampling by trace id, the same traces on every instance (see :mod:`gear.tracing.sampling`). Give
     every instance the same rate; 1 records everything."""
 
+    @staticmethod
+    def explain(error: ValidationError) -> str:
+        """One line saying what is wrong in ``error`` (raised by ``Settings(...)``), for a person: no
+        pydantic jargon, passwords in URLs masked.
+
+        A validator's own message stands alone (it names the value already); any other problem names
+        the setting and its environment variable: ``timeout (GEAR_TIMEOUT): Input should be greater
+        than 0, got -1``.
+        """
+        parts: list[str] = []
+        for problem in error.errors(include_url=False):
+            cause = problem.get("ctx", {}).get("error")
+            if problem["type"] == "value_error" and cause is not None:
+                parts.append(str(cause))
+                continue
+            where = ".".join(str(part) for part in problem["loc"])
+            field = str(problem["loc"][0]) if problem["loc"] else ""
+            name = f"{where} ({_ENV_PREFIX}{field.upper()})" if field in Settings.model_fields else where
+            shown = "" if problem["type"] == "missing" else f", got {problem.get('input')!r}"
+            parts.append(f"{name or 'settings'}: {problem['msg']}{shown}")
+        return mask_secrets("; ".join(parts) or "invalid settings")
+
     def __repr_args__(self) -> Any:
         for name, value in super().__repr_args__():
             yield name, (tuple(mask_url(u) for u in value) if name == "url" else value)
@@ -126,6 +151,13 @@ class Settings(BaseSettings):
         for url in value:
             if not url.startswith(("amqp://", "amqps://")):
                 raise ValueError(f"broker URL {mask_url(url)!r} must start with amqp:// or amqps://")
+            try:
+                parsed = URL(url)
+                host, _port = parsed.host, parsed.port  # the port is parsed lazily: check it too
+            except ValueError as exc:
+                raise ValueError(f"broker URL {mask_url(url)!r} is malformed: {exc}") from None
+            if not host:
+                raise ValueError(f"broker URL {mask_url(url)!r} has no host (e.g. amqp://localhost:5672/)")
         return value
 
     @model_validator(mode="after")

@@ -7,10 +7,11 @@ found in this order:
    ``docker exec NAME rabbitmqctl``), else by this machine's ``rabbitmqctl`` only if the node it
    reaches listens on the URL's port (so a URL that names another broker never gets the system node's
    users, alarms and closed connections), else by nothing (the tests that need it skip and say why);
-2. else, when a Docker engine answers, a container started through testcontainers from
-   ``GEAR_TEST_RABBITMQ_IMAGE`` (default ``rabbitmq:4-management``; ``scripts/debian_images.py``
-   builds local ones with RabbitMQ 3.10, 4.0 or 4.3 where no registry is reachable), controlled with
-   ``docker exec rabbitmqctl``;
+2. else, when containers are asked for (``GEAR_TEST_CONTAINERS=1``, or ``GEAR_TEST_RABBITMQ_IMAGE``
+   set, as ``scripts/docker_engine.py run --images`` does) and a Docker engine answers, a container
+   started through testcontainers from ``GEAR_TEST_RABBITMQ_IMAGE`` (default ``rabbitmq:4-management``;
+   ``scripts/debian_images.py`` builds local ones with RabbitMQ 3.10, 4.0 or 4.3 where no registry is
+   reachable), controlled with ``docker exec rabbitmqctl``;
 3. else the rabbitmq tests skip, saying how to get one.
 
 Every backend knows which broker it is (``product``, ``version``, from ``connection.start``) and which
@@ -51,6 +52,7 @@ from gear.redact import mask_url
 from tests.rabbitmq_container import RabbitMQContainer
 
 __all__ = (
+    "ENV_CONTAINERS",
     "ENV_CTL",
     "ENV_DISRUPTIVE",
     "ENV_MANAGEMENT",
@@ -59,6 +61,7 @@ __all__ = (
     "REFERENCE_SEMANTICS",
     "BrokerHandle",
     "RabbitMQ",
+    "containers_asked",
     "find_rabbitmq",
     "server_properties",
 )
@@ -74,6 +77,9 @@ ENV_CTL = "GEAR_TEST_RABBITMQCTL"
 REFERENCE_SEMANTICS = (4, 0)
 """The RabbitMQ release whose behaviour the reference broker follows where releases differ: 4.0
 (tests/conformance/__init__.py lists the rules, and where 4.3 differs)."""
+ENV_CONTAINERS = "GEAR_TEST_CONTAINERS"
+"""Set to 1 to let the tests start containers (a RabbitMQ through testcontainers, the compose system);
+``GEAR_TEST_RABBITMQ_IMAGE`` being set asks for them too."""
 ENV_DISRUPTIVE = "GEAR_TEST_DISRUPTIVE"
 """Set to 1 to allow tests that stop or force-close the RabbitMQ at ``GEAR_TEST_AMQP_URL`` (CI sets it:
 it has that broker to itself). ``GEAR_TEST_CLOSE_ALL``, its older name, still works."""
@@ -351,6 +357,12 @@ def _docker_answers() -> str | None:
     return None
 
 
+def containers_asked() -> bool:
+    """Whether this run may start containers (``GEAR_TEST_CONTAINERS=1`` or an image named)."""
+    flag = os.environ.get(ENV_CONTAINERS, "").strip().lower() in ("1", "true", "yes")
+    return flag or bool(os.environ.get("GEAR_TEST_RABBITMQ_IMAGE"))
+
+
 def find_rabbitmq() -> tuple[RabbitMQ | None, str]:
     """A RabbitMQ for the session (starting a container if need be), or None and why there is none.
 
@@ -363,6 +375,11 @@ def find_rabbitmq() -> tuple[RabbitMQ | None, str]:
         ctl, note = ctl_for_url(url)
         exclusive = bool(os.environ.get(ENV_DISRUPTIVE) or os.environ.get("GEAR_TEST_CLOSE_ALL"))
         return RabbitMQ(url, ctl, exclusive=exclusive, where=f"{ENV_URL} {mask_url(url)}", ctl_note=note), ""
+    if not containers_asked():
+        return None, (
+            f"no RabbitMQ: set {ENV_URL}=amqp://guest:guest@127.0.0.1:5672/ (or {ENV_CONTAINERS}=1 "
+            "to start one in Docker)"
+        )
     if (why := _docker_answers()) is not None:
         return None, (
             f"no RabbitMQ: set {ENV_URL}=amqp://guest:guest@127.0.0.1:5672/, or make a Docker engine "

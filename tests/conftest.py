@@ -1,15 +1,26 @@
-"""Shared fixtures: ``broker`` runs each integration test on the reference broker and on RabbitMQ."""
+"""Shared fixtures: ``broker`` runs each integration test on the reference broker and on RabbitMQ.
+
+The suite runs in parallel (pytest-xdist, ``-n auto --dist loadgroup`` in pyproject.toml). Tests that
+share something outside their process run in one worker, one after the other (``xdist_group``, given
+here by marker): every test on the real RabbitMQ (some restart it, raise alarms, add users or close all
+connections), on the RabbitMQ cluster, and on Docker; and the tests that run mypy (one cache).
+
+Tests marked slow are left out unless asked (``GEAR_TEST_SLOW=1`` or ``-m slow``; CI asks), and soak
+tests (minutes of traffic each) are skipped unless asked (``GEAR_TEST_SOAK=1`` or ``-m soak``).
+"""
 
 from __future__ import annotations
 
 import os
+import re
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
 
-from tests.backends import ENV_URL, BrokerHandle, RabbitMQ, find_rabbitmq
+from tests.backends import ENV_CONTAINERS, ENV_URL, BrokerHandle, RabbitMQ, containers_asked, find_rabbitmq
 from tests.rabbitmq_container import START_TIMEOUT
 
 
@@ -25,9 +36,49 @@ def pytest_report_header() -> str:
     return "client libraries: " + ", ".join(f"{p} {version(p)}" for p in ("aiormq", "aio-pika", "pamqp"))
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Without a RabbitMQ URL, the first test that asks for RabbitMQ may start its container: give it
-    the container's startup time on top of its own timeout."""
+ENV_SOAK = "GEAR_TEST_SOAK"
+"""Set to 1 to run the soak tests (``-m soak`` runs them too); CI runs them once, on Python 3.11."""
+ENV_SLOW = "GEAR_TEST_SLOW"
+"""Set to 1 to run the tests marked slow (``-m slow`` runs them too); the test command leaves them out
+(deselected) to finish in minutes, CI runs them."""
+
+_GROUPS = ("rabbitmq", "cluster", "docker")
+"""Markers whose tests share one worker under xdist (the group is named after the marker)."""
+
+
+def _asked(config: pytest.Config, env: str, marker: str) -> bool:
+    """``env`` is set to 1, or ``-m`` names ``marker`` (not as ``not marker``)."""
+    if os.environ.get(env, "").strip().lower() in ("1", "true", "yes"):
+        return True
+    markexpr = str(config.getoption("markexpr", "") or "")
+    return re.search(rf"(?<!not )\b{marker}\b", markexpr) is not None
+
+
+_SLOW_KEY = "slow_tests_left_out"
+_NOTES: list[tuple[str, Any]] = []
+"""What this process tells the summary (under xdist, through its first test report)."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the test ids
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Leave slow tests out and skip soak tests unless asked, group the tests that share something
+    outside their process, and, without a RabbitMQ URL, give the first test that may start a RabbitMQ
+    container its start-up time."""
+    if not _asked(config, ENV_SLOW, "slow"):
+        slow = [item for item in items if item.get_closest_marker("slow") is not None]
+        if slow:
+            items[:] = [item for item in items if item.get_closest_marker("slow") is None]
+            config.hook.pytest_deselected(items=slow)
+            _NOTES.append((_SLOW_KEY, len(slow)))
+    soak, containers = _asked(config, ENV_SOAK, "soak"), containers_asked()
+    for item in items:
+        marked = {m for m in _GROUPS if item.get_closest_marker(m) is not None}
+        if marked:
+            item.add_marker(pytest.mark.xdist_group(sorted(marked)[0]))
+        if item.get_closest_marker("soak") is not None and not soak:
+            item.add_marker(pytest.mark.skip(reason=f"soak tests take minutes: {ENV_SOAK}=1 or -m soak"))
+        if item.get_closest_marker("docker") is not None and not containers:
+            item.add_marker(pytest.mark.skip(reason=f"starts containers: {ENV_CONTAINERS}=1 (and Docker)"))
     if os.environ.get(ENV_URL):
         return
     for item in items:
@@ -38,15 +89,92 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             return
 
 
+_UNGROUPED: list[str] = []
+"""Why this worker must not run grouped tests (xdist did not group them), if so."""
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Under ``--dist loadgroup``, check that the groups reached the test ids (pytest 9.2 with
+    pytest-xdist 3.8 dropped them silently, and tests on the shared RabbitMQ ran beside the ones that
+    restart it): if not, every grouped test fails, saying why."""
+    if not getattr(session.config.option, "loadgroup", False):
+        return
+    for item in session.items:
+        names = sorted(
+            {str(m.args[0] if m.args else m.kwargs.get("name")) for m in item.iter_markers("xdist_group")}
+        )
+        if names and not item.nodeid.endswith("@" + "_".join(names)):
+            _UNGROUPED.append(
+                "pytest-xdist did not group the tests that must share a worker (pytest 9.2 breaks "
+                "--dist loadgroup: pytest-xdist issue 1386): pip install 'pytest<9.2', or run with -n 0"
+            )
+            return
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if _UNGROUPED and item.get_closest_marker("xdist_group") is not None:
+        pytest.fail(_UNGROUPED[0], pytrace=False)
+
+
 _USED: list[str] = []
-"""The RabbitMQ this session ran its rabbitmq tests against, in words (for the summary)."""
+"""The RabbitMQ this process ran its rabbitmq tests against, in words (for the summary)."""
+_USED_KEY = "rabbitmq_under_test"
+_REPORTED: set[str] = set()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[Any]:
+    """Carry the RabbitMQ this worker uses to the summary (xdist sends reports, not globals)."""
+    outcome: Any = yield
+    fresh = [used for used in _USED if used not in _REPORTED]
+    if fresh or _NOTES:
+        report = outcome.get_result()
+        report.user_properties += [(_USED_KEY, used) for used in fresh] + _NOTES
+        _REPORTED.update(fresh)
+        _NOTES.clear()
+
+
+def _skip_reason(report: Any) -> str:
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return str(reason).removeprefix("Skipped: ")
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """Say which RabbitMQ the rabbitmq tests ran against (CI's log, and the README's platform table,
-    ``python scripts/platforms.py``, read this line)."""
-    for used in _USED:
-        terminalreporter.write_line(f"RabbitMQ under test: {used}")
+    """Why tests were skipped, grouped (one line per reason, most first), and which RabbitMQ the
+    rabbitmq tests ran against (CI's log, and the README's platform table, ``python
+    scripts/platforms.py``, read that line)."""
+    stats = terminalreporter.stats
+    notes = [p for reports in stats.values() for r in reports for p in getattr(r, "user_properties", ())]
+    left_out = max((value for key, value in notes if key == _SLOW_KEY), default=0)
+    if left_out:
+        terminalreporter.write_line(
+            f"{left_out} slow tests left out (deselected): {ENV_SLOW}=1 or -m slow runs them (CI does)"
+        )
+    skipped = stats.get("skipped", [])
+    if skipped:
+        reasons = Counter(_skip_reason(report) for report in skipped)
+        terminalreporter.section(f"{len(skipped)} skipped, by reason", sep="-")
+        shown = reasons.most_common(8)
+        for reason, count in shown:
+            terminalreporter.write_line(f"{count:>5}  {_shorten(reason)}")
+        rest = sum(reasons.values()) - sum(count for _, count in shown)
+        if rest:
+            terminalreporter.write_line(
+                f"{rest:>5}  for {len(reasons) - len(shown)} other reasons (-rs lists each)"
+            )
+    used: list[str] = []
+    for key, value in notes:
+        if key == _USED_KEY and value not in used:
+            used.append(value)
+    for found in used:
+        terminalreporter.write_line(f"RabbitMQ under test: {found}")
+
+
+def _shorten(reason: str, limit: int = 150) -> str:
+    """The first sentence-ish of a skip reason, at most ``limit`` characters."""
+    text = " ".join(reason.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 @pytest.fixture(scope="session")

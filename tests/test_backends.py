@@ -76,7 +76,7 @@ def _pytest(*args: str) -> str:
     env = {k: v for k, v in os.environ.items() if k != "GEAR_TEST_AMQP_URL"}
     env["DOCKER_HOST"] = "unix:///nonexistent/gear-test-docker.sock"  # no engine answers here
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs", *args],
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", "-q", "-rs", *args],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -31,6 +31,7 @@ def test_ruff_format_leaves_the_tree_unchanged() -> None:
     assert done.returncode == 0, "run `ruff format .`:\n" + done.stdout + done.stderr
 
 
+@pytest.mark.xdist_group("mypy")  # mypy runs share .mypy_cache: one at a time
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "paths", [("gear",), ("tests", "benchmarks")], ids=["gear-strict", "tests-benchmarks"]

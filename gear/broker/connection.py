@@ -404,7 +404,8 @@ class Connection:
             self._linger()
             return
         except LoginRefusedError as refused:
-            log.info("login refused from %s with %s: %s", self.peer, refused.mechanism, refused.reason)
+            # what RabbitMQ logs too, and what the client's error tells the user to look for
+            log.warning("%s login refused from %s: %s", refused.mechanism, self.peer, refused.reason)
             if self.client_capabilities.get("authentication_failure_close") is True:
                 self._fail(
                     AMQPError(

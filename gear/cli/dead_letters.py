@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 import gear
-from gear.cli.options import ExchangeOpt, JsonOpt, TimeoutOpt, UrlOpt, urls
+from gear.cli.options import ExchangeOpt, JsonOpt, ReadTimeoutOpt, UrlOpt, urls
 from gear.cli.output import Renderer, map_errors
 from gear.deadletter import ParkedLetter, list_dead_letters
 from gear.topology import dead_letter_queue
@@ -20,7 +20,7 @@ def dead_letters(
     url: UrlOpt = None,
     exchange: ExchangeOpt = "gear",
     limit: Annotated[int, typer.Option(min=1, max=65535, help="Show at most this many, oldest first.")] = 100,
-    timeout: TimeoutOpt = 10.0,
+    timeout: ReadTimeoutOpt = 10.0,
     as_json: JsonOpt = False,
 ) -> None:
     """List the dead letters kept in EXCHANGE.@dead (quorum=True only), leaving them there.

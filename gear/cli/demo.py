@@ -20,19 +20,23 @@ import typer
 import gear
 from gear.cli.options import JsonOpt, TraceOpt
 from gear.cli.output import ExitCode, Renderer, fail, map_errors
+from gear.cli.signals import run_until_signal
 from gear.cli.traces import run_analysis
 
-__all__ = ("DEMO_ENTRY", "demo", "register")
+__all__ = ("DEMO_ENTRY", "SERVE_ENTRY", "demo", "register")
 
 DEMO_ENTRY = "gear.examples.demo:run"
 """``module:function`` of the demo: ``run(urls, *, repos, ctrls, trace, say)`` returning
 ``{check: passed}``."""
+SERVE_ENTRY = "gear.examples.demo:serve"
+"""``module:function`` of ``--serve``: ``serve(urls, *, repos, ctrls, http_port, bind, trace, say)``,
+running until cancelled."""
 
 
-def _entry(path: str) -> Callable[..., Coroutine[Any, Any, dict[str, bool]]]:
+def _entry(path: str) -> Callable[..., Coroutine[Any, Any, Any]]:
     """The function named by ``module:function``."""
     module, _, name = path.partition(":")
-    func: Callable[..., Coroutine[Any, Any, dict[str, bool]]] = getattr(importlib.import_module(module), name)
+    func: Callable[..., Coroutine[Any, Any, Any]] = getattr(importlib.import_module(module), name)
     return func
 
 
@@ -59,10 +63,36 @@ def demo(
             file_okay=False,
         ),
     ] = None,
+    serve: Annotated[
+        bool,
+        typer.Option(
+            "--serve",
+            help="Keep the system running until Ctrl-C instead of walking through it, and print the "
+            "broker's URL, WEB's HTTP address and commands to try.",
+        ),
+    ] = False,
+    http_port: Annotated[
+        int,
+        typer.Option(
+            min=0, max=65535, help="With --serve: WEB's HTTP port (a free one if it is taken; 0: any)."
+        ),
+    ] = 8080,
+    bind: Annotated[
+        str, typer.Option(help="With --serve: the interface WEB's HTTP front end listens on.")
+    ] = "127.0.0.1",
     as_json: JsonOpt = False,
 ) -> None:
-    """Start REPO, CTRL and WEB instances and walk through p2p, stateless, multicast and broadcast."""
+    """Start REPO, CTRL and WEB instances and walk through p2p, stateless, multicast and broadcast.
+
+    With --serve they keep running (on an embedded broker unless --url is given) so that you can try
+    `gear send ...`, `gear nodes` and WEB's HTTP front end yourself; Ctrl-C stops them.
+    """
     out = Renderer(as_json)
+    if serve:
+        if report is not None or as_json:
+            fail("--serve runs until Ctrl-C: it takes neither --report nor --json", ExitCode.USAGE)
+        _serve(url or [], repos=repos, ctrls=ctrls, http_port=http_port, bind=bind, trace=trace)
+        return
     lines: list[str] = []
     if report is not None:  # the report's own traces, whatever --trace or GEAR_TRACE say
         traces = report / "traces"
@@ -92,6 +122,18 @@ def demo(
         say(f"traces: {trace}  (analyse them: gear traces analyze {trace} --out DIR)")
     if report is not None:
         say(f"report: {document['html']}  (tables and summary.json in {report})")
+
+
+def _serve(urls: list[str], **options: Any) -> None:
+    """Run ``SERVE_ENTRY`` until SIGINT or SIGTERM, printing its lines as they come."""
+
+    def say(text: str) -> None:
+        typer.echo(text)
+
+    run = _entry(SERVE_ENTRY)
+    with map_errors():
+        gear.run(run_until_signal(run(urls, say=say, **options)))
+    typer.echo("gear demo: stopped")
 
 
 def register(app: typer.Typer) -> None:

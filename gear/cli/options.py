@@ -13,12 +13,17 @@ from gear.cli.client import Target
 
 __all__ = (
     "DEFAULT_URL",
+    "CastTimeoutOpt",
     "DataFileOpt",
     "DataOpt",
     "ExchangeOpt",
+    "GatherTimeoutOpt",
     "JsonOpt",
     "LogLevelOpt",
     "MethodArg",
+    "PingTimeoutOpt",
+    "ReadTimeoutOpt",
+    "SendTimeoutOpt",
     "TimeoutOpt",
     "TraceOpt",
     "UrlOpt",
@@ -59,10 +64,30 @@ TraceOpt = Annotated[
         show_default=False,
     ),
 ]
-TimeoutOpt = Annotated[
+
+
+def _timeout(meaning: str) -> Any:
+    """The ``--timeout``/``-t`` option, with help that says what the command waits for."""
+    return typer.Option("--timeout", "-t", min=0.001, help=meaning)
+
+
+TimeoutOpt = Annotated[float, _timeout("Seconds to wait for the reply (the call's deadline).")]
+GatherTimeoutOpt = Annotated[float, _timeout("Seconds to wait for replies (the gather's deadline).")]
+PingTimeoutOpt = Annotated[float, _timeout("Seconds to wait for answers to the ping.")]
+CastTimeoutOpt = Annotated[
     float,
-    typer.Option("--timeout", "-t", min=0.001, help="Seconds to wait for replies (the call's deadline)."),
+    _timeout(
+        "Seconds the broker may take to route and confirm the cast (a returned cast is resent until then)."
+    ),
 ]
+SendTimeoutOpt = Annotated[
+    float,
+    _timeout(
+        "Seconds to wait: with --call for the reply (fan-out: every reply), else for the broker to route "
+        "and confirm the cast."
+    ),
+]
+ReadTimeoutOpt = Annotated[float, _timeout("Seconds to connect and read.")]
 DataOpt = Annotated[
     str | None,
     typer.Option("--data", "-d", help="Payload as JSON, e.g. '{\"verbose\": true}'.", show_default=False),

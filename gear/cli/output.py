@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import Any, NoReturn
 
 import typer
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from gear import (
     BadPayloadError,
@@ -31,6 +31,7 @@ from gear import (
     GearError,
     MethodNotFoundError,
     RemoteError,
+    Settings,
     mask_secrets,
     mask_url,
 )
@@ -72,8 +73,9 @@ _MEANING: Mapping[ExitCode, str] = MappingProxyType(
         ExitCode.INTERNAL: "unexpected error (a bug: please report it with the traceback)",
         ExitCode.USAGE: "bad usage or input: unknown option, invalid address, TYPE, HOST or JSON",
         ExitCode.CONNECT: "cannot connect to the broker, or the connection was lost",
-        ExitCode.TIMEOUT: "no reply before the deadline (gather: someone did not answer in time)",
-        ExitCode.UNROUTABLE: "unroutable: no queue bound for the address, or the broker nacked it",
+        ExitCode.TIMEOUT: "no reply before the deadline (gather, nodes: someone did not answer in time)",
+        ExitCode.UNROUTABLE: "unroutable: no queue bound for the address (no such instance), or the "
+        "broker nacked it",
         ExitCode.REMOTE: "the remote handler raised an error",
         ExitCode.METHOD_NOT_FOUND: "the remote instance has no handler for that method",
         ExitCode.BAD_PAYLOAD: "the remote handler rejected the payload (validation failed)",
@@ -116,6 +118,8 @@ def exit_code_for(exc: BaseException) -> ExitCode:
 
 
 def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, ValidationError):  # settings read by the service's module (gear.Settings())
+        return Settings.explain(exc)
     text = mask_secrets(" ".join(str(exc).split())) or type(exc).__name__
     if isinstance(exc, BadPayloadError):
         return f"remote error: {text} ({_validation_summary(exc.details)})"

@@ -15,11 +15,14 @@ import gear
 from gear import Address
 from gear.cli.client import CLI_TYPE, Target, connect
 from gear.cli.options import (
+    CastTimeoutOpt,
     DataFileOpt,
     DataOpt,
     ExchangeOpt,
+    GatherTimeoutOpt,
     JsonOpt,
     MethodArg,
+    PingTimeoutOpt,
     TimeoutOpt,
     TraceOpt,
     UrlOpt,
@@ -120,23 +123,26 @@ def run_gather(
     if not address.is_fanout:
         fail(f"{address} reaches one instance: use `gear call`", ExitCode.USAGE, out)
 
-    async def main() -> tuple[list[Any], list[str] | None]:
+    async def main() -> tuple[gear.Replies, list[str] | None, str]:
         async with connect(to) as svc:
+            broker = _broker_of(svc)
             gathered = svc.rpc.gather(str(address), method, payload, timeout=to.timeout, expected=expected)
             if method == PING_METHOD:
-                return list(await gathered), None
+                return await gathered, None, broker
             census = asyncio.ensure_future(_census(svc, address, to.timeout))
             try:
-                replies = list(await gathered)
-                if expected is not None and len(replies) >= expected:
-                    return replies, None  # everyone the caller expected answered: no need to wait
-                return replies, await census
+                replies = await gathered
+                if not replies.routed or (expected is not None and len(replies) >= expected):
+                    return replies, None, broker  # nobody there, or everyone expected answered
+                return replies, await census, broker
             finally:
                 census.cancel()
 
     with map_errors(out):
-        replies, alive = gear.run(main())
-    replies = [r for r in replies if not _is_cli(str(r.sender))]
+        gathered, alive, broker = gear.run(main())
+    if not gathered.routed:
+        fail(_nobody_there(address, to, broker), ExitCode.UNROUTABLE, out)
+    replies = [r for r in gathered if not _is_cli(str(r.sender))]
     answered = {str(r.sender) for r in replies}
     missing = sorted(set(alive or ()) - answered)
     errors = [r for r in replies if r.error is not None]
@@ -169,10 +175,10 @@ def run_gather(
         for row in rows
     ]
     table += [[sender, "no reply", f"alive, but no answer within {to.timeout:g}s"] for sender in missing]
-    if table:
-        out.table(["instance", "status", "result"], table)
-    else:
-        out.line(f"nobody answered {method} on {address} within {to.timeout:g}s")
+    if not table:  # one line says it all
+        typer.echo(f"gear: nobody answered {method} on {address} within {to.timeout:g}s", err=True)
+        raise typer.Exit(int(ExitCode.TIMEOUT))
+    out.table(["instance", "status", "result"], table)
     out.line(f"{len(replies)} replied, {len(errors)} with an error, {len(missing)} did not answer in time")
 
     if not replies or missing or (expected is not None and len(replies) < expected):
@@ -182,6 +188,18 @@ def run_gather(
     if errors:
         typer.echo(f"gear: {len(errors)} instance(s) answered {method} with an error", err=True)
         raise typer.Exit(int(ExitCode.REMOTE))
+
+
+def _broker_of(svc: gear.Service) -> str:
+    """The broker the CLI's instance is connected to (URL without password)."""
+    return str(svc.health().get("broker") or "the broker")
+
+
+def _nobody_there(address: Address, to: Target, broker: str) -> str:
+    """The line for a fan-out the broker returned: no instance is bound for ``address``."""
+    who = f"no {address.type} instance" if address.type else "no Gear instance"
+    exchange = "" if to.exchange == "gear" else f", exchange {to.exchange!r}"
+    return f"{who} on {broker}{exchange} (nothing is bound for {address}: the broker returned the request)"
 
 
 def _error_dict(error: Any) -> dict[str, Any]:
@@ -221,7 +239,7 @@ def cast(
     method: MethodArg,
     data: DataOpt = None,
     data_file: DataFileOpt = None,
-    timeout: TimeoutOpt = 5.0,
+    timeout: CastTimeoutOpt = 5.0,
     url: UrlOpt = None,
     exchange: ExchangeOpt = "gear",
     trace: TraceOpt = None,
@@ -238,7 +256,7 @@ def gather(
     method: MethodArg,
     data: DataOpt = None,
     data_file: DataFileOpt = None,
-    timeout: TimeoutOpt = 2.0,
+    timeout: GatherTimeoutOpt = 2.0,
     expected: Annotated[
         int | None, typer.Option(min=1, help="Stop as soon as this many replied.", show_default=False)
     ] = None,
@@ -263,29 +281,33 @@ def nodes(
     type_: Annotated[
         str | None, typer.Argument(metavar="[TYPE]", help="Only this TYPE (default: every type).")
     ] = None,
-    timeout: TimeoutOpt = 1.0,
+    timeout: PingTimeoutOpt = 1.0,
     url: UrlOpt = None,
     exchange: ExchangeOpt = "gear",
     trace: TraceOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """List the live instances: a broadcast (or TYPE.*) gear.ping, and who answered it in time."""
+    """List the live instances: a broadcast (or TYPE.*) gear.ping, and who answered it in time.
+
+    Exit code 5 when no instance is bound for the address at all, 4 when some are but none answered.
+    """
     out = Renderer(as_json)
     address = parse_address(f"{type_}.*" if type_ else "*.*", out)
     to = target(url, exchange, timeout, trace)
 
-    async def main() -> list[Any]:
+    async def main() -> tuple[gear.Replies, str]:
         async with connect(to) as svc:
-            return list(await svc.rpc.gather(str(address), PING_METHOD, {}, timeout=to.timeout))
+            return await svc.rpc.gather(str(address), PING_METHOD, {}, timeout=to.timeout), _broker_of(svc)
 
     with map_errors(out):
-        replies = gear.run(main())
+        replies, broker = gear.run(main())
+    if not replies.routed:
+        fail(_nobody_there(address, to, broker), ExitCode.UNROUTABLE, out)
     found = sorted((r for r in replies if not _is_cli(str(r.sender))), key=lambda r: str(r.sender))
+    if not found:
+        fail(f"no instance answered {PING_METHOD} on {address} within {to.timeout:g}s", ExitCode.TIMEOUT, out)
     info = {str(r.sender): _ping_info(r) for r in found}
     out.document({"ok": True, "nodes": [{"instance": k, "info": v} for k, v in info.items()]})
-    if not found:
-        out.line(f"no instance answered {PING_METHOD} on {address} within {to.timeout:g}s")
-        return
     out.table(
         ["instance", "state", "broker", "pid", "uptime", "reconnects", "methods"],
         [_node_row(k, v, out) for k, v in info.items()],

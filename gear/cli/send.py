@@ -15,19 +15,20 @@ from typing import Annotated, Any
 
 import typer
 
+from gear import Address
 from gear.cli.options import (
     DataFileOpt,
     DataOpt,
     ExchangeOpt,
     JsonOpt,
     MethodArg,
-    TimeoutOpt,
+    SendTimeoutOpt,
     TraceOpt,
     UrlOpt,
     load_payload,
     target,
 )
-from gear.cli.output import Renderer
+from gear.cli.output import ExitCode, Renderer, fail
 from gear.cli.rpc_commands import parse_address, run_call, run_cast, run_gather
 
 __all__ = ("app",)
@@ -110,7 +111,7 @@ _OPTIONS: tuple[tuple[str, Any, Any], ...] = (
     ("data", DataOpt, None),
     ("data_file", DataFileOpt, None),
     ("call", CallOpt, False),
-    ("timeout", TimeoutOpt, None),  # the form's own default
+    ("timeout", SendTimeoutOpt, None),  # the form's own default
     ("url", UrlOpt, None),
     ("exchange", ExchangeOpt, "gear"),
     ("trace", TraceOpt, None),
@@ -118,12 +119,56 @@ _OPTIONS: tuple[tuple[str, Any, Any], ...] = (
 )
 
 
+def _check_words(form: Form, typed: list[str], out: Renderer) -> list[str]:
+    """The TYPE (and HOST) words as the form needs them, or end with exit code 2 and a line about
+    what the user typed (never about an address built from it, like ``CTRL.*.*``).
+
+    ``multicast CTRL.*`` is taken as ``multicast CTRL``: it is the address the user means.
+    """
+    words = list(typed)
+    if form is FORMS["multicast"] and words and words[0].endswith(".*"):
+        words[0] = words[0][:-2]
+    for (name, _), word, as_typed in zip(form.words, words, typed, strict=True):
+        check = _check_host if name == "host" else _check_type
+        try:
+            check(word)
+        except ValueError:
+            try:
+                check(as_typed)  # invalid too (a dot is): its message quotes what the user typed
+            except ValueError as exc:
+                hint = _address_hint(as_typed) if name == "type_" else ""
+                fail(f"{exc}{hint}", ExitCode.USAGE, out)
+    return words
+
+
+def _check_type(word: str) -> None:
+    Address.instance(word, "host")  # raises ValueError naming the TYPE
+
+
+def _check_host(word: str) -> None:
+    Address.instance("TYPE", word)  # raises ValueError naming the HOST
+
+
+def _address_hint(word: str) -> str:
+    """Which ``gear send`` form takes a whole address the user typed where a TYPE belongs."""
+    try:
+        address = Address.parse(word)
+    except ValueError:
+        return ""
+    if address.is_fanout:
+        form = f"multicast {address.type}" if address.type else "broadcast"
+    else:
+        form = f"p2p {address.type} {address.host}" if address.host else f"stateless {address.type}"
+    return f"; {word} is an address: `gear send {form} METHOD`"
+
+
 def _command(form: Form) -> Callable[..., None]:
     """The typer command of one form: its address words, then the options every form shares."""
     words = [name for name, _ in form.words]
 
     def command(**given: Any) -> None:
-        address = form.address(*(given.pop(w) for w in words))
+        typed = [given.pop(w) for w in words]
+        address = form.address(*_check_words(form, typed, Renderer(given["as_json"])))
         send(address, **given)
 
     specs = [*((name, kind, inspect.Parameter.empty) for name, kind in form.words), *_OPTIONS]

@@ -54,6 +54,11 @@ def run_analysis(
     clear message when PySpark or the input is missing."""
     from gear import pipeline
 
+    local = Path(path) if "://" not in path else None
+    if local is not None and not local.exists():  # before Spark starts (or is found missing)
+        fail(f"no trace files at {path}: no such file or directory", ExitCode.USAGE, render)
+    if local is not None and local.is_dir() and next(local.rglob("*.jsonl"), None) is None:
+        fail(f"no trace files at {path}: the directory holds no *.jsonl file", ExitCode.USAGE, render)
     with map_errors(render), stage_progress(pipeline.STAGES, quiet=render.as_json) as progress:
         try:
             return pipeline.run_analyze(
@@ -62,7 +67,8 @@ def run_analysis(
         except pipeline.SparkMissingError as exc:
             fail(str(exc) or INSTALL_HINT, ExitCode.MISSING_DEPENDENCY, render)
         except FileNotFoundError as exc:
-            fail(f"no trace files at {path}: {exc}", ExitCode.USAGE, render)
+            # the pipeline's message names the path already ("no trace files at PATH")
+            fail(str(exc) if path in str(exc) else f"no trace files at {path}: {exc}", ExitCode.USAGE, render)
 
 
 @app.command()

@@ -86,9 +86,23 @@ class CtrlHandlers:
             found = self._repos.setdefault(host, self.svc.proxy(Repo, f"{self._repo_type}.{host}"))
         return found
 
+    def owner(self, key: str) -> str:
+        """The REPO host that holds ``key``.
+
+        Raises:
+            LookupError: this instance knows no REPO host (started without ``REPO_HOSTS``).
+        """
+        if not self.state.ring.hosts:
+            raise LookupError(
+                f"{self.svc.address} knows no {self._repo_type} hosts: start it with "
+                "REPO_HOSTS=repo1,repo2,repo3, or send every CTRL the ring: gear send multicast "
+                f"""{self.svc.type} reload -d '{{"version":1,"repo_hosts":["repo1","repo2","repo3"]}}'"""
+            )
+        return self.state.ring.host_for(key)
+
     async def lookup(self, query: ItemQuery) -> ItemFound:
         self.state.handled += 1
-        owner = self.state.ring.host_for(query.key)
+        owner = self.owner(query.key)
         budget = gear.remaining_budget()
         # No timeout here on purpose: the nested call's deadline is the one this request arrived with.
         found = await self.repo(owner).get(query)
@@ -105,7 +119,7 @@ class CtrlHandlers:
         for key in query.keys:
             if gear.cancelled():  # the caller's deadline passed: nobody waits for the rest
                 break
-            found = gear.call_sync(self.repo(state.ring.host_for(key)).get, ItemQuery(key=key))
+            found = gear.call_sync(self.repo(self.owner(key)).get, ItemQuery(key=key))
             values[found.key] = found.value
         census = gear.gather_sync(self._every_repo.status, StatusQuery(), expected=len(state.ring.hosts))
         held = sum(answer.result.items for answer in census if answer.result is not None)

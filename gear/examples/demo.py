@@ -1,4 +1,5 @@
-"""The demo as one entry point, :func:`run`: what ``gear demo`` starts and walks through.
+"""The demo as two entry points: :func:`run`, what ``gear demo`` starts and walks through, and
+:func:`serve`, what ``gear demo --serve`` keeps running for you to try by hand.
 
 The CLI loads it by its import path (``gear.examples.demo:run``), so ``gear/cli/`` depends only on
 Gear's public API and the example system stays an example. Without URLs it starts Gear's reference
@@ -9,14 +10,18 @@ nor take its requests.
 
 from __future__ import annotations
 
+import asyncio
+import shlex
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 
 import gear
+from gear.examples.hashring import HashRing
 from gear.examples.scenario import run_scenario
-from gear.examples.system import Names, running_system
+from gear.examples.system import Names, System, running_system
+from gear.examples.web import start_http
 
-__all__ = ("run",)
+__all__ = ("run", "serve", "try_commands")
 
 Say = Callable[[str], None]
 
@@ -62,3 +67,81 @@ async def run(
         say("")
         outcome = await run_scenario(system, say)
     return dict(outcome.checks)
+
+
+def try_commands(system: System, url: str | None, http: str) -> list[str]:
+    """Commands to type in another terminal against a running :func:`serve`, each one a shell line.
+
+    ``url`` is the broker URL to export as ``GEAR_URL`` (``None``: the user gave it already); ``http``
+    is WEB's base URL.
+    """
+    names = system.names
+    owner = HashRing(s.host for s in system.repos).host_for("alice")
+    opt = "" if names.exchange == "gear" else f" --exchange {names.exchange}"
+    item = shlex.quote('{"key":"alice","value":"hello"}')
+    query = shlex.quote('{"key":"alice"}')
+    lines = [f"export GEAR_URL={shlex.quote(url)}"] if url else []
+    return [
+        *lines,
+        f"gear nodes{opt}",
+        f"gear send p2p {names.repo} {owner} put -d {item} --call{opt}",
+        f"gear send stateless {names.ctrl} lookup -d {query} --call{opt}",
+        f"gear send multicast {names.ctrl} status --call{opt}",
+        f"gear send broadcast status --call{opt}",
+        f"curl -s -X PUT {http}/items/bob -d world",
+        f"curl -s {http}/items/bob",
+        f"curl -s {http}/status",
+    ]
+
+
+async def serve(
+    urls: Sequence[str],
+    *,
+    repos: int = 3,
+    ctrls: int = 2,
+    http_port: int = 8080,
+    bind: str = "127.0.0.1",
+    trace: str | None = None,
+    say: Say = print,
+) -> None:
+    """Start the system (on an embedded broker without ``urls``), WEB's HTTP front end on ``bind``
+    (``http_port``, or a free port if it is taken), print where everything is and commands to try, and
+    run until cancelled (Ctrl-C in ``gear demo --serve``).
+
+    Raises:
+        gear.GearError: the system could not start (e.g. ``ConnectError``).
+        OSError: the HTTP front end could not listen on ``bind``.
+    """
+    say("Gear demo: REPO, CTRL and WEB instances, running until Ctrl-C")
+    async with (
+        _broker(urls, say) as (where, names),
+        running_system(
+            where,
+            repo_hosts=[f"repo{i}" for i in range(1, repos + 1)],
+            ctrl_hosts=[f"ctrl{i}" for i in range(1, ctrls + 1)],
+            names=names,
+            trace=trace,
+        ) as system,
+    ):
+        try:
+            server = await start_http(system.web, http_port, bind)
+        except OSError:
+            if http_port == 0:
+                raise
+            server = await start_http(system.web, 0, bind)  # the port is taken: any free one
+        async with server:
+            port = server.sockets[0].getsockname()[1]
+            http = f"http://{bind}:{port}"
+            say("instances: " + " ".join(str(s.address) for s in system.services))
+            say(f"WEB HTTP: {http}  ({system.web.service.address})")
+            say("")
+            say("Try, in another terminal:")
+            if urls:
+                say(f"  export GEAR_URL={shlex.quote(','.join(gear.mask_url(u) for u in urls))}")
+                if any(gear.mask_url(u) != u for u in urls):
+                    say("  # put the password in place of ***")
+            for line in try_commands(system, None if urls else where[0], http):
+                say(f"  {line}")
+            say("")
+            say("Ctrl-C stops every instance" + ("" if urls else " and the broker") + ".")
+            await asyncio.Event().wait()  # until cancelled

@@ -12,7 +12,8 @@ ask everyone to refresh        \\*.\\*         broadcast: every instance of ever
 Each of them is a call on a typed proxy of the example's contracts (``gear.examples.contracts``):
 ``await web.ctrl.lookup(ItemQuery(key="alice"))`` is checked by mypy and returns an ``ItemFound``.
 
-``python -m gear.examples.web --port 8080`` also serves a tiny HTTP front end (standard library only)::
+``python -m gear.examples.web --port 8080`` also serves a tiny HTTP front end (standard library only; on
+127.0.0.1 unless ``--bind 0.0.0.0``)::
 
     curl -X PUT localhost:8080/items/alice -d hello     # -> REPO.<host>
     curl localhost:8080/items/alice                     # -> CTRL -> REPO.<host>
@@ -241,7 +242,7 @@ async def start_http(web: Web, port: int, bind: str = "127.0.0.1") -> asyncio.Se
     return await asyncio.start_server(lambda r, w: _handle(web, r, w), bind, port)
 
 
-async def serve_http(web: Web, port: int, bind: str = "0.0.0.0") -> None:
+async def serve_http(web: Web, port: int, bind: str = "127.0.0.1") -> None:
     """Run the WEB instance and its HTTP front end until SIGTERM/SIGINT or cancellation."""
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
@@ -260,7 +261,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     """``python -m gear.examples.web --port 8080``: GEAR_URL, GEAR_HOST, REPO_HOSTS from the environment."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--port", type=int, default=8080)
-    parser.add_argument("--bind", default="0.0.0.0")
+    parser.add_argument(
+        "--bind",
+        default="127.0.0.1",
+        help="the interface to listen on (0.0.0.0: every one, as in a container)",
+    )
     args = parser.parse_args(argv)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve_http(create_web(), args.port, args.bind))

@@ -31,7 +31,8 @@ def run_cli(*args: str) -> Any:
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     """In-process ``gear serve`` exports GEAR_URL/TYPE/HOST/TRACE; put the environment back afterwards."""
     for name in ("GEAR_URL", "GEAR_TYPE", "GEAR_HOST", "GEAR_CONNECT_WAIT", "GEAR_TRACE"):
-        monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv(name, "")  # recorded as unset, so whatever the command sets is removed after
+        monkeypatch.delenv(name)
     return monkeypatch
 
 
@@ -270,6 +271,7 @@ def test_traces_passes_options_through(monkeypatch: pytest.MonkeyPatch, tmp_path
         return {"tables": {"dependency_links": {"rows": 3, "sample": []}}}
 
     monkeypatch.setattr(pipeline, "run_analyze", fake)
+    (tmp_path / "t.jsonl").write_text("")
     result = run_cli(
         "traces",
         "analyze",
@@ -296,6 +298,7 @@ def test_traces_says_when_counts_are_estimates(monkeypatch: pytest.MonkeyPatch, 
     note = "sampled: 0.25; counts are estimates scaled from the sampled traces"
     summary = {"tables": {}, "sampling": {"rate": 0.25, "note": note}}
     monkeypatch.setattr(pipeline, "run_analyze", lambda *_args, **_kwargs: summary)
+    (tmp_path / "t.jsonl").write_text("")
     human = run_cli("traces", "analyze", str(tmp_path), "--out", str(tmp_path / "o"))
     assert human.exit_code == 0, human.output
     assert note in human.stdout

@@ -146,6 +146,7 @@ def test_analyze_prints_no_progress_when_not_a_terminal(
         return {"tables": {}, "report": str(tmp_path / "report.html")}
 
     monkeypatch.setattr(pipeline, "run_analyze", fake)
+    (tmp_path / "t.jsonl").write_text("")
     result = CliRunner().invoke(app, ["traces", "analyze", str(tmp_path), "--out", str(tmp_path / "o")])
     assert result.exit_code == 0, result.output
     assert "writing" not in result.stderr

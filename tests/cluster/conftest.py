@@ -1,12 +1,14 @@
 """The ``cluster`` backend: tests against a local 3-node RabbitMQ cluster.
 
 The session uses the cluster ``scripts/rabbitmq-cluster`` runs (``GEAR_CLUSTER_NAME`` /
-``GEAR_CLUSTER_PORT`` pick which one), starting it if it is not running and stopping it at the end if
-it started it. ``GEAR_TEST_CLUSTER`` chooses what happens without a cluster:
+``GEAR_CLUSTER_PORT`` pick which one). It boots three nodes on fixed ports, so it is started only when
+asked; ``GEAR_TEST_CLUSTER`` says what to do:
 
-* unset: start one; skip with the reason if ``rabbitmq-server`` is missing or it cannot start;
-* ``required`` (``.ci/run``): fail instead of skipping;
-* ``off``: skip all cluster tests (no cluster is booted).
+* unset: use the cluster if one is running, else skip (nothing is booted);
+* ``start``: start one if none runs (and stop it at the end); skip with the reason if
+  ``rabbitmq-server`` is missing or it cannot start;
+* ``required`` (``.ci/run``): the same, but fail instead of skipping;
+* ``off``: skip all cluster tests.
 
 Every test that stopped or killed a node gets all three back (clustered) before the next one starts.
 """
@@ -33,11 +35,17 @@ def _cluster_session() -> Iterator[tuple[ClusterHandle | None, str]]:
     if _mode() in ("off", "0", "no", "false"):
         yield None, f"cluster tests are off ({ENV}={_mode()})"
         return
+    may_start = _mode() in ("start", "required", "1", "yes", "true")
+    if not may_start:  # not asked to boot one: use it only if it already runs (no lock to wait for)
+        handle, reason = find_cluster(may_start=False)
+        if handle is None:
+            yield None, f"{reason} (or set {ENV}=start to boot one)"
+            return
     with locked(LOCK_WAIT) as got:
         if not got:
             yield None, f"another test session held the cluster for {LOCK_WAIT:g}s"
             return
-        handle, reason = find_cluster(may_start=True)
+        handle, reason = find_cluster(may_start=may_start)
         try:
             yield handle, reason
         finally:

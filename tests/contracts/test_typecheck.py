@@ -88,6 +88,7 @@ def _errors(output: str, path: Path) -> dict[int, list[str]]:
     return found
 
 
+@pytest.mark.xdist_group("mypy")  # mypy runs share .mypy_cache: one at a time
 @pytest.mark.slow
 def test_mypy_checks_proxy_calls(tmp_path: Path) -> None:
     if subprocess.run([sys.executable, "-m", "mypy", "--version"], capture_output=True).returncode != 0:

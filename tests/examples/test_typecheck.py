@@ -14,6 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.xdist_group("mypy")  # mypy runs share .mypy_cache: one at a time
 @pytest.mark.slow
 def test_typed_calls_pass_mypy_strict() -> None:
     if (

@@ -140,7 +140,9 @@ async def test_handshake_timeout_with_a_silent_server(broker: BrokerHandle) -> N
 
 async def test_connect_error_names_the_reason() -> None:
     svc = gear.Service(unique("WEB"), "w1", url="amqp://guest:guest@127.0.0.1:1/", connect_wait=0.3)
-    with pytest.raises(gear.ConnectError, match="no broker reachable"):
+    with pytest.raises(
+        gear.ConnectError, match=r"127\.0\.0\.1:1/: .* \(gave up after 0\.3s, \d+ attempts?\)"
+    ):
         await svc.start()
 
 

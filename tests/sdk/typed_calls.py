@@ -20,7 +20,7 @@ async def calls(svc: gear.Service) -> None:
     assert_type(await svc.rpc.call("REPO.h1", "get"), Any)
     assert_type(await svc.rpc.call_with_callback("REPO.h1", "get", callback=print), str)
     assert_type(await svc.rpc.call_reply_to("WEB", "REPO.h1", "get"), str)
-    assert_type(await svc.rpc.gather("REPO.*", "get"), list[gear.Reply])
+    assert_type(await svc.rpc.gather("REPO.*", "get"), gear.Replies)
     assert_type(await svc.rpc.cast("REPO.*", "get"), bool)
 
 
