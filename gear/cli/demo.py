@@ -1,4 +1,4 @@
-"""``gear demo``: the seed's WEB/REPO/CTRL system, every routing form, in one command.
+"""``gear demo``: the example WEB/REPO/CTRL system, every routing form, in one command.
 
 The system and its script are an example (``gear/examples/``), not part of the CLI: the command loads the
 demo's entry point by its import path, :data:`DEMO_ENTRY`, and calls it. Without ``--url`` it starts the

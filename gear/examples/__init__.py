@@ -1,4 +1,5 @@
-"""The seed's system as runnable Gear services.
+"""The example system as runnable Gear services: WEB (a web front end), REPO (a key-value
+repository) and CTRL (a controller).
 
 * ``gear.examples.contracts``: what each TYPE answers (``Repo``, ``Ctrl``, ``Instance``), declared once;
   the services implement them and call each other through typed proxies;

@@ -1,7 +1,7 @@
 """CTRL: a stateless service that answers by asking REPO itself.
 
 Any CTRL instance can serve any request, so callers address plain ``CTRL`` and the broker hands each
-request to one instance, round-robin. ``lookup`` is the seed's awkward case: CTRL cannot answer alone and
+request to one instance, round-robin. ``lookup`` is the awkward case: CTRL cannot answer alone and
 must ask the REPO instance that holds the key. Here that is just an ``await`` on a typed proxy of the
 ``Repo`` contract inside the handler: the nested call inherits what is left of the caller's deadline, so
 a slow REPO makes the whole chain fail in time instead of leaving the caller waiting after CTRL gave up.

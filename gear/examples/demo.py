@@ -52,7 +52,7 @@ async def run(
     Raises:
         gear.GearError: the system could not start (e.g. ``ConnectError``).
     """
-    say("Gear demo: the seed's WEB/REPO/CTRL system")
+    say("Gear demo: the example system (WEB front end, REPO repository, CTRL controller)")
     async with (
         _broker(urls, say) as (where, names),
         running_system(

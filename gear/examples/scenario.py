@@ -120,7 +120,7 @@ async def _stateless(system: System, say: Say, outcome: Outcome) -> None:
     )
     outcome.check("stateless: round-robin over the CTRLs", len(served) == min(len(system.ctrls), len(KEYS)))
 
-    # The seed's other way to wait: return at once and let the reply drive a callback.
+    # The other way to wait: return at once and let the reply drive a callback.
     replies: asyncio.Queue[ItemFound | gear.GearError] = asyncio.Queue()
     await gear.call_with_callback(system.web.ctrl.lookup, ItemQuery(key="alice"), callback=replies.put_nowait)
     say("   call_with_callback CTRL lookup alice: returned once the broker confirmed the request")

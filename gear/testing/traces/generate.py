@@ -1,6 +1,6 @@
 """Synthetic trace files from a known call tree, and the truth the pipeline must reproduce.
 
-The simulated system is the seed's: WEB instances call ``CTRL`` (stateless), whose handler calls one
+The simulated system is the example system: WEB instances call ``CTRL`` (stateless), whose handler calls one
 ``REPO.host`` (point-to-point); WEB casts to ``AUDIT``, gathers from ``CTRL.*`` (multicast) and pings
 ``*.*`` (broadcast). Each call gets a scenario (ok, remote error, timeout with or without a late reply,
 expired at the callee, unroutable after republishes, return or nack then republished, fatal nack,
