@@ -142,7 +142,14 @@ def _start(args: list[str], env: dict[str, str] | None = None) -> subprocess.Pop
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, **(env or {})},
+        preexec_fn=_default_sigint,
     )
+
+
+def _default_sigint() -> None:
+    """Give the child Ctrl-C's default action: a suite started in the background by a shell script
+    (`.ci/run &`) inherits SIGINT ignored, and the child would never see the Ctrl-C these tests send."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _stop(proc: subprocess.Popen[str], sig: signal.Signals) -> tuple[int, str, str]:
