@@ -337,7 +337,8 @@ def _start_jvm(master: str, options: dict[str, str], log: Path) -> None:
     with log.open("ab") as sink:
         try:
             streams = {"stdout": sink, "stderr": sink}
-            gateway = launch_gateway(conf, popen_kwargs=streams)  # type: ignore[no-untyped-call]
+            launch: Any = launch_gateway  # untyped in pyspark (and Any where pyspark is not installed)
+            gateway = launch(conf, popen_kwargs=streams)
         except RuntimeError as exc:  # PySparkRuntimeError JAVA_GATEWAY_EXITED
             raise SparkMissingError(f"Spark's JVM did not start; its output is in {log}") from exc
     SparkContext(conf=conf, gateway=gateway)
