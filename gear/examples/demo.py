@@ -43,16 +43,11 @@ async def _broker(urls: Sequence[str], say: Say) -> AsyncIterator[tuple[list[str
         yield [server.url], Names()
 
 
-async def run(
-    urls: Sequence[str], *, repos: int = 3, ctrls: int = 2, trace: str | None = None, say: Say = print
-) -> dict[str, bool]:
-    """Start REPO, CTRL and WEB instances, walk through every routing form, and return the verdict of
-    each check (name to passed), in order. Every step is reported through ``say``, one line at a time.
-
-    Raises:
-        gear.GearError: the system could not start (e.g. ``ConnectError``).
-    """
-    say("Gear demo: the example system (WEB front end, REPO repository, CTRL controller)")
+@asynccontextmanager
+async def _system(
+    urls: Sequence[str], repos: int, ctrls: int, trace: str | None, say: Say
+) -> AsyncIterator[tuple[list[str], System]]:
+    """The broker's URLs (an embedded broker without ``urls``) and the example system running on it."""
     async with (
         _broker(urls, say) as (where, names),
         running_system(
@@ -63,6 +58,20 @@ async def run(
             trace=trace,
         ) as system,
     ):
+        yield where, system
+
+
+async def run(
+    urls: Sequence[str], *, repos: int = 3, ctrls: int = 2, trace: str | None = None, say: Say = print
+) -> dict[str, bool]:
+    """Start REPO, CTRL and WEB instances, walk through every routing form, and return the verdict of
+    each check (name to passed), in order. Every step is reported through ``say``, one line at a time.
+
+    Raises:
+        gear.GearError: the system could not start (e.g. ``ConnectError``).
+    """
+    say("Gear demo: the example system (WEB front end, REPO repository, CTRL controller)")
+    async with _system(urls, repos, ctrls, trace, say) as (_, system):
         say("instances: " + " ".join(str(s.address) for s in system.services))
         say("")
         outcome = await run_scenario(system, say)
@@ -113,16 +122,7 @@ async def serve(
         OSError: the HTTP front end could not listen on ``bind``.
     """
     say("Gear demo: REPO, CTRL and WEB instances, running until Ctrl-C")
-    async with (
-        _broker(urls, say) as (where, names),
-        running_system(
-            where,
-            repo_hosts=[f"repo{i}" for i in range(1, repos + 1)],
-            ctrl_hosts=[f"ctrl{i}" for i in range(1, ctrls + 1)],
-            names=names,
-            trace=trace,
-        ) as system,
-    ):
+    async with _system(urls, repos, ctrls, trace, say) as (where, system):
         try:
             server = await start_http(system.web, http_port, bind)
         except OSError:
