@@ -247,18 +247,25 @@ class Page:
     def _program(self, source: str, block: Block) -> None:
         script = self.folder / f"_{self.path.stem}_page.py"
         script.write_text(source)
-        done = subprocess.run(
-            [sys.executable, str(script)],
-            cwd=self.folder,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=self.timeout,
-            check=False,
-        )
+        done = self._run([sys.executable, str(script)], block)
         if done.returncode != 0:
             raise DocsError(f"{block.where}: the page's python program failed:\n{done.stdout}{done.stderr}")
         self._program_output = done.stdout
+
+    def _run(self, command: list[str], block: Block) -> subprocess.CompletedProcess[str]:
+        """Run ``command`` in the page's folder and environment, within the page's timeout."""
+        try:
+            return subprocess.run(
+                command,
+                cwd=self.folder,
+                env=self.env,
+                capture_output=True,
+                text=True,
+                timeout=self.timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise DocsError(f"{block.where}: still running after {self.timeout} s") from exc
 
     def _check_program(self, block: Block, printed: str) -> None:
         if self._program_output.splitlines() != printed.splitlines():
@@ -282,18 +289,7 @@ class Page:
             self._start(command, background.group("text"), block)
             return ""
         wanted = int(m.group("code")) if (m := _EXIT.match(block.argument)) else 0
-        try:
-            done = subprocess.run(
-                command,
-                cwd=self.folder,
-                env=self.env,
-                capture_output=True,
-                text=True,
-                timeout=self.timeout,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise DocsError(f"{block.where}: still running after {self.timeout} s") from exc
+        done = self._run(command, block)
         if done.returncode != wanted:
             raise DocsError(
                 f"{block.where}: exited {done.returncode}, not {wanted}:\n{body}\n{done.stdout}{done.stderr}"
