@@ -42,6 +42,9 @@ def _serve(url: str, host: str, port: int) -> subprocess.Popen[str]:
         "GEAR_METRICS_PORT": str(port),
         "GEAR_METRICS_BIND": "127.0.0.1",
         "GEAR_DRAIN_TIMEOUT": "10",
+        # Handlers take long enough that a watcher polling every 20 ms sees the 503 while they run,
+        # even on a machine busy with a parallel test run (0.2 s was too short there).
+        "DRAIN_TEST_WORK_S": "1.0",
         "PYTHONPATH": str(ROOT),
     }
     command = [sys.executable, "-m", "gear.cli", "serve", "tests.metrics._drain_service:create_service"]
