@@ -170,7 +170,8 @@ class Benchmark:
     full: tuple[str, ...]
     render: Callable[[str], str] = _plain
     needs: tuple[str, ...] = ()
-    """Importable modules (and ``java`` for PySpark) it needs; missing ones skip it."""
+    """Importable modules (and the programs ``java`` for PySpark, ``strace``) it needs; missing ones
+    skip it."""
 
 
 BENCHMARKS: tuple[Benchmark, ...] = (
@@ -223,6 +224,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         ("--calls", "60000", "off", "jsonl", "otel-api", "otel", "jsonl-sampled", "otel-sampled"),
         render=_text,
     ),
+    Benchmark("syscalls", "syscalls.py", ("--calls", "1000"), ("--calls", "3000"), needs=("strace",)),
     Benchmark("soak", "soak.py", ("--minutes", "1"), ("--minutes", "10"), render=_soak_summary),
     Benchmark("dispatch", "dispatch.py", ("--requests", "10000", "--rounds", "5"), (), render=_text),
     Benchmark(
@@ -242,10 +244,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
 )
 
 
+_PROGRAMS = frozenset(("java", "strace"))
+
+
 def _missing(needs: tuple[str, ...]) -> list[str]:
     missing = []
     for need in needs:
-        found = shutil.which(need) if need == "java" else importlib.util.find_spec(need)
+        found = shutil.which(need) if need in _PROGRAMS else importlib.util.find_spec(need)
         if not found:
             missing.append(need)
     return missing
