@@ -23,12 +23,14 @@ from __future__ import annotations
 import threading
 import time
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from gear.records import immutable
 
 __all__ = ("RequestContext", "cancelled", "current_deadline", "current_request", "remaining_budget")
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class RequestContext:
     """What a handler knows about the request it serves.
 

@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import os
 import random
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from gear.records import immutable
 
 __all__ = (
     "ATTEMPT",
@@ -78,7 +79,7 @@ class ErrorBody(BaseModel):
     details: dict[str, Any] = Field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@immutable
 class Meta:
     """The Gear properties of one delivery, checked."""
 

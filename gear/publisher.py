@@ -43,7 +43,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import Any, TypeVar, dataclass_transform
+from typing import Any
 
 from gear.envelope import ATTEMPT, attempt_message_id
 from gear.errors import (
@@ -56,6 +56,7 @@ from gear.errors import (
 )
 from gear.link import Outcome
 from gear.reconnect import Connector
+from gear.records import immutable
 from gear.tracing.api import NullTracer
 from gear.tracing.emitter import Emitter
 
@@ -89,17 +90,7 @@ class RepublishPolicy:
         return min(self.maximum, self.initial * 2.0 ** min(attempt - 1, 32))
 
 
-_T = TypeVar("_T")
-
-
-@dataclass_transform(frozen_default=True)
-def _immutable(cls: type[_T]) -> type[_T]:
-    """A slots dataclass that type checkers treat as frozen: at run time a frozen dataclass's
-    ``__init__`` costs several microseconds per message, and every call builds two."""
-    return dataclass(slots=True)(cls)
-
-
-@_immutable
+@immutable
 class Outgoing:
     """One logical message, as built by its sender and shared by all its attempts (never changed:
     what happened to it is the value :meth:`Publisher.publish` returns or the error it raises)."""
