@@ -144,11 +144,11 @@ def _per_call(short: Run, long: Run) -> tuple[dict[str, float], dict[str, float]
     calls = long[2] - short[2]
     if calls <= 0:
         raise RuntimeError("the long run made no more calls than the short one")
-    sides = []
-    for i in (0, 1):
-        names = set(short[i]) | set(long[i])
-        sides.append({name: max(0.0, (long[i][name] - short[i][name]) / calls) for name in names})
-    return sides[0], sides[1], calls
+
+    def difference(few: Counter[str], many: Counter[str]) -> dict[str, float]:
+        return {name: max(0.0, (many[name] - few[name]) / calls) for name in set(few) | set(many)}
+
+    return difference(short[0], long[0]), difference(short[1], long[1]), calls
 
 
 def main() -> None:
