@@ -54,6 +54,29 @@ def _traced(command: list[str], out: Path) -> list[str]:
     return ["strace", "-f", "-c", "-o", str(out), *command]
 
 
+def _start(command: list[str], out: Path, what: str) -> subprocess.Popen[str]:
+    """Start ``command`` under strace (summary to ``out``) and wait for its ``ready`` line.
+
+    Raises:
+        RuntimeError: it did not say ``ready``.
+    """
+    process = subprocess.Popen(
+        _traced(command, out), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert process.stdout is not None
+    if process.stdout.readline().strip() != "ready":
+        process.kill()
+        raise RuntimeError(f"the {what} did not start")
+    return process
+
+
+def _stop(process: subprocess.Popen[str]) -> None:
+    """Close its stdin (the servers and Go's client exit then) and wait for strace's summary."""
+    assert process.stdin is not None
+    process.stdin.close()
+    process.wait(timeout=60)
+
+
 # -- Gear's processes ---------------------------------------------------------------------------------
 
 
@@ -84,22 +107,14 @@ async def _gear_client(url: str, tag: str, calls: int) -> None:
 def _run_gear(url: str, calls: int, folder: Path) -> Run:
     tag = uuid.uuid4().hex[:8]
     me = [sys.executable, str(HERE), "--url", url, "--tag", tag]
-    server = subprocess.Popen(
-        _traced([*me, "--serve-gear"], folder / "server"),
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    server = _start([*me, "--serve-gear"], folder / "server", "Gear server")
     try:
-        assert server.stdout is not None
-        if server.stdout.readline().strip() != "ready":
-            raise RuntimeError("the Gear server did not start")
         done = subprocess.run(
             _traced([*me, "--client-gear", str(calls)], folder / "client"),
             capture_output=True, text=True, check=True, timeout=600,
         )  # fmt: skip
     finally:
-        assert server.stdin is not None
-        server.stdin.close()
-        server.wait(timeout=60)
+        _stop(server)
     asyncio.run(delete_queues(url, [f"SYSC{tag}", f"SYSC{tag}.s1"]))
     return _counts(folder / "client"), _counts(folder / "server"), int(done.stdout.split()[-1])
 
@@ -109,31 +124,18 @@ def _run_gear(url: str, calls: int, folder: Path) -> Run:
 
 def _run_go(binary: Path, url: str, seconds: float, folder: Path) -> Run:
     tag = uuid.uuid4().hex[:8]
-    server = subprocess.Popen(
-        _traced(gobench.server_command(binary, url, tag), folder / "server"),
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    server = _start(gobench.server_command(binary, url, tag), folder / "server", "Go server")
     try:
-        assert server.stdout is not None
-        if server.stdout.readline().strip() != "ready":
-            raise RuntimeError("the Go server did not start")
-        client = subprocess.Popen(
-            _traced([str(binary), "client", url, gobench.EXCHANGE, f"GO{tag}.s1"], folder / "client"),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-        )  # fmt: skip
+        command = [str(binary), "client", url, gobench.EXCHANGE, f"GO{tag}.s1"]
+        client = _start(command, folder / "client", "Go client")
         assert client.stdin is not None
         assert client.stdout is not None
-        if client.stdout.readline().strip() != "ready":
-            raise RuntimeError("the Go client did not start")
         client.stdin.write(f"load 1 {round(seconds * 1000)}\n")
         client.stdin.flush()
         made = int(json.loads(client.stdout.readline())["in_time"])
-        client.stdin.close()
-        client.wait(timeout=60)
+        _stop(client)
     finally:
-        assert server.stdin is not None
-        server.stdin.close()
-        server.wait(timeout=60)
+        _stop(server)
     return _counts(folder / "client"), _counts(folder / "server"), made
 
 
@@ -175,12 +177,12 @@ def main() -> None:
         folders = [Path(tmp, name) for name in ("a", "b")]
         for folder in folders:
             folder.mkdir()
-        started = time.monotonic()
         short = _run_gear(args.url, args.calls // 10, folders[0])
+        started = time.monotonic()
         long = _run_gear(args.url, args.calls, folders[1])
+        # Go gets as long as Gear's long run took, and a tenth of it for its short one
+        span = max(1.0, time.monotonic() - started)
         columns["gear"] = _per_call(short, long)
-        # Go gets as long as Gear's long stretch took, and a tenth of it for its short one
-        span = max(1.0, (time.monotonic() - started) / 2)
         binary, why = gobench.build()
         if binary is None:
             print(f"go amqp091: skipped ({why})")
