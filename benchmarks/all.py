@@ -224,6 +224,12 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         ("--calls", "60000", "off", "jsonl", "otel-api", "otel", "jsonl-sampled", "otel-sampled"),
         render=_text,
     ),
+    Benchmark(
+        "busy-poll",
+        "busy_poll.py",
+        ("--rounds", "3", "--seconds", "1.5"),
+        ("--rounds", "5", "--seconds", "2"),
+    ),
     Benchmark("syscalls", "syscalls.py", ("--calls", "1000"), ("--calls", "3000"), needs=("strace",)),
     Benchmark("soak", "soak.py", ("--minutes", "1"), ("--minutes", "10"), render=_soak_summary),
     Benchmark("dispatch", "dispatch.py", ("--requests", "10000", "--rounds", "5"), (), render=_text),

@@ -121,8 +121,10 @@ class Connector:
         failback_every: float = 0.0,
         retire_grace: float = 5.0,
         alarms: Alarms | None = None,
+        busy_poll: float = 0.0,
     ) -> None:
         self._alarms = alarms or Alarms()
+        self._busy_poll = busy_poll
         urls = tuple(urls)
         first = zlib.crc32(spread_key.encode()) % len(urls) if spread_key and urls else 0
         self._urls = urls[first:] + urls[:first]
@@ -366,6 +368,7 @@ class Connector:
             name=self._name,
             ssl_context=self._ssl_context,
             alarms=self._alarms,
+            busy_poll=self._busy_poll,
         )
         try:
             # declarations and consumes are RPCs too: a broker that stops answering mid-setup must

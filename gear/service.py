@@ -168,6 +168,7 @@ class Service:
             ssl_context=client_context(s),
             failback_every=s.failback_interval,
             retire_grace=s.drain_timeout,
+            busy_poll=s.busy_poll,
             alarms=alarms,
         )
         republish = RepublishPolicy(initial=s.republish_initial, maximum=s.republish_max)

@@ -40,6 +40,13 @@ class Settings(BaseSettings):
     """AMQP heartbeat timeout in seconds (0 disables, not advised). The broker sends something at
     least every ``heartbeat / 2`` s; nothing received for ``1.5 * heartbeat`` s declares the link dead
     (a silent partition is found in about 8 s with the default) and Gear reconnects."""
+    busy_poll: float = Field(default=0.0, ge=0, le=1)
+    """Seconds the event loop keeps polling the broker connection after each read or write instead of
+    sleeping (``GEAR_BUSY_POLL=0.001``); 0, the default, is off. A reply or request that arrives within
+    the window is read at once, without waking a sleeping process: lower latency for calls made one at
+    a time, paid with a core kept busy while the window lasts (up to a whole core under steady
+    traffic). For latency-critical services with a core to spare; ``benchmarks/busy_poll.py`` measures
+    both sides of the trade on your machine."""
     handshake_timeout: float = Field(default=10.0, gt=0)
     """Seconds a connect attempt may take from TCP connect to ``connection.open-ok``."""
     reconnect_initial: float = Field(default=0.1, gt=0)

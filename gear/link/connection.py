@@ -224,7 +224,9 @@ class Channel:
 class Connection:
     """One open AMQP connection (see :func:`connect`)."""
 
-    def __init__(self, endpoint: Endpoint, *, heartbeat: int, name: str, where: str) -> None:
+    def __init__(
+        self, endpoint: Endpoint, *, heartbeat: int, name: str, where: str, busy_poll: float = 0.0
+    ) -> None:
         self.loop = asyncio.get_running_loop()
         self.where = where
         self._endpoint = endpoint
@@ -235,7 +237,9 @@ class Connection:
             client_properties={"connection_name": name},
             heartbeat=heartbeat,
         )
-        self.stream = Stream(self.core, self.loop, self._on_protocol_error, self._on_socket_lost)
+        self.stream = Stream(
+            self.core, self.loop, self._on_protocol_error, self._on_socket_lost, busy_poll=busy_poll
+        )
         self.opened: asyncio.Future[None] = self.loop.create_future()
         self.closed: asyncio.Future[ClosedError] = self.loop.create_future()
         """Resolves (with the reason) when the connection closes, whoever closed it."""
@@ -364,8 +368,12 @@ async def connect(
     name: str,
     handshake_timeout: float,
     ssl_context: ssl.SSLContext | None = None,
+    busy_poll: float = 0.0,
 ) -> Connection:
     """Open a connection to the broker at ``url`` and finish the handshake within ``handshake_timeout`` s.
+
+    ``busy_poll``: seconds the event loop keeps polling after each read or write on this connection
+    (:attr:`gear.Settings.busy_poll`; 0: off).
 
     Raises:
         ConfigurationError: a malformed URL, or ``amqps://`` without a TLS context.
@@ -381,6 +389,7 @@ async def connect(
         heartbeat=endpoint.heartbeat if endpoint.heartbeat is not None else heartbeat,
         name=name,
         where=where,
+        busy_poll=busy_poll,
     )
     conn.core.initiate()
     loop = conn.loop

@@ -82,10 +82,12 @@ async def open_link(
     name: str,
     ssl_context: ssl.SSLContext | None = None,
     alarms: Alarms | None = None,
+    busy_poll: float = 0.0,
 ) -> Link:
     """Connect to one broker and open the three channels, all within ``handshake_timeout``.
 
-    ``ssl_context`` (from :func:`gear.tls.client_context`) is used for ``amqps://`` URLs.
+    ``ssl_context`` (from :func:`gear.tls.client_context`) is used for ``amqps://`` URLs;
+    ``busy_poll`` is :attr:`gear.Settings.busy_poll`.
 
     Raises:
         ConfigurationError: a malformed URL.
@@ -95,7 +97,12 @@ async def open_link(
     loop = asyncio.get_running_loop()
     give_up = loop.time() + handshake_timeout
     conn = await connect(
-        url, heartbeat=heartbeat, name=name, handshake_timeout=handshake_timeout, ssl_context=ssl_context
+        url,
+        heartbeat=heartbeat,
+        name=name,
+        handshake_timeout=handshake_timeout,
+        ssl_context=ssl_context,
+        busy_poll=busy_poll,
     )
     try:
         async with asyncio.timeout_at(give_up):

@@ -8,6 +8,11 @@ serves with ``mmap`` and gives back with ``munmap``) and go straight to
 calls :meth:`Stream.data_received` with its own bytes. ``last_frame`` is the loop time of the last
 read that completed a frame: the link's liveness clock.
 
+With ``busy_poll`` (seconds, :attr:`gear.Settings.busy_poll`), every read and write keeps the event
+loop polling, instead of sleeping in ``epoll_wait``, until that long after this socket's last I/O: a
+reply or request that arrives meanwhile is read without the wake-up of a sleeping process, at the cost
+of a busy core while the window lasts.
+
 Writes are corked: the first send of a loop iteration goes out at once (a lone call pays no extra
 loop turn), later ones in the same iteration are coalesced into one ``write`` at its end (many calls
 in flight cost one syscall per iteration, not one per frame), and acknowledgements may wait up to a
@@ -39,6 +44,8 @@ class Stream(asyncio.BufferedProtocol):
         loop: asyncio.AbstractEventLoop,
         on_error: Callable[[ProtocolError], None],
         on_lost: Callable[[str], None],
+        *,
+        busy_poll: float = 0.0,
     ) -> None:
         self._core = core
         self._loop = loop
@@ -55,6 +62,11 @@ class Stream(asyncio.BufferedProtocol):
         self._scheduled = False
         self._sent_this_turn = False
         self._lazy: asyncio.TimerHandle | None = None
+        self.busy_poll = busy_poll
+        """Seconds the loop keeps polling after this socket's last read or write (0: it may sleep)."""
+        self._poll_until = 0.0
+        self.polling = False
+        """Whether the loop is being kept from sleeping by this stream right now."""
 
     # -- asyncio.BufferedProtocol ------------------------------------------------------------------
 
@@ -70,6 +82,8 @@ class Stream(asyncio.BufferedProtocol):
 
     def data_received(self, data: bytes) -> None:
         """Bytes read from the socket (uvloop calls this directly)."""
+        if self.busy_poll:
+            self._keep_polling()
         core = self._core
         try:
             frames = core.receive(data)
@@ -108,6 +122,8 @@ class Stream(asyncio.BufferedProtocol):
         if data and transport is not None and not transport.is_closing():
             transport.write(data)
             self.last_sent = self._now()
+            if self.busy_poll:
+                self._keep_polling()
 
     def send_now(self) -> None:
         """Send what the core queued: at once if nothing went out yet in this loop iteration, else
@@ -138,6 +154,22 @@ class Stream(asyncio.BufferedProtocol):
     def _lazy_due(self) -> None:
         self._lazy = None
         self.flush()
+
+    # -- busy polling ------------------------------------------------------------------------------
+
+    def _keep_polling(self) -> None:
+        self._poll_until = self._now() + self.busy_poll
+        if not self.polling:
+            self.polling = True
+            self._loop.call_soon(self._poll)
+
+    def _poll(self) -> None:
+        """Run again in the next loop iteration (so that iteration polls the sockets with a zero
+        timeout instead of sleeping), until ``busy_poll`` has passed since the last I/O."""
+        if self.transport is not None and self._now() < self._poll_until:
+            self._loop.call_soon(self._poll)
+        else:
+            self.polling = False
 
     def _new_turn(self) -> None:
         self._sent_this_turn = False

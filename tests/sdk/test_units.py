@@ -126,9 +126,10 @@ def test_settings_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GEAR_HOST", "w9")
     monkeypatch.setenv("GEAR_TIMEOUT", "2.5")
     monkeypatch.setenv("GEAR_PREFETCH", "8")
+    monkeypatch.setenv("GEAR_BUSY_POLL", "0.001")
     s = gear.Settings()
     assert s.url == ("amqp://a/", "amqp://b/")
-    assert (s.type, s.host, s.timeout, s.prefetch) == ("WEB", "w9", 2.5, 8)
+    assert (s.type, s.host, s.timeout, s.prefetch, s.busy_poll) == ("WEB", "w9", 2.5, 8, 0.001)
     svc = gear.Service()
     assert svc.identity == "WEB.w9"
 
@@ -141,6 +142,8 @@ def test_settings_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         ({"type": "WEB", "host": "@all"}, "HOST"),
         ({"type": "WEB", "url": "http://x/"}, "amqp"),
         ({"type": "WEB", "timeout": 0}, "timeout"),
+        ({"type": "WEB", "busy_poll": -0.001}, "busy_poll"),
+        ({"type": "WEB", "busy_poll": 2}, "busy_poll"),
         ({"type": "*"}, "TYPE"),
     ],
 )
