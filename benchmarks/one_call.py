@@ -1,0 +1,322 @@
+"""One call in flight, where its time goes: Gear as installed, Gear with busy polling
+(``Settings.busy_poll``), Gear's hot modules compiled with mypyc, and the same job in Go, in one run.
+
+    python benchmarks/one_call.py [--url URL] [--windows 0.2,1] [--compiled] [--rounds 5] [--seconds 2]
+
+Every peer has a caller process and a server process of its own (Go's are ``benchmarks/go/rpcbench.go``,
+skipped with the reason where Go or amqp091-go is missing). A busy-polling peer sets ``GEAR_BUSY_POLL``
+in both processes' environment, as a deployment would. ``--compiled`` builds a copy of ``gear/`` with
+the modules on a call's path compiled by mypyc (``mypyc`` and a C compiler needed; cached by a hash of
+the sources) and runs a peer from it. Each round gives every peer ``--seconds`` of calls made one
+after another, the order rotating from round to round, with a pause between turns longer than any
+busy-poll window (so no peer's polling overlaps another's turn).
+
+Prints, per peer, the median over rounds of p50 and p99 latency, calls per second and the CPU per call
+of its caller and its server process, then the median of per-round ratios against Go and against
+Gear as installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gobench
+from _cleanup import delete_queues
+from gobench import GoClient
+from rpc import PAYLOAD, _proc_cpu
+
+__all__ = ("main",)
+
+GO = "go amqp091"
+_PAUSE = 0.05
+"""Seconds between two turns: longer than any window, so the previous peer has stopped polling."""
+_LINE_LIMIT = 2**24
+"""Bytes in one line from a caller process: every latency of a turn, as JSON."""
+_ME = Path(__file__).resolve()
+_SOURCE = _ME.parent.parent / "gear"
+COMPILED_MODULES = (
+    "wire/frames.py", "wire/properties.py", "wire/table.py", "wire/codes.py",
+    "amqp/channel.py", "amqp/connection.py", "amqp/methods.py", "amqp/message.py", "amqp/publish.py",
+    "amqp/errors.py", "link/stream.py", "link/confirms.py", "link/publishing.py",
+    "inbound.py", "dispatch.py", "rpc.py", "publisher.py", "alarms.py", "deadline.py", "duplicates.py",
+    "context.py",
+)  # fmt: skip
+"""What ``--compiled`` compiles: the modules a call and a request go through (paths under ``gear/``)."""
+
+
+# -- the Gear processes ----------------------------------------------------------------------------
+
+
+async def _serve(url: str, tag: str) -> None:
+    import gear
+
+    svc = gear.Service("ONE" + tag, "s1", url=url, prefetch=256)
+
+    @svc.handler("echo")
+    async def echo(payload: dict[str, Any]) -> dict[str, Any]:
+        return payload
+
+    async with svc:
+        print("ready", flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+
+
+async def _call(url: str, tag: str) -> None:
+    """Answer ``SECONDS`` lines on stdin with one JSON line: the latencies and this process's CPU."""
+    import gear
+
+    svc = gear.Service.client(url=url, prefetch=512)
+    await svc.start()
+    target = f"ONE{tag}.s1"
+    print("ready", flush=True)
+    loop = asyncio.get_running_loop()
+    perf = time.perf_counter
+    while line := await loop.run_in_executor(None, sys.stdin.readline):
+        latencies: list[float] = []
+        cpu0 = time.process_time()
+        end = perf() + float(line)
+        while perf() < end:
+            t0 = perf()
+            await svc.rpc.call(target, "echo", PAYLOAD)
+            latencies.append(perf() - t0)
+        print(json.dumps({"latencies": latencies, "cpu": time.process_time() - cpu0}), flush=True)
+    queues = [q.name for q in svc.topology.queues]
+    await svc.stop()
+    await delete_queues(url, [*queues, f"ONE{tag}", target])
+
+
+# -- peers -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Peer:
+    """One peer: a timed stretch of calls, its server's pid, and how to stop it."""
+
+    name: str
+    load: Callable[[float], Awaitable[dict[str, Any]]]
+    server_pid: int
+    close: Callable[[], Awaitable[None]]
+    rounds: list[dict[str, float]] = field(default_factory=list)
+
+
+async def _process(*args: str, env: dict[str, str]) -> asyncio.subprocess.Process:
+    proc = await asyncio.create_subprocess_exec(
+        *args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, limit=_LINE_LIMIT
+    )
+    assert proc.stdout is not None
+    line = await asyncio.wait_for(proc.stdout.readline(), 60)
+    if line.strip() != b"ready":
+        raise SystemExit(f"{' '.join(args[:4])}: did not start")
+    return proc
+
+
+async def _stop(proc: asyncio.subprocess.Process) -> None:
+    assert proc.stdin is not None
+    proc.stdin.close()
+    try:
+        await asyncio.wait_for(proc.wait(), 20)
+    except TimeoutError:
+        proc.kill()
+
+
+async def _gear_peer(name: str, url: str, env: dict[str, str]) -> Peer:
+    tag = uuid.uuid4().hex[:6]
+    env = {**os.environ, **env}
+    me = str(_ME)
+    server = await _process(sys.executable, me, "--serve", "--url", url, "--tag", tag, env=env)
+    caller = await _process(sys.executable, me, "--call", "--url", url, "--tag", tag, env=env)
+    assert caller.stdin is not None
+    assert caller.stdout is not None
+    stdin, stdout = caller.stdin, caller.stdout
+
+    async def load(seconds: float) -> dict[str, Any]:
+        stdin.write(f"{seconds}\n".encode())
+        await stdin.drain()
+        got: dict[str, Any] = json.loads(await asyncio.wait_for(stdout.readline(), seconds + 60))
+        return got
+
+    async def close() -> None:
+        await _stop(caller)
+        await _stop(server)
+
+    return Peer(name, load, server.pid, close)
+
+
+async def _go_peer(url: str, binary: Path) -> Peer:
+    tag = uuid.uuid4().hex[:6]
+    server = await _process(*gobench.server_command(binary, url, tag), env=dict(os.environ))
+    client = await GoClient.start(binary, url, tag)
+
+    async def load(seconds: float) -> dict[str, Any]:
+        got = await client.load(1, seconds)
+        return {"latencies": got["latencies"], "cpu": got["cpu"]}
+
+    async def close() -> None:
+        await client.close()
+        await _stop(server)  # it serves until its stdin closes
+
+    return Peer(GO, load, server.pid, close)
+
+
+def build_compiled() -> tuple[Path | None, str]:
+    """A directory holding a copy of ``gear/`` with :data:`COMPILED_MODULES` compiled by mypyc, or
+    ``(None, why not)``. Kept under the benchmarks' cache by a hash of the sources."""
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        return None, "no C compiler"
+    try:
+        import mypyc  # noqa: F401 - only asks whether it is installed
+    except ImportError:
+        return None, "mypyc is not installed (it comes with mypy)"
+    digest = hashlib.sha256()
+    for path in sorted(_SOURCE.rglob("*.py")):
+        digest.update(str(path.relative_to(_SOURCE)).encode() + path.read_bytes())
+    target = gobench.CACHE / f"gear-mypyc-{digest.hexdigest()[:12]}"
+    if (target / "ok").exists():
+        return target, ""
+    shutil.rmtree(target, ignore_errors=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        work = Path(scratch)
+        shutil.copytree(_SOURCE, work / "gear", ignore=shutil.ignore_patterns("__pycache__"))
+        print("compiling gear with mypyc...", file=sys.stderr, flush=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "mypyc", *(f"gear/{m}" for m in COMPILED_MODULES)],
+            cwd=work, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if done.returncode != 0:
+            return None, f"mypyc failed: {(done.stdout + done.stderr).strip()[-300:]}"
+        probe = "import gear.dispatch; print(gear.dispatch.__file__)"
+        where = subprocess.run(
+            [sys.executable, "-c", probe], cwd=work, env={**os.environ, "PYTHONPATH": str(work)},
+            capture_output=True, text=True, check=False,
+        ).stdout.strip()  # fmt: skip
+        if not where.endswith(".so"):
+            return None, f"the compiled modules do not load (gear.dispatch from {where or 'nowhere'})"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(work, target, ignore=shutil.ignore_patterns("build", "__pycache__"))
+    (target / "ok").touch()
+    return target, ""
+
+
+# -- the run ---------------------------------------------------------------------------------------
+
+
+async def _turn(peer: Peer, seconds: float) -> None:
+    server0 = _proc_cpu(peer.server_pid)
+    got = await peer.load(seconds)
+    server = _proc_cpu(peer.server_pid) - server0
+    latencies = sorted(got["latencies"])
+    n = len(latencies)
+    peer.rounds.append(
+        {
+            "p50": latencies[n // 2] * 1000,
+            "p99": latencies[min(n - 1, int(n * 0.99))] * 1000,
+            "rps": n / sum(latencies),
+            "caller_us": got["cpu"] / n * 1e6,
+            "server_us": server / n * 1e6,
+        }
+    )
+
+
+async def run(url: str, windows: list[float], compiled: bool, rounds: int, seconds: float) -> list[Peer]:
+    """Start every peer, give each ``rounds`` turns of ``seconds``, stop them; the peers with their
+    per-round figures."""
+    binary, why = gobench.build()
+    if binary is None:
+        print(f"{GO}: skipped ({why})", file=sys.stderr)
+    built: Path | None = None
+    if compiled:
+        built, why = build_compiled()
+        if built is None:
+            print(f"gear compiled: skipped ({why})", file=sys.stderr)
+    peers: list[Peer] = []
+    try:
+        if binary is not None:
+            peers.append(await _go_peer(url, binary))
+        peers.append(await _gear_peer("gear", url, {}))
+        for window in windows:
+            env = {"GEAR_BUSY_POLL": str(window)}
+            peers.append(await _gear_peer(f"gear busy_poll={window * 1000:g} ms", url, env))
+        if built is not None:
+            path = os.pathsep.join(filter(None, (str(built), os.environ.get("PYTHONPATH"))))
+            peers.append(await _gear_peer("gear compiled (mypyc)", url, {"PYTHONPATH": path}))
+        for peer in peers:  # warm-up, not counted
+            await peer.load(min(0.5, seconds))
+            await asyncio.sleep(_PAUSE)
+        for r in range(rounds):
+            for peer in peers[r % len(peers) :] + peers[: r % len(peers)]:
+                await _turn(peer, seconds)
+                await asyncio.sleep(_PAUSE)
+            print(f"round {r + 1}/{rounds} done", file=sys.stderr, flush=True)
+    finally:
+        for peer in peers:
+            await peer.close()
+    return peers
+
+
+def report(peers: list[Peer], rounds: int, seconds: float) -> None:
+    """Print the table and the per-round ratios."""
+    print(
+        f"One call in flight, median of {rounds} rounds of {seconds:g} s per peer (order rotating), "
+        "100 B JSON payload; CPU per call of the caller's and the server's process\n"
+    )
+    print("| peer | p50 ms | p99 ms | calls/s | caller CPU us/call | server CPU us/call |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for peer in peers:
+        m = {k: statistics.median(r[k] for r in peer.rounds) for k in peer.rounds[0]}
+        print(
+            f"| {peer.name} | {m['p50']:.2f} | {m['p99']:.2f} | {m['rps']:,.0f} | "
+            f"{m['caller_us']:.0f} | {m['server_us']:.0f} |"
+        )
+    for base in [p for p in peers if p.name in (GO, "gear")]:
+        print(f"\nAgainst {base.name}, median of per-round ratios (p50 and CPU: lower is better):\n")
+        for peer in peers:
+            if peer is base:
+                continue
+            pairs = list(zip(peer.rounds, base.rounds, strict=True))
+            p50 = statistics.median(a["p50"] / b["p50"] for a, b in pairs)
+            cpu = statistics.median(
+                (a["caller_us"] + a["server_us"]) / (b["caller_us"] + b["server_us"]) for a, b in pairs
+            )
+            print(f"- {peer.name}: p50 {p50:.2f}x, caller + server CPU per call {cpu:.2f}x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--url", default=os.environ.get("GEAR_URL", "amqp://guest:guest@127.0.0.1:5672/"))
+    parser.add_argument("--windows", default="0.2,1", help="busy-poll windows in ms, comma-separated")
+    parser.add_argument("--compiled", action="store_true", help="add a peer compiled with mypyc")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--call", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--tag", default="", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve or args.call:
+        asyncio.run((_serve if args.serve else _call)(args.url, args.tag))
+        return
+    windows = [float(w) / 1000 for w in args.windows.split(",") if w.strip()]
+    if any(w <= 0 or w > 1 for w in windows):
+        parser.error("each window must be over 0 and at most 1000 ms")
+    peers = asyncio.run(run(args.url, windows, args.compiled, args.rounds, args.seconds))
+    report(peers, args.rounds, args.seconds)
+
+
+if __name__ == "__main__":
+    main()
