@@ -45,7 +45,7 @@ class Settings(BaseSettings):
     sleeping (``GEAR_BUSY_POLL=0.001``); 0, the default, is off. A reply or request that arrives within
     the window is read at once, without waking a sleeping process: lower latency for calls made one at
     a time, paid with a core kept busy while the window lasts (up to a whole core under steady
-    traffic). For latency-critical services with a core to spare; ``benchmarks/busy_poll.py`` measures
+    traffic). For latency-critical services with a core to spare; ``benchmarks/one_call.py`` measures
     both sides of the trade on your machine."""
     handshake_timeout: float = Field(default=10.0, gt=0)
     """Seconds a connect attempt may take from TCP connect to ``connection.open-ok``."""
