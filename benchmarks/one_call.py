@@ -1,15 +1,18 @@
-"""One call in flight, where its time goes: Gear as installed, Gear with busy polling
-(``Settings.busy_poll``), Gear's hot modules compiled with mypyc, and the same job in Go, in one run.
+"""One call in flight, where its time goes: Gear as installed (on asyncio, and on uvloop where it is
+installed), Gear with busy polling (``Settings.busy_poll``), Gear's hot modules compiled with mypyc,
+and the same job in Go, in one run.
 
     python benchmarks/one_call.py [--url URL] [--windows 0.2,1] [--compiled] [--rounds 5] [--seconds 2]
 
-Every peer has a caller process and a server process of its own (Go's are ``benchmarks/go/rpcbench.go``,
-skipped with the reason where Go or amqp091-go is missing). A busy-polling peer sets ``GEAR_BUSY_POLL``
-in both processes' environment, as a deployment would. ``--compiled`` builds a copy of ``gear/`` with
-the modules on a call's path compiled by mypyc (``mypyc`` and a C compiler needed; cached by a hash of
-the sources) and runs a peer from it. Each round gives every peer ``--seconds`` of calls made one
-after another, the order rotating from round to round, with a pause between turns longer than any
-busy-poll window (so no peer's polling overlaps another's turn).
+Every peer has a caller process and a server process of its own (Go's are
+``benchmarks/go/rpcbench.go``, skipped with the reason where Go or amqp091-go is missing). Gear's
+processes run on asyncio, but for the uvloop peer's (``gear.run``'s choice when uvloop is installed).
+A busy-polling peer sets ``GEAR_BUSY_POLL`` in both processes' environment, as a deployment would.
+``--compiled`` builds a copy of ``gear/`` with the modules on a call's path compiled by mypyc
+(``mypyc`` and a C compiler needed; cached by a hash of the sources) and runs a peer from it. Each
+round gives every peer ``--seconds`` of calls made one after another, the order rotating from round
+to round, with a pause between turns longer than any busy-poll window (so no peer's polling overlaps
+another's turn).
 
 Prints, per peer, the median over rounds of p50 and p99 latency, calls per second and the CPU per call
 of its caller and its server process, then the median of per-round ratios against Go and against
@@ -21,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -43,6 +47,7 @@ from rpc import PAYLOAD, _proc_cpu
 __all__ = ("main",)
 
 GO = "go amqp091"
+_ASYNCIO = {"GEAR_LOOP": "asyncio"}
 _PAUSE = 0.05
 """Seconds between two turns: longer than any window, so the previous peer has stopped polling."""
 _LINE_LIMIT = 2**24
@@ -247,13 +252,17 @@ async def run(url: str, windows: list[float], compiled: bool, rounds: int, secon
     try:
         if binary is not None:
             peers.append(await _go_peer(url, binary))
-        peers.append(await _gear_peer("gear", url, {}))
+        peers.append(await _gear_peer("gear", url, _ASYNCIO))
+        if importlib.util.find_spec("uvloop") is not None:
+            peers.append(await _gear_peer("gear on uvloop", url, {"GEAR_LOOP": "uvloop"}))
+        else:
+            print("gear on uvloop: skipped (uvloop is not installed: gear-rpc[fast])", file=sys.stderr)
         for window in windows:
-            env = {"GEAR_BUSY_POLL": str(window)}
+            env = {**_ASYNCIO, "GEAR_BUSY_POLL": str(window)}
             peers.append(await _gear_peer(f"gear busy_poll={window * 1000:g} ms", url, env))
         if built is not None:
             path = os.pathsep.join(filter(None, (str(built), os.environ.get("PYTHONPATH"))))
-            peers.append(await _gear_peer("gear compiled (mypyc)", url, {"PYTHONPATH": path}))
+            peers.append(await _gear_peer("gear compiled (mypyc)", url, {**_ASYNCIO, "PYTHONPATH": path}))
         for peer in peers:  # warm-up, not counted
             await peer.load(min(0.5, seconds))
             await asyncio.sleep(_PAUSE)
@@ -309,7 +318,9 @@ def main() -> None:
     parser.add_argument("--tag", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve or args.call:
-        asyncio.run((_serve if args.serve else _call)(args.url, args.tag))
+        from gear.eventloop import run as gear_run  # uvloop unless GEAR_LOOP=asyncio
+
+        gear_run((_serve if args.serve else _call)(args.url, args.tag))
         return
     windows = [float(w) / 1000 for w in args.windows.split(",") if w.strip()]
     if any(w <= 0 or w > 1 for w in windows):
