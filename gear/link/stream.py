@@ -83,7 +83,7 @@ class Stream(asyncio.BufferedProtocol):
     def data_received(self, data: bytes) -> None:
         """Bytes read from the socket (uvloop calls this directly)."""
         if self.busy_poll:
-            self._keep_polling()
+            self._keep_polling(self._now())
         core = self._core
         try:
             frames = core.receive(data)
@@ -123,7 +123,7 @@ class Stream(asyncio.BufferedProtocol):
             transport.write(data)
             self.last_sent = self._now()
             if self.busy_poll:
-                self._keep_polling()
+                self._keep_polling(self.last_sent)
 
     def send_now(self) -> None:
         """Send what the core queued: at once if nothing went out yet in this loop iteration, else
@@ -157,8 +157,9 @@ class Stream(asyncio.BufferedProtocol):
 
     # -- busy polling ------------------------------------------------------------------------------
 
-    def _keep_polling(self) -> None:
-        self._poll_until = self._now() + self.busy_poll
+    def _keep_polling(self, now: float) -> None:
+        """Poll until ``busy_poll`` after ``now`` (the loop time of this I/O)."""
+        self._poll_until = now + self.busy_poll
         if not self.polling:
             self.polling = True
             self._loop.call_soon(self._poll)
