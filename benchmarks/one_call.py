@@ -6,7 +6,7 @@ and the same job in Go, in one run.
 
 Every peer has a caller process and a server process of its own (Go's are
 ``benchmarks/go/rpcbench.go``, skipped with the reason where Go or amqp091-go is missing). Gear's
-processes run on asyncio, but for the uvloop peer's (``gear.run``'s choice when uvloop is installed).
+servers are ``rpc.py --serve gear``; its processes run on asyncio, but for the uvloop peer's.
 A busy-polling peer sets ``GEAR_BUSY_POLL`` in both processes' environment, as a deployment would.
 ``--compiled`` builds a copy of ``gear/`` with the modules on a call's path compiled by mypyc
 (``mypyc`` and a C compiler needed; cached by a hash of the sources) and runs a peer from it. Each
@@ -42,17 +42,17 @@ from typing import Any
 import gobench
 from _cleanup import delete_queues
 from gobench import GoClient
-from rpc import PAYLOAD, _proc_cpu
+from rpc import PAYLOAD, _proc_cpu, _runner
 
 __all__ = ("main",)
 
 GO = "go amqp091"
-_ASYNCIO = {"GEAR_LOOP": "asyncio"}
 _PAUSE = 0.05
 """Seconds between two turns: longer than any window, so the previous peer has stopped polling."""
 _LINE_LIMIT = 2**24
 """Bytes in one line from a caller process: every latency of a turn, as JSON."""
 _ME = Path(__file__).resolve()
+_RPC = _ME.with_name("rpc.py")
 _SOURCE = _ME.parent.parent / "gear"
 COMPILED_MODULES = (
     "wire/frames.py", "wire/properties.py", "wire/table.py", "wire/codes.py",
@@ -67,27 +67,13 @@ COMPILED_MODULES = (
 # -- the Gear processes ----------------------------------------------------------------------------
 
 
-async def _serve(url: str, tag: str) -> None:
-    import gear
-
-    svc = gear.Service("ONE" + tag, "s1", url=url, prefetch=256)
-
-    @svc.handler("echo")
-    async def echo(payload: dict[str, Any]) -> dict[str, Any]:
-        return payload
-
-    async with svc:
-        print("ready", flush=True)
-        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
-
-
 async def _call(url: str, tag: str) -> None:
     """Answer ``SECONDS`` lines on stdin with one JSON line: the latencies and this process's CPU."""
     import gear
 
     svc = gear.Service.client(url=url, prefetch=512)
     await svc.start()
-    target = f"ONE{tag}.s1"
+    target = f"BENCH{tag}.s1"  # the server is rpc.py's
     print("ready", flush=True)
     loop = asyncio.get_running_loop()
     perf = time.perf_counter
@@ -102,7 +88,7 @@ async def _call(url: str, tag: str) -> None:
         print(json.dumps({"latencies": latencies, "cpu": time.process_time() - cpu0}), flush=True)
     queues = [q.name for q in svc.topology.queues]
     await svc.stop()
-    await delete_queues(url, [*queues, f"ONE{tag}", target])
+    await delete_queues(url, [*queues, f"BENCH{tag}", target])
 
 
 # -- peers -----------------------------------------------------------------------------------------
@@ -139,12 +125,14 @@ async def _stop(proc: asyncio.subprocess.Process) -> None:
         proc.kill()
 
 
-async def _gear_peer(name: str, url: str, env: dict[str, str]) -> Peer:
+async def _gear_peer(name: str, url: str, env: dict[str, str], loop: str = "asyncio") -> Peer:
+    """Gear's server (``rpc.py --serve gear``) and a caller (this script's ``--call``), each a process
+    on ``loop`` with ``env`` added to its environment."""
     tag = uuid.uuid4().hex[:6]
     env = {**os.environ, **env}
-    me = str(_ME)
-    server = await _process(sys.executable, me, "--serve", "--url", url, "--tag", tag, env=env)
-    caller = await _process(sys.executable, me, "--call", "--url", url, "--tag", tag, env=env)
+    args = ("--url", url, "--tag", tag, "--loop", loop)
+    server = await _process(sys.executable, str(_RPC), "--serve", "gear", *args, env=env)
+    caller = await _process(sys.executable, str(_ME), "--call", *args, env=env)
     assert caller.stdin is not None
     assert caller.stdout is not None
     stdin, stdout = caller.stdin, caller.stdout
@@ -252,17 +240,17 @@ async def run(url: str, windows: list[float], compiled: bool, rounds: int, secon
     try:
         if binary is not None:
             peers.append(await _go_peer(url, binary))
-        peers.append(await _gear_peer("gear", url, _ASYNCIO))
+        peers.append(await _gear_peer("gear", url, {}))
         if importlib.util.find_spec("uvloop") is not None:
-            peers.append(await _gear_peer("gear on uvloop", url, {"GEAR_LOOP": "uvloop"}))
+            peers.append(await _gear_peer("gear on uvloop", url, {}, loop="uvloop"))
         else:
             print("gear on uvloop: skipped (uvloop is not installed: gear-rpc[fast])", file=sys.stderr)
         for window in windows:
-            env = {**_ASYNCIO, "GEAR_BUSY_POLL": str(window)}
+            env = {"GEAR_BUSY_POLL": str(window)}
             peers.append(await _gear_peer(f"gear busy_poll={window * 1000:g} ms", url, env))
         if built is not None:
             path = os.pathsep.join(filter(None, (str(built), os.environ.get("PYTHONPATH"))))
-            peers.append(await _gear_peer("gear compiled (mypyc)", url, {**_ASYNCIO, "PYTHONPATH": path}))
+            peers.append(await _gear_peer("gear compiled (mypyc)", url, {"PYTHONPATH": path}))
         for peer in peers:  # warm-up, not counted
             await peer.load(min(0.5, seconds))
             await asyncio.sleep(_PAUSE)
@@ -313,14 +301,13 @@ def main() -> None:
     parser.add_argument("--compiled", action="store_true", help="add a peer compiled with mypyc")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=2.0)
-    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--call", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--tag", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--loop", default="asyncio", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.serve or args.call:
-        from gear.eventloop import run as gear_run  # uvloop unless GEAR_LOOP=asyncio
-
-        gear_run((_serve if args.serve else _call)(args.url, args.tag))
+    if args.call:
+        with _runner(args.loop) as runner:
+            runner.run(_call(args.url, args.tag))
         return
     windows = [float(w) / 1000 for w in args.windows.split(",") if w.strip()]
     if any(w <= 0 or w > 1 for w in windows):

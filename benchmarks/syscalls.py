@@ -26,14 +26,13 @@ import time
 import uuid
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import gobench
 from _cleanup import delete_queues
+from rpc import PAYLOAD
 
 __all__ = ("main",)
 
-PAYLOAD = {"data": "x" * 80}
 HERE = Path(__file__).resolve()
 Run = tuple[Counter[str], Counter[str], int]
 """A run's system calls in the caller, in the server, and the calls it made."""
@@ -80,34 +79,21 @@ def _stop(process: subprocess.Popen[str]) -> None:
 # -- Gear's processes ---------------------------------------------------------------------------------
 
 
-async def _gear_server(url: str, tag: str) -> None:
-    import gear
-
-    svc = gear.Service("SYSC" + tag, "s1", url=url)
-
-    @svc.handler("echo")
-    async def echo(payload: dict[str, Any]) -> dict[str, Any]:
-        return payload
-
-    async with svc:
-        print("ready", flush=True)
-        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)  # until stdin closes
-
-
 async def _gear_client(url: str, tag: str, calls: int) -> None:
     import gear
 
     svc = gear.Service.client(url=url)
     async with svc:
         for _ in range(calls):
-            await svc.rpc.call(f"SYSC{tag}.s1", "echo", PAYLOAD)
+            await svc.rpc.call(f"BENCH{tag}.s1", "echo", PAYLOAD)  # rpc.py's server
     print(calls, flush=True)
 
 
 def _run_gear(url: str, calls: int, folder: Path) -> Run:
     tag = uuid.uuid4().hex[:8]
     me = [sys.executable, str(HERE), "--url", url, "--tag", tag]
-    server = _start([*me, "--serve-gear"], folder / "server", "Gear server")
+    serve = [sys.executable, str(HERE.with_name("rpc.py")), "--serve", "gear", "--url", url, "--tag", tag]
+    server = _start(serve, folder / "server", "Gear server")
     try:
         done = subprocess.run(
             _traced([*me, "--client-gear", str(calls)], folder / "client"),
@@ -115,7 +101,7 @@ def _run_gear(url: str, calls: int, folder: Path) -> Run:
         )  # fmt: skip
     finally:
         _stop(server)
-    asyncio.run(delete_queues(url, [f"SYSC{tag}", f"SYSC{tag}.s1"]))
+    asyncio.run(delete_queues(url, [f"BENCH{tag}", f"BENCH{tag}.s1"]))
     return _counts(folder / "client"), _counts(folder / "server"), int(done.stdout.split()[-1])
 
 
@@ -162,12 +148,8 @@ def main() -> None:
         "--calls", type=int, default=3000, help="Gear's long stretch (its short one is a tenth)"
     )
     parser.add_argument("--tag", default="", help=argparse.SUPPRESS)
-    parser.add_argument("--serve-gear", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--client-gear", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.serve_gear:
-        asyncio.run(_gear_server(args.url, args.tag))
-        return
     if args.client_gear is not None:
         asyncio.run(_gear_client(args.url, args.tag, args.client_gear))
         return
