@@ -3,6 +3,8 @@ write on the broker connection, then may sleep again; calls work the same with i
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -107,8 +109,13 @@ async def test_calls_with_busy_polling_on_both_sides(fleet: Fleet) -> None:
     async def echo(n: int) -> int:
         return n
 
-    caller = fleet.client(busy_poll=0.001)
+    caller = fleet.client(busy_poll=1.0)  # a window longer than the quiet stretch below
     await fleet.start()
     assert [await caller.rpc.call("BPOLL.s1", "echo", n) for n in range(50)] == list(range(50))
     replies = await caller.rpc.gather("BPOLL.*", "echo", 7, expected=1, timeout=3)
     assert [(r.sender, r.result) for r in replies] == [("BPOLL.s1", 7)]
+    # The setting reached the caller's connection: with nothing to do, its process still keeps a
+    # core busy (a loop that sleeps in epoll_wait would spend next to no CPU here).
+    cpu = time.process_time()
+    await asyncio.sleep(0.3)
+    assert time.process_time() - cpu > 0.03
