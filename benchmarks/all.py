@@ -227,8 +227,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
         "one-call",
         "one_call.py",
-        ("--rounds", "3", "--seconds", "1.5", "--compiled"),
-        ("--rounds", "5", "--seconds", "2", "--compiled"),
+        ("--rounds", "3", "--seconds", "1.5", "--compiled", "--idle-poll"),
+        ("--rounds", "5", "--seconds", "2", "--compiled", "--idle-poll"),
     ),
     Benchmark("syscalls", "syscalls.py", ("--calls", "1000"), ("--calls", "3000"), needs=("strace",)),
     Benchmark("soak", "soak.py", ("--minutes", "1"), ("--minutes", "10"), render=_soak_summary),

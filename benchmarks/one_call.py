@@ -2,7 +2,8 @@
 installed), Gear with busy polling (``Settings.busy_poll``), Gear's hot modules compiled with mypyc,
 and the same job in Go, in one run.
 
-    python benchmarks/one_call.py [--url URL] [--windows 0.2,1] [--compiled] [--rounds 5] [--seconds 2]
+    python benchmarks/one_call.py [--url URL] [--windows 0.2,1] [--compiled] [--idle-poll]
+        [--rounds 5] [--seconds 2]
 
 Every peer has a caller process and a server process of its own (Go's are
 ``benchmarks/go/rpcbench.go``, skipped with the reason where Go or amqp091-go is missing). Gear's
@@ -14,9 +15,19 @@ round gives every peer ``--seconds`` of calls made one after another, the order 
 to round, with a pause between turns longer than any busy-poll window (so no peer's polling overlaps
 another's turn).
 
-Prints, per peer, the median over rounds of p50 and p99 latency, calls per second and the CPU per call
-of its caller and its server process, then the median of per-round ratios against Go and against
-Gear as installed.
+A process that sleeps between frames is woken by each one, and how much a wake-up costs depends on
+how the machine's idle CPUs wait: a CPU that halts (a virtual machine's vCPU exits to its host) takes
+much longer to wake than one that polls. The output names the machine's idle setup (the cpuidle
+driver and governor, and the guest halt-poll window where the ``haltpoll`` driver is in use).
+``--idle-poll`` measures every peer twice per round, once with the CPUs idling as the machine has
+them and once with them polling when idle: a PM QoS request for a wake-up latency of 0 us, held on
+``/dev/cpu_dma_latency`` during those turns only (what ``tuned``'s latency-performance profile does;
+root needed; the kernel drops the request when the file closes, so nothing is left changed). The
+two settings alternate within each round, the one going first alternating from round to round.
+
+Prints, per setting and peer, the median over rounds of p50 and p99 latency, calls per second and
+the CPU per call of its caller and its server process, then the median of per-round ratios against
+Go and against Gear as installed.
 """
 
 from __future__ import annotations
@@ -29,12 +40,14 @@ import json
 import os
 import shutil
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,6 +75,56 @@ COMPILED_MODULES = (
     "context.py",
 )  # fmt: skip
 """What ``--compiled`` compiles: the modules a call and a request go through (paths under ``gear/``)."""
+AS_IS = "idle CPUs as the machine has them"
+IDLE_POLL = "idle CPUs polling (PM QoS request of 0 us on /dev/cpu_dma_latency)"
+_QOS = Path("/dev/cpu_dma_latency")
+_CPUIDLE = Path("/sys/devices/system/cpu/cpuidle")
+_HALT_POLL = Path("/sys/module/haltpoll/parameters/guest_halt_poll_ns")
+
+
+# -- how idle CPUs wait ----------------------------------------------------------------------------
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def idle_setup() -> str:
+    """How this machine's idle CPUs wait: the cpuidle driver and governor, and the guest halt-poll
+    window (ns) where the ``haltpoll`` driver is in use."""
+    driver = _read(_CPUIDLE / "current_driver") or "none"
+    governor = _read(_CPUIDLE / "current_governor") or _read(_CPUIDLE / "current_governor_ro") or "none"
+    setup = f"cpuidle driver {driver}, governor {governor}"
+    halt_poll = _read(_HALT_POLL) if driver == "haltpoll" else None
+    return setup if halt_poll is None else f"{setup}, guest_halt_poll_ns {halt_poll}"
+
+
+@contextmanager
+def idle_polling() -> Iterator[None]:
+    """Keep every CPU polling when idle while inside: a PM QoS request for a wake-up latency of 0 us
+    on ``/dev/cpu_dma_latency``, which the kernel drops when the file is closed.
+
+    Raises:
+        OSError: the file cannot be opened (it needs root) or written.
+    """
+    fd = os.open(_QOS, os.O_WRONLY)
+    try:
+        os.write(fd, struct.pack("i", 0))
+        yield
+    finally:
+        os.close(fd)
+
+
+def idle_polling_refused() -> str:
+    """Why :func:`idle_polling` cannot be used here ("" when it can)."""
+    try:
+        with idle_polling():
+            return ""
+    except OSError as exc:
+        return f"{_QOS}: {exc.strerror or exc}"
 
 
 # -- the Gear processes ----------------------------------------------------------------------------
@@ -102,7 +165,8 @@ class Peer:
     load: Callable[[float], Awaitable[dict[str, Any]]]
     server_pid: int
     close: Callable[[], Awaitable[None]]
-    rounds: list[dict[str, float]] = field(default_factory=list)
+    rounds: dict[str, list[dict[str, float]]] = field(default_factory=dict)
+    """Per setting (:data:`AS_IS`, :data:`IDLE_POLL`), the figures of each round."""
 
 
 async def _process(*args: str, env: dict[str, str]) -> asyncio.subprocess.Process:
@@ -208,13 +272,13 @@ def build_compiled() -> tuple[Path | None, str]:
 # -- the run ---------------------------------------------------------------------------------------
 
 
-async def _turn(peer: Peer, seconds: float) -> None:
+async def _turn(peer: Peer, setting: str, seconds: float) -> None:
     server0 = _proc_cpu(peer.server_pid)
     got = await peer.load(seconds)
     server = _proc_cpu(peer.server_pid) - server0
     latencies = sorted(got["latencies"])
     n = len(latencies)
-    peer.rounds.append(
+    peer.rounds.setdefault(setting, []).append(
         {
             "p50": latencies[n // 2] * 1000,
             "p99": latencies[min(n - 1, int(n * 0.99))] * 1000,
@@ -225,9 +289,11 @@ async def _turn(peer: Peer, seconds: float) -> None:
     )
 
 
-async def run(url: str, windows: list[float], compiled: bool, rounds: int, seconds: float) -> list[Peer]:
-    """Start every peer, give each ``rounds`` turns of ``seconds``, stop them; the peers with their
-    per-round figures."""
+async def run(
+    url: str, windows: list[float], compiled: bool, settings: list[str], rounds: int, seconds: float
+) -> list[Peer]:
+    """Start every peer, give each ``rounds`` turns of ``seconds`` per setting, stop them; the peers
+    with their per-round figures."""
     binary, why = gobench.build()
     if binary is None:
         print(f"{GO}: skipped ({why})", file=sys.stderr)
@@ -255,9 +321,11 @@ async def run(url: str, windows: list[float], compiled: bool, rounds: int, secon
             await peer.load(min(0.5, seconds))
             await asyncio.sleep(_PAUSE)
         for r in range(rounds):
-            for peer in peers[r % len(peers) :] + peers[: r % len(peers)]:
-                await _turn(peer, seconds)
-                await asyncio.sleep(_PAUSE)
+            for setting in settings[r % len(settings) :] + settings[: r % len(settings)]:
+                with idle_polling() if setting == IDLE_POLL else nullcontext():
+                    for peer in peers[r % len(peers) :] + peers[: r % len(peers)]:
+                        await _turn(peer, setting, seconds)
+                        await asyncio.sleep(_PAUSE)
             print(f"round {r + 1}/{rounds} done", file=sys.stderr, flush=True)
     finally:
         for peer in peers:
@@ -265,31 +333,39 @@ async def run(url: str, windows: list[float], compiled: bool, rounds: int, secon
     return peers
 
 
-def report(peers: list[Peer], rounds: int, seconds: float) -> None:
-    """Print the table and the per-round ratios."""
-    print(
-        f"One call in flight, median of {rounds} rounds of {seconds:g} s per peer (order rotating), "
-        "100 B JSON payload; CPU per call of the caller's and the server's process\n"
-    )
-    print("| peer | p50 ms | p99 ms | calls/s | caller CPU us/call | server CPU us/call |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for peer in peers:
-        m = {k: statistics.median(r[k] for r in peer.rounds) for k in peer.rounds[0]}
+def report(peers: list[Peer], settings: list[str], rounds: int, seconds: float) -> None:
+    """Print, per setting, the table and the per-round ratios."""
+    print(f"This machine's idle CPUs: {idle_setup()}.")
+    for setting in settings:
         print(
-            f"| {peer.name} | {m['p50']:.2f} | {m['p99']:.2f} | {m['rps']:,.0f} | "
-            f"{m['caller_us']:.0f} | {m['server_us']:.0f} |"
+            f"\nOne call in flight, {setting}: median of {rounds} rounds of {seconds:g} s per peer (order "
+            "rotating), 100 B JSON payload; CPU per call of the caller's and the server's process\n"
         )
-    for base in [p for p in peers if p.name in (GO, "gear")]:
-        print(f"\nAgainst {base.name}, median of per-round ratios (p50 and CPU: lower is better):\n")
+        print("| peer | p50 ms | p99 ms | calls/s | caller CPU us/call | server CPU us/call |")
+        print("|---|---:|---:|---:|---:|---:|")
         for peer in peers:
-            if peer is base:
-                continue
-            pairs = list(zip(peer.rounds, base.rounds, strict=True))
-            p50 = statistics.median(a["p50"] / b["p50"] for a, b in pairs)
-            cpu = statistics.median(
-                (a["caller_us"] + a["server_us"]) / (b["caller_us"] + b["server_us"]) for a, b in pairs
+            turns = peer.rounds[setting]
+            m = {k: statistics.median(r[k] for r in turns) for k in turns[0]}
+            print(
+                f"| {peer.name} | {m['p50']:.2f} | {m['p99']:.2f} | {m['rps']:,.0f} | "
+                f"{m['caller_us']:.0f} | {m['server_us']:.0f} |"
             )
-            print(f"- {peer.name}: p50 {p50:.2f}x, caller + server CPU per call {cpu:.2f}x")
+        for base in [p for p in peers if p.name in (GO, "gear")]:
+            print(f"\nAgainst {base.name}, {setting}, median of per-round ratios (lower is better):\n")
+            for peer in peers:
+                if peer is not base:
+                    p50, cpu = _ratios(peer.rounds[setting], base.rounds[setting])
+                    print(f"- {peer.name}: p50 {p50:.2f}x, caller + server CPU per call {cpu:.2f}x")
+
+
+def _ratios(turns: list[dict[str, float]], base: list[dict[str, float]]) -> tuple[float, float]:
+    """The medians of the per-round ratios of p50 and of CPU per call (caller + server)."""
+    pairs = list(zip(turns, base, strict=True))
+    p50 = statistics.median(a["p50"] / b["p50"] for a, b in pairs)
+    cpu = statistics.median(
+        (a["caller_us"] + a["server_us"]) / (b["caller_us"] + b["server_us"]) for a, b in pairs
+    )
+    return p50, cpu
 
 
 def main() -> None:
@@ -299,6 +375,9 @@ def main() -> None:
     parser.add_argument("--url", default=os.environ.get("GEAR_URL", "amqp://guest:guest@127.0.0.1:5672/"))
     parser.add_argument("--windows", default="0.2,1", help="busy-poll windows in ms, comma-separated")
     parser.add_argument("--compiled", action="store_true", help="add a peer compiled with mypyc")
+    parser.add_argument(
+        "--idle-poll", action="store_true", help="also measure with idle CPUs polling (PM QoS; root)"
+    )
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--call", action="store_true", help=argparse.SUPPRESS)
@@ -312,8 +391,15 @@ def main() -> None:
     windows = [float(w) / 1000 for w in args.windows.split(",") if w.strip()]
     if any(w <= 0 or w > 1 for w in windows):
         parser.error("each window must be over 0 and at most 1000 ms")
-    peers = asyncio.run(run(args.url, windows, args.compiled, args.rounds, args.seconds))
-    report(peers, args.rounds, args.seconds)
+    settings = [AS_IS]
+    if args.idle_poll:
+        refused = idle_polling_refused()
+        if refused:
+            print(f"--idle-poll: skipped ({refused})", file=sys.stderr)
+        else:
+            settings.append(IDLE_POLL)
+    peers = asyncio.run(run(args.url, windows, args.compiled, settings, args.rounds, args.seconds))
+    report(peers, settings, args.rounds, args.seconds)
 
 
 if __name__ == "__main__":
