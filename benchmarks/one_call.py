@@ -151,7 +151,7 @@ async def _call(url: str, tag: str) -> None:
         print(json.dumps({"latencies": latencies, "cpu": time.process_time() - cpu0}), flush=True)
     queues = [q.name for q in svc.topology.queues]
     await svc.stop()
-    await delete_queues(url, [*queues, f"BENCH{tag}", target])
+    await delete_queues(url, queues)  # the server's go once it has stopped (see _gear_peer)
 
 
 # -- peers -----------------------------------------------------------------------------------------
@@ -210,6 +210,8 @@ async def _gear_peer(name: str, url: str, env: dict[str, str], loop: str = "asyn
     async def close() -> None:
         await _stop(caller)
         await _stop(server)
+        # deleted while it still ran, the server would log a lost consumer and reconnect
+        await delete_queues(url, [f"BENCH{tag}", f"BENCH{tag}.s1"])
 
     return Peer(name, load, server.pid, close)
 
