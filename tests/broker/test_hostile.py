@@ -9,7 +9,7 @@ proper handshake. It also publishes into the healthy client's queue.
 
 Asserted at the end: the broker process is alive and logged no internal error; every message the
 healthy client had confirmed reached its consumer exactly once; its longest publish-to-delivery
-round trip stayed under 100 ms (a correctness bound on stalls: the defect it guards against took
+round trip stayed under half a second (a correctness bound on stalls: the defect it guards against took
 seconds); the broker's resident memory came back to its baseline once the hostile connections closed.
 
 ``GEAR_HOSTILE_EXAMPLES`` sets the number of examples (400); ``GEAR_HOSTILE_BROKER_CHECKOUT`` runs the
@@ -43,9 +43,11 @@ from tests.broker._harness import CAPABILITIES, PROTOCOL_HEADER
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-#: The healthy client's round trips must stay under this (ms) on an idle machine: a bound on stalls
-#: (the defects it guards against stalled everyone for seconds), not a benchmark.
-STALL_BOUND_MS = 100.0
+#: The healthy client's round trips must stay under this (ms): a bound on stalls (the defects it
+#: guards against stalled everyone for seconds), not a benchmark (``benchmarks/hostile.py`` measures
+#: them). CI's two cores, running two test workers, a RabbitMQ container and this broker, have held a
+#: healthy round trip back for 235 ms with no defect in sight, so half a second is the floor.
+STALL_BOUND_MS = 500.0
 #: Resident memory the broker may keep after the hostile phase (allocator slack), in bytes.
 RSS_SLACK = 24 * 1024 * 1024
 
