@@ -50,14 +50,16 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import gobench
 from _cleanup import delete_queues
 from gobench import GoClient
-from rpc import PAYLOAD, _proc_cpu, _runner
+from rpc import PAYLOAD, loop_runner, proc_cpu
 
 __all__ = ("main",)
+
+_T = TypeVar("_T")
 
 GO = "go amqp091"
 _PAUSE = 0.05
@@ -275,9 +277,9 @@ def build_compiled() -> tuple[Path | None, str]:
 
 
 async def _turn(peer: Peer, setting: str, seconds: float) -> None:
-    server0 = _proc_cpu(peer.server_pid)
+    server0 = proc_cpu(peer.server_pid)
     got = await peer.load(seconds)
-    server = _proc_cpu(peer.server_pid) - server0
+    server = proc_cpu(peer.server_pid) - server0
     latencies = sorted(got["latencies"])
     n = len(latencies)
     peer.rounds.setdefault(setting, []).append(
@@ -323,9 +325,9 @@ async def run(
             await peer.load(min(0.5, seconds))
             await asyncio.sleep(_PAUSE)
         for r in range(rounds):
-            for setting in settings[r % len(settings) :] + settings[: r % len(settings)]:
+            for setting in _rotated(settings, r):
                 with idle_polling() if setting == IDLE_POLL else nullcontext():
-                    for peer in peers[r % len(peers) :] + peers[: r % len(peers)]:
+                    for peer in _rotated(peers, r):
                         await _turn(peer, setting, seconds)
                         await asyncio.sleep(_PAUSE)
             print(f"round {r + 1}/{rounds} done", file=sys.stderr, flush=True)
@@ -333,6 +335,12 @@ async def run(
         for peer in peers:
             await peer.close()
     return peers
+
+
+def _rotated(items: list[_T], by: int) -> list[_T]:
+    """``items`` rotated left by ``by`` places (so each round starts with a different one)."""
+    at = by % len(items)
+    return items[at:] + items[:at]
 
 
 def report(peers: list[Peer], settings: list[str], rounds: int, seconds: float) -> None:
@@ -387,7 +395,7 @@ def main() -> None:
     parser.add_argument("--loop", default="asyncio", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.call:
-        with _runner(args.loop) as runner:
+        with loop_runner(args.loop) as runner:
             runner.run(_call(args.url, args.tag))
         return
     windows = [float(w) / 1000 for w in args.windows.split(",") if w.strip()]

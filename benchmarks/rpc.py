@@ -43,7 +43,7 @@ import gobench
 from _cleanup import delete_queues, service_queues
 from gobench import GoClient
 
-__all__ = ("main",)
+__all__ = ("PAYLOAD", "loop_runner", "main", "proc_cpu")
 
 PAYLOAD = {"data": "x" * 80}
 BROKER_PID: int | None = None
@@ -243,7 +243,7 @@ def _listening_pid(url: str) -> int | None:
     return found.pop() if len(found) == 1 else None
 
 
-def _proc_cpu(pid: int) -> float:
+def proc_cpu(pid: int) -> float:
     """User + system CPU seconds of a child process (Linux)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -263,12 +263,12 @@ async def measure(
 async def _slice(client: Client, concurrency: int, seconds: float, server_pid: int | None) -> dict[str, Any]:
     """One stretch of load. Calls that finish after ``seconds`` still count for CPU, not for the rate
     (the stretch's tail, when fewer calls are in flight, would otherwise lower it)."""
-    broker0 = _proc_cpu(BROKER_PID) if BROKER_PID else float("nan")
+    broker0 = proc_cpu(BROKER_PID) if BROKER_PID else float("nan")
     if client.load is not None:  # a peer in its own process runs the stretch itself
-        srv0 = _proc_cpu(server_pid) if server_pid else float("nan")
+        srv0 = proc_cpu(server_pid) if server_pid else float("nan")
         got = await client.load(concurrency, seconds)
-        srv = (_proc_cpu(server_pid) - srv0) if server_pid else float("nan")
-        broker = (_proc_cpu(BROKER_PID) - broker0) if BROKER_PID else float("nan")
+        srv = (proc_cpu(server_pid) - srv0) if server_pid else float("nan")
+        broker = (proc_cpu(BROKER_PID) - broker0) if BROKER_PID else float("nan")
         return {**got, "seconds": seconds, "cpu": got["cpu"] + srv, "broker_cpu": broker}
     call = client.call
     latencies: list[float] = []
@@ -287,12 +287,12 @@ async def _slice(client: Client, concurrency: int, seconds: float, server_pid: i
                 in_time += 1
 
     cpu0 = time.process_time()
-    srv0 = _proc_cpu(server_pid) if server_pid else float("nan")
+    srv0 = proc_cpu(server_pid) if server_pid else float("nan")
     # a broker that blocks or drops us (a shared RabbitMQ) must not hang the whole run
     await asyncio.wait_for(asyncio.gather(*(worker() for _ in range(concurrency))), seconds + 60)
     cpu = time.process_time() - cpu0
-    srv = (_proc_cpu(server_pid) - srv0) if server_pid else float("nan")
-    broker = (_proc_cpu(BROKER_PID) - broker0) if BROKER_PID else float("nan")
+    srv = (proc_cpu(server_pid) - srv0) if server_pid else float("nan")
+    broker = (proc_cpu(BROKER_PID) - broker0) if BROKER_PID else float("nan")
     return {
         "latencies": latencies,
         "in_time": in_time,
@@ -369,7 +369,8 @@ def _median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def _runner(loop: str) -> asyncio.Runner:
+def loop_runner(loop: str) -> asyncio.Runner:
+    """A runner on ``loop`` ("uvloop", or asyncio's own for anything else)."""
     if loop == "uvloop":
         import uvloop
 
@@ -502,7 +503,7 @@ def main() -> None:
         _exit_with_parent()
         serve = PEERS[args.serve][0]
         assert serve is not None
-        with _runner(args.loop) as runner:
+        with loop_runner(args.loop) as runner:
             runner.run(serve(args.url, args.tag))
         return
     peers = [p.strip() for p in args.peers.split(",") if p.strip()]
@@ -519,7 +520,7 @@ def main() -> None:
     loops = ("asyncio", "uvloop") if args.loop == "both" else (args.loop,)
     by_loop: dict[str, Results] = {}
     for loop in loops:
-        with _runner(loop) as runner:
+        with loop_runner(loop) as runner:
             by_loop[loop] = runner.run(run(args.url, args.rounds, args.seconds, peers, loop))
         report(by_loop[loop], peers, args.rounds, loop)
     if len(by_loop) == 2 and "gear" in peers:

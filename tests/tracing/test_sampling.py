@@ -168,8 +168,10 @@ async def test_sampled_jsonl_files_carry_the_rate(fleet: Fleet, no_spans: None, 
         seen.append(request.trace_id)
         return "pong"
 
+    sampler = TraceSampler(rate)
+
     def kept() -> set[str]:
-        return {t for t in seen if TraceSampler(rate).keeps(t)}
+        return {t for t in seen if sampler.keeps(t)}
 
     await fleet.start()
     # Calls go on until the rule has kept one trace and dropped another (random ids: a fixed count of
