@@ -200,7 +200,12 @@ class Amqp:
         try:
             channel = await connection.channel()
             for queue in self.queues:
-                await channel.queue_delete(queue)
+                try:
+                    await channel.queue_delete(queue)
+                except aiormq.exceptions.ChannelLockedResource:
+                    # an exclusive queue whose owner is still closing (RabbitMQ 4.x removes it a
+                    # moment after the close): it goes with its connection; the error closed the channel
+                    channel = await connection.channel()
             for exchange in self.exchanges:
                 await channel.exchange_delete(exchange)
         finally:
