@@ -23,7 +23,9 @@ driver and governor, and the guest halt-poll window where the ``haltpoll`` drive
 them and once with them polling when idle: a PM QoS request for a wake-up latency of 0 us, held on
 ``/dev/cpu_dma_latency`` during those turns only (what ``tuned``'s latency-performance profile does;
 root needed; the kernel drops the request when the file closes, so nothing is left changed). The
-two settings alternate within each round, the one going first alternating from round to round.
+two settings alternate within each round, the one going first alternating from round to round. PM QoS
+steers a cpuidle driver; on a machine with none (``cpuidle driver none``) idle CPUs halt whatever it
+asks, so the second setting is skipped and the output says why.
 
 Prints, per setting and peer, the median over rounds of p50 and p99 latency, calls per second and
 the CPU per call of its caller and its server process, then the median of per-round ratios against
@@ -121,7 +123,16 @@ def idle_polling() -> Iterator[None]:
 
 
 def idle_polling_refused() -> str:
-    """Why :func:`idle_polling` cannot be used here ("" when it can)."""
+    """Why :func:`idle_polling` cannot make this machine's idle CPUs poll ("" when it can).
+
+    PM QoS only steers a cpuidle driver's choice of idle state; with no driver, the kernel idles with
+    its default halt whatever the request says.
+    """
+    if (_read(_CPUIDLE / "current_driver") or "none") == "none":
+        return (
+            "no cpuidle driver: idle CPUs halt whatever PM QoS asks; idle=poll on the kernel command "
+            "line, or the cpuidle-haltpoll driver on a KVM guest, would make them poll"
+        )
     try:
         with idle_polling():
             return ""
@@ -343,9 +354,12 @@ def _rotated(items: list[_T], by: int) -> list[_T]:
     return items[at:] + items[:at]
 
 
-def report(peers: list[Peer], settings: list[str], rounds: int, seconds: float) -> None:
-    """Print, per setting, the table and the per-round ratios."""
+def report(peers: list[Peer], settings: list[str], rounds: int, seconds: float, skipped: str = "") -> None:
+    """Print, per setting, the table and the per-round ratios (``skipped``: why idle CPUs were not
+    also measured polling, if they were asked to be)."""
     print(f"This machine's idle CPUs: {idle_setup()}.")
+    if skipped:
+        print(f"\nNot measured with idle CPUs polling: {skipped}.")
     for setting in settings:
         print(
             f"\nOne call in flight, {setting}: median of {rounds} rounds of {seconds:g} s per peer (order "
@@ -402,14 +416,11 @@ def main() -> None:
     if any(w <= 0 or w > 1 for w in windows):
         parser.error("each window must be over 0 and at most 1000 ms")
     settings = [AS_IS]
-    if args.idle_poll:
-        refused = idle_polling_refused()
-        if refused:
-            print(f"--idle-poll: skipped ({refused})", file=sys.stderr)
-        else:
-            settings.append(IDLE_POLL)
+    refused = idle_polling_refused() if args.idle_poll else ""
+    if args.idle_poll and not refused:
+        settings.append(IDLE_POLL)
     peers = asyncio.run(run(args.url, windows, args.compiled, settings, args.rounds, args.seconds))
-    report(peers, settings, args.rounds, args.seconds)
+    report(peers, settings, args.rounds, args.seconds, refused)
 
 
 if __name__ == "__main__":
