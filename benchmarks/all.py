@@ -230,6 +230,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         ("--rounds", "3", "--seconds", "1.5", "--compiled", "--idle-poll"),
         ("--rounds", "5", "--seconds", "2", "--compiled", "--idle-poll"),
     ),
+    Benchmark("critical-path", "critical_path.py", ("--seconds", "4"), ("--seconds", "8")),
     Benchmark("syscalls", "syscalls.py", ("--calls", "1000"), ("--calls", "3000"), needs=("strace",)),
     Benchmark("soak", "soak.py", ("--minutes", "1"), ("--minutes", "10"), render=_soak_summary),
     Benchmark("dispatch", "dispatch.py", ("--requests", "10000", "--rounds", "5"), (), render=_text),

@@ -1,0 +1,294 @@
+"""Benchmark: one call in flight, its wall time stage by stage, caller and server in processes of their own.
+
+    python benchmarks/critical_path.py [--url URL] [--seconds 6] [--loop asyncio|uvloop]
+
+A call's critical path crosses four pairs of hands: the caller builds and writes the request, the
+broker routes it and the server's process wakes up to read it, the server reads it, runs the handler
+and writes the reply, the broker routes that and the caller's process wakes up, and the caller reads
+the reply and returns it. Both processes record, on the machine's monotonic clock (one clock for all
+processes), when each read of a delivery starts and ends (``Stream.data_received``, the read callback
+that parses the frames and hands the delivery on), when each write starts and ends (``Stream.flush``,
+one ``send``), and the caller when each call starts and returns; each call is then matched with the
+server's read and write of its request. Prints the median of each stage over the calls, and the
+three sums that say where the time goes: Gear's Python (the caller's and the server's own stages),
+the two ``send`` system calls, and the two hops through the broker, each ending with the wake-up of a
+process that slept in ``epoll_wait``. The instrumentation adds a few microseconds per stage.
+
+The same job in Go (``benchmarks/go/rpcbench.go``, skipped with the reason where Go or amqp091-go is
+missing) takes turns of a second with Gear's calls, on the same broker, and its p50 is printed beside
+Gear's: Go's whole call against Gear's hops and Gear's own stages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import bisect
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import gobench
+from _cleanup import delete_queues
+from gobench import GoClient
+from rpc import PAYLOAD, loop_runner
+
+import gear
+from gear.inbound import Router
+from gear.link.stream import Stream
+
+__all__ = ("main",)
+
+Span = tuple[int, int]
+"""Start and end of one event, in ns on ``time.monotonic_ns``'s clock."""
+
+
+class Recorder:
+    """Records this process's delivery reads and actual writes by wrapping the stream's methods."""
+
+    def __init__(self) -> None:
+        self.reads: list[Span] = []
+        self.writes: list[Span] = []
+        self._delivered = False
+
+    def install(self) -> None:
+        """Wrap ``Stream.data_received``, ``Stream.flush`` and ``Router.on_delivery`` (class-wide)."""
+        read, flush, on_delivery = Stream.data_received, Stream.flush, Router.on_delivery
+        now = time.monotonic_ns
+
+        def data_received(stream: Stream, data: bytes) -> None:
+            self._delivered = False
+            start = now()
+            read(stream, data)
+            if self._delivered:
+                self.reads.append((start, now()))
+
+        def flushed(stream: Stream) -> None:
+            before = stream.last_sent
+            start = now()
+            flush(stream)
+            if stream.last_sent != before:  # something was written
+                self.writes.append((start, now()))
+
+        def delivered(router: Router, delivery: Any) -> None:
+            self._delivered = True
+            on_delivery(router, delivery)
+
+        setattr(Stream, "data_received", data_received)  # noqa: B010 - instrumenting on purpose
+        setattr(Stream, "flush", flushed)  # noqa: B010
+        setattr(Router, "on_delivery", delivered)  # noqa: B010
+
+    def clear(self) -> None:
+        self.reads.clear()
+        self.writes.clear()
+
+
+# -- the server (a child process) -----------------------------------------------------------------
+
+
+async def _serve(url: str, tag: str) -> None:
+    """Serve ``echo`` until a line on stdin names the file for this process's events; write them."""
+    recorder = Recorder()
+    recorder.install()
+    svc = gear.Service("PATH" + tag, "s1", url=url, prefetch=256)
+
+    @svc.handler("echo")
+    async def echo(payload: dict[str, Any]) -> dict[str, Any]:
+        return payload
+
+    await svc.start()
+    print("ready", flush=True)
+    loop = asyncio.get_running_loop()
+    line = await loop.run_in_executor(None, sys.stdin.readline)
+    events = json.dumps({"reads": recorder.reads, "writes": recorder.writes})
+    await loop.run_in_executor(None, Path(line.strip()).write_text, events)
+    await svc.stop()
+    print("done", flush=True)
+
+
+# -- the caller (this process) --------------------------------------------------------------------
+
+
+async def _calls(
+    url: str, tag: str, seconds: float, recorder: Recorder, go: Path | None
+) -> tuple[list[Span], list[float], list[str]]:
+    """Make calls one after another for ``seconds`` in turns of a second (after a warm-up), the Go
+    peer's turns between them; Gear's call spans, Go's latencies (s) and the queues to delete."""
+    svc = gear.Service.client(url=url, prefetch=512)
+    await svc.start()
+    target = f"PATH{tag}.s1"
+    go_server = go_client = None
+    if go is not None:
+        go_server = await asyncio.create_subprocess_exec(
+            *gobench.server_command(go, url, tag), stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
+        assert go_server.stdout is not None
+        if (await asyncio.wait_for(go_server.stdout.readline(), 60)).strip() != b"ready":
+            raise SystemExit("the Go server did not start")
+        go_client = await GoClient.start(go, url, tag)
+    calls: list[Span] = []
+    go_latencies: list[float] = []
+    now = time.monotonic_ns
+    try:
+        warm_until = time.perf_counter() + min(2.0, seconds)
+        while time.perf_counter() < warm_until:
+            await svc.rpc.call(target, "echo", PAYLOAD)
+        if go_client is not None:
+            await go_client.load(1, 1.0)
+        recorder.clear()
+        left = seconds
+        while left > 0:
+            turn = min(1.0, left)
+            left -= turn
+            end = now() + int(turn * 1e9)
+            while (start := now()) < end:
+                await svc.rpc.call(target, "echo", PAYLOAD)
+                calls.append((start, now()))
+            if go_client is not None:
+                go_latencies += (await go_client.load(1, turn))["latencies"]
+    finally:
+        if go_client is not None:
+            await go_client.close()
+        if go_server is not None and go_server.stdin is not None:
+            go_server.stdin.close()  # it serves until its stdin closes
+            await asyncio.wait_for(go_server.wait(), 20)
+        queues = [q.name for q in svc.topology.queues] + [f"PATH{tag}", f"PATH{tag}.s1"]
+        await svc.stop()
+    return calls, go_latencies, queues
+
+
+def _first_after(spans: list[Span], starts: list[int], t: int) -> Span | None:
+    i = bisect.bisect_left(starts, t)
+    return spans[i] if i < len(spans) else None
+
+
+STAGES = (
+    ("caller: builds and writes the request", "python"),
+    ("caller: send", "send"),
+    ("broker, then the server's wake-up", "hop"),
+    ("server: read callback (parse, route, start the handler's task)", "python"),
+    ("server: handler's task runs, reply built and written", "python"),
+    ("server: send", "send"),
+    ("broker, then the caller's wake-up", "hop"),
+    ("caller: read callback (parse, route, resolve the call)", "python"),
+    ("caller: the waiting task resumes and returns", "python"),
+)
+
+
+def match(calls: list[Span], caller: Recorder, server: dict[str, list[Span]]) -> list[list[int]]:
+    """Per call, the ns spent in each of :data:`STAGES` (calls that cannot be matched are left out)."""
+    cw = caller.writes
+    sr: list[Span] = [(s, e) for s, e in server["reads"]]
+    sw: list[Span] = [(s, e) for s, e in server["writes"]]
+    cw_starts, sr_starts, sw_starts = [s for s, _ in cw], [s for s, _ in sr], [s for s, _ in sw]
+    cr_ends = [e for _, e in caller.reads]
+    rows: list[list[int]] = []
+    for start, end in calls:
+        request = _first_after(cw, cw_starts, start)
+        if request is None or request[1] > end:
+            continue
+        i = bisect.bisect_right(cr_ends, end) - 1  # the last delivery read before the call returned
+        if i < 0 or caller.reads[i][0] < request[1]:
+            continue
+        reply = caller.reads[i]
+        got = _first_after(sr, sr_starts, request[1])
+        if got is None or got[1] > reply[0]:
+            continue
+        sent = _first_after(sw, sw_starts, got[1])
+        if sent is None or sent[1] > reply[0]:
+            continue
+        rows.append([
+            request[0] - start, request[1] - request[0], got[0] - request[1], got[1] - got[0],
+            sent[0] - got[1], sent[1] - sent[0], reply[0] - sent[1], reply[1] - reply[0], end - reply[1],
+        ])  # fmt: skip
+    return rows
+
+
+def report(rows: list[list[int]], calls: int, loop: str, seconds: float, go: list[float], why: str) -> None:
+    us: Callable[[float], str] = lambda ns: f"{ns / 1000:,.0f}"  # noqa: E731
+    totals = [sum(r) for r in rows]
+    total = statistics.median(totals)
+    print(
+        f"One call in flight, Gear on {loop}, caller and server in processes of their own: {len(rows):,} "
+        f"of {calls:,} calls of {seconds:g} s matched; median per stage, us (and share of the median call)\n"
+    )
+    print("| stage | us | share |")
+    print("|---|---:|---:|")
+    for k, (name, _) in enumerate(STAGES):
+        m = statistics.median(r[k] for r in rows)
+        print(f"| {name} | {us(m)} | {m / total:.0%} |")
+    print(f"| **the call** | **{us(total)}** | |")
+    print("\nWhere the time goes, median of the per-call sums:\n")
+    for kind, label in (
+        ("python", "Gear's Python (the caller's and the server's own stages)"),
+        ("send", "the two `send` system calls"),
+        ("hop", "the two hops through the broker, each with a wake-up"),
+    ):
+        picked = [k for k, (_, what) in enumerate(STAGES) if what == kind]
+        m = statistics.median(sum(r[k] for k in picked) for r in rows)
+        print(f"- {label}: {us(m)} us ({m / total:.0%})")
+    if go:
+        p50 = statistics.median(go) * 1e9
+        print(
+            f"\nThe same job in Go, in turns with Gear's: p50 {us(p50)} us over {len(go):,} calls "
+            f"(Gear's p50 {us(total)} us: {total / p50:.2f}x)."
+        )
+    else:
+        print(f"\nThe same job in Go: skipped ({why}).")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--url", default=os.environ.get("GEAR_URL", "amqp://guest:guest@127.0.0.1:5672/"))
+    parser.add_argument("--seconds", type=float, default=6.0)
+    parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio")
+    parser.add_argument("--serve", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        with loop_runner(args.loop) as runner:
+            runner.run(_serve(args.url, args.serve))
+        return
+    tag = uuid.uuid4().hex[:6].upper()
+    command = [sys.executable, __file__, "--serve", tag, "--url", args.url, "--loop", args.loop]
+    server = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert server.stdin is not None
+    assert server.stdout is not None
+    queues: list[str] = []
+    try:
+        if server.stdout.readline().strip() != "ready":
+            raise SystemExit("the server did not start")
+        binary, why = gobench.build()
+        recorder = Recorder()
+        recorder.install()
+        with loop_runner(args.loop) as runner:
+            calls, go, queues = runner.run(_calls(args.url, tag, args.seconds, recorder, binary))
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "server.json"
+            server.stdin.write(f"{path}\n")
+            server.stdin.flush()
+            if server.stdout.readline().strip() != "done":
+                raise SystemExit("the server did not report its events")
+            events = json.loads(path.read_text())
+    finally:
+        server.stdin.close()
+        server.wait(10)
+        if queues:
+            asyncio.run(delete_queues(args.url, queues))
+    rows = match(calls, recorder, events)
+    if not rows:
+        raise SystemExit("no call could be matched with the server's events")
+    report(rows, len(calls), args.loop, args.seconds, go, why)
+
+
+if __name__ == "__main__":
+    main()
