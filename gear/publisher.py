@@ -157,7 +157,8 @@ class Publisher:
 
         Raises:
             UnroutableError: the budget ran out and the broker's last verdict was a return (the
-                retry had to wait for a link, or the next backoff would pass ``until``).
+                retry had to wait for a link, or the next attempt could not have its verdict in
+                time: its backoff plus the slowest return so far would pass ``until`` and the grace).
             NotConfirmedError: the broker nacked it.
             PublishRefusedError: the broker closed the channel over it on two attempts.
             OutcomeUnknownError: sent, but no verdict from the broker within the budget.
@@ -173,6 +174,7 @@ class Publisher:
         isolated = False  # the next attempt goes out alone (after a channel error)
         nacks = 0
         returned = 0  # attempts the broker returned
+        slowest = 0.0  # seconds from sending an attempt to the broker returning it, at most
         headers = msg.headers
         while True:
             attempt += 1
@@ -198,6 +200,7 @@ class Publisher:
                 events.publish(msg, message_id, attempt, reason or None)
             meter = events.meter
             sent_at = time.perf_counter() if meter is not None else 0.0
+            started = loop.time()
             result = await link.publishing.publish(
                 self._exchange,
                 msg.routing_key,
@@ -227,9 +230,13 @@ class Publisher:
                     events.returned(msg, message_id, attempt)
                 if not policy.retry:
                     return False
+                now = loop.time()
+                slowest = max(slowest, now - started)
                 delay = policy.delay(attempt)
                 cap = policy.give_up_after
-                if loop.time() + delay >= until or (cap is not None and returned >= cap):
+                # an attempt whose verdict could only come too late would end as "outcome unknown"
+                # and hide what every verdict so far said
+                if now + delay + slowest >= until + verdict_grace or (cap is not None and returned >= cap):
                     raise UnroutableError(msg.address, returned, connector.connected_url)
                 self.republishes += 1
                 reason = "return"
