@@ -27,6 +27,7 @@ from typing import Any
 
 import aiormq
 from _cleanup import delete_queues, service_queues
+from rpc import proc_cpu
 
 import gear
 
@@ -36,20 +37,16 @@ PAYLOAD = {"a": 1, "b": "x" * 80}
 Call = Callable[[], Awaitable[Any]]
 
 
+def _broker_cpu(pid: int | None) -> float:
+    """User + system CPU seconds of the broker process (0 when there is none)."""
+    return 0.0 if pid is None else proc_cpu(pid)
+
+
 def _beam_pid() -> int | None:
     try:
         return int(subprocess.check_output(["pgrep", "-o", "beam.smp"], text=True).split()[0])
     except (subprocess.CalledProcessError, FileNotFoundError, IndexError):
         return None
-
-
-def _proc_cpu(pid: int | None) -> float:
-    """User + system CPU seconds of process ``pid`` (0 when unknown)."""
-    if pid is None:
-        return 0.0
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def _gear(url: str) -> tuple[Call, Callable[[], Awaitable[None]]]:
@@ -133,14 +130,14 @@ async def _run(url: str, peers: list[str], calls: int, rounds: int) -> dict[str,
         for _ in range(rounds):
             for name, (call, _) in opened.items():
                 latencies = []
-                cpu, broker = time.process_time(), _proc_cpu(beam)
+                cpu, broker = time.process_time(), _broker_cpu(beam)
                 for _ in range(calls):
                     start = time.perf_counter()
                     await call()
                     latencies.append(time.perf_counter() - start)
                 made += calls
                 cpu_us = (time.process_time() - cpu) / calls * 1e6
-                broker_us = (_proc_cpu(beam) - broker) / calls * 1e6
+                broker_us = (_broker_cpu(beam) - broker) / calls * 1e6
                 samples[name].append((statistics.median(latencies) * 1e3, cpu_us, broker_us))
     finally:
         for _, stop in opened.values():
