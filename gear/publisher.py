@@ -199,8 +199,7 @@ class Publisher:
             if tracing:
                 events.publish(msg, message_id, attempt, reason or None)
             meter = events.meter
-            sent_at = time.perf_counter() if meter is not None else 0.0
-            started = loop.time()
+            sent_at = time.perf_counter()
             result = await link.publishing.publish(
                 self._exchange,
                 msg.routing_key,
@@ -230,13 +229,13 @@ class Publisher:
                     events.returned(msg, message_id, attempt)
                 if not policy.retry:
                     return False
-                now = loop.time()
-                slowest = max(slowest, now - started)
+                slowest = max(slowest, time.perf_counter() - sent_at)
                 delay = policy.delay(attempt)
                 cap = policy.give_up_after
                 # an attempt whose verdict could only come too late would end as "outcome unknown"
                 # and hide what every verdict so far said
-                if now + delay + slowest >= until + verdict_grace or (cap is not None and returned >= cap):
+                too_late = loop.time() + delay + slowest >= until + verdict_grace
+                if too_late or (cap is not None and returned >= cap):
                     raise UnroutableError(msg.address, returned, connector.connected_url)
                 self.republishes += 1
                 reason = "return"
