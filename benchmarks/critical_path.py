@@ -32,13 +32,12 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import gobench
 from _cleanup import delete_queues
-from gobench import GoClient
+from one_call import go_peer
 from rpc import PAYLOAD, loop_runner
 
 import gear
@@ -118,22 +117,16 @@ async def _serve(url: str, tag: str) -> None:
 
 
 async def _calls(
-    url: str, tag: str, seconds: float, recorder: Recorder, go: Path | None
-) -> tuple[list[Span], list[float], list[str]]:
+    url: str, tag: str, seconds: float, recorder: Recorder, go: Path | None, queues: list[str]
+) -> tuple[list[Span], list[float]]:
     """Make calls one after another for ``seconds`` in turns of a second (after a warm-up), the Go
-    peer's turns between them; Gear's call spans, Go's latencies (s) and the queues to delete."""
+    peer's turns between them; Gear's call spans and Go's latencies (s). The caller's queues are
+    added to ``queues``, to be deleted once the server has stopped."""
     svc = gear.Service.client(url=url, prefetch=512)
     await svc.start()
+    queues += [q.name for q in svc.topology.queues]
     target = f"PATH{tag}.s1"
-    go_server = go_client = None
-    if go is not None:
-        go_server = await asyncio.create_subprocess_exec(
-            *gobench.server_command(go, url, tag), stdin=subprocess.PIPE, stdout=subprocess.PIPE
-        )
-        assert go_server.stdout is not None
-        if (await asyncio.wait_for(go_server.stdout.readline(), 60)).strip() != b"ready":
-            raise SystemExit("the Go server did not start")
-        go_client = await GoClient.start(go, url, tag)
+    go_turns = None if go is None else await go_peer(url, go)
     calls: list[Span] = []
     go_latencies: list[float] = []
     now = time.monotonic_ns
@@ -141,8 +134,8 @@ async def _calls(
         warm_until = time.perf_counter() + min(2.0, seconds)
         while time.perf_counter() < warm_until:
             await svc.rpc.call(target, "echo", PAYLOAD)
-        if go_client is not None:
-            await go_client.load(1, 1.0)
+        if go_turns is not None:
+            await go_turns.load(1.0)
         recorder.clear()
         left = seconds
         while left > 0:
@@ -152,17 +145,13 @@ async def _calls(
             while (start := now()) < end:
                 await svc.rpc.call(target, "echo", PAYLOAD)
                 calls.append((start, now()))
-            if go_client is not None:
-                go_latencies += (await go_client.load(1, turn))["latencies"]
+            if go_turns is not None:
+                go_latencies += (await go_turns.load(turn))["latencies"]
     finally:
-        if go_client is not None:
-            await go_client.close()
-        if go_server is not None and go_server.stdin is not None:
-            go_server.stdin.close()  # it serves until its stdin closes
-            await asyncio.wait_for(go_server.wait(), 20)
-        queues = [q.name for q in svc.topology.queues] + [f"PATH{tag}", f"PATH{tag}.s1"]
+        if go_turns is not None:
+            await go_turns.close()
         await svc.stop()
-    return calls, go_latencies, queues
+    return calls, go_latencies
 
 
 def _first_after(spans: list[Span], starts: list[int], t: int) -> Span | None:
@@ -213,7 +202,9 @@ def match(calls: list[Span], caller: Recorder, server: dict[str, list[Span]]) ->
 
 
 def report(rows: list[list[int]], calls: int, loop: str, seconds: float, go: list[float], why: str) -> None:
-    us: Callable[[float], str] = lambda ns: f"{ns / 1000:,.0f}"  # noqa: E731
+    def us(ns: float) -> str:
+        return f"{ns / 1000:,.0f}"
+
     totals = [sum(r) for r in rows]
     total = statistics.median(totals)
     print(
@@ -263,7 +254,7 @@ def main() -> None:
     server = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert server.stdin is not None
     assert server.stdout is not None
-    queues: list[str] = []
+    queues = [f"PATH{tag}", f"PATH{tag}.s1"]
     try:
         if server.stdout.readline().strip() != "ready":
             raise SystemExit("the server did not start")
@@ -271,7 +262,7 @@ def main() -> None:
         recorder = Recorder()
         recorder.install()
         with loop_runner(args.loop) as runner:
-            calls, go, queues = runner.run(_calls(args.url, tag, args.seconds, recorder, binary))
+            calls, go = runner.run(_calls(args.url, tag, args.seconds, recorder, binary, queues))
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "server.json"
             server.stdin.write(f"{path}\n")
@@ -282,8 +273,7 @@ def main() -> None:
     finally:
         server.stdin.close()
         server.wait(10)
-        if queues:
-            asyncio.run(delete_queues(args.url, queues))
+        asyncio.run(delete_queues(args.url, queues))
     rows = match(calls, recorder, events)
     if not rows:
         raise SystemExit("no call could be matched with the server's events")

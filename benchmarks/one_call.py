@@ -59,7 +59,7 @@ from _cleanup import delete_queues
 from gobench import GoClient
 from rpc import PAYLOAD, loop_runner, proc_cpu
 
-__all__ = ("main",)
+__all__ = ("Peer", "go_peer", "main")
 
 _T = TypeVar("_T")
 
@@ -96,10 +96,14 @@ def _read(path: Path) -> str | None:
         return None
 
 
+def _cpuidle_driver() -> str:
+    return _read(_CPUIDLE / "current_driver") or "none"
+
+
 def idle_setup() -> str:
     """How this machine's idle CPUs wait: the cpuidle driver and governor, and the guest halt-poll
     window (ns) where the ``haltpoll`` driver is in use."""
-    driver = _read(_CPUIDLE / "current_driver") or "none"
+    driver = _cpuidle_driver()
     governor = _read(_CPUIDLE / "current_governor") or _read(_CPUIDLE / "current_governor_ro") or "none"
     setup = f"cpuidle driver {driver}, governor {governor}"
     halt_poll = _read(_HALT_POLL) if driver == "haltpoll" else None
@@ -128,7 +132,7 @@ def idle_polling_refused() -> str:
     PM QoS only steers a cpuidle driver's choice of idle state; with no driver, the kernel idles with
     its default halt whatever the request says.
     """
-    if (_read(_CPUIDLE / "current_driver") or "none") == "none":
+    if _cpuidle_driver() == "none":
         return (
             "no cpuidle driver: idle CPUs halt whatever PM QoS asks; idle=poll on the kernel command "
             "line, or the cpuidle-haltpoll driver on a KVM guest, would make them poll"
@@ -229,7 +233,8 @@ async def _gear_peer(name: str, url: str, env: dict[str, str], loop: str = "asyn
     return Peer(name, load, server.pid, close)
 
 
-async def _go_peer(url: str, binary: Path) -> Peer:
+async def go_peer(url: str, binary: Path) -> Peer:
+    """The same job in Go: its server and its caller, each a process of its own."""
     tag = uuid.uuid4().hex[:6]
     server = await _process(*gobench.server_command(binary, url, tag), env=dict(os.environ))
     client = await GoClient.start(binary, url, tag)
@@ -320,7 +325,7 @@ async def run(
     peers: list[Peer] = []
     try:
         if binary is not None:
-            peers.append(await _go_peer(url, binary))
+            peers.append(await go_peer(url, binary))
         peers.append(await _gear_peer("gear", url, {}))
         if importlib.util.find_spec("uvloop") is not None:
             peers.append(await _gear_peer("gear on uvloop", url, {}, loop="uvloop"))
