@@ -1,13 +1,18 @@
 """One call in flight, where its time goes: Gear as installed (on asyncio, and on uvloop where it is
-installed), Gear with busy polling (``Settings.busy_poll``), Gear's hot modules compiled with mypyc,
-and the same job in Go, in one run.
+installed), Gear on the CPython its image runs, Gear with busy polling (``Settings.busy_poll``),
+Gear's hot modules compiled with mypyc, and the same job in Go, in one run.
 
     python benchmarks/one_call.py [--url URL] [--windows 0.2,1] [--compiled] [--idle-poll]
-        [--rounds 5] [--seconds 2]
+        [--image-python /usr/bin/python3] [--rounds 5] [--seconds 2]
 
 Every peer has a caller process and a server process of its own (Go's are
 ``benchmarks/go/rpcbench.go``, skipped with the reason where Go or amqp091-go is missing). Gear's
-servers are ``rpc.py --serve gear``; its processes run on asyncio, but for the uvloop peer's.
+servers are ``rpc.py --serve gear``; its processes run on asyncio, but for the uvloop peer's, and
+on the interpreter this script runs on, but for the image's peer: Debian's ``python3`` (what Gear's
+image runs where its base is built from Debian's packages; ``--image-python`` names another), in a
+virtual environment built once with this checkout installed (``interpreter.py``). The output names
+both interpreters: a CPython built with default flags (pyenv's) spends far more CPU per call than
+an optimized build such as the image's.
 A busy-polling peer sets ``GEAR_BUSY_POLL`` in both processes' environment, as a deployment would.
 ``--compiled`` builds a copy of ``gear/`` with the modules on a call's path compiled by mypyc
 (``mypyc`` and a C compiler needed; cached by a hash of the sources) and runs a peer from it. Each
@@ -57,6 +62,7 @@ from typing import Any, TypeVar
 import gobench
 from _cleanup import delete_queues
 from gobench import GoClient
+from interpreter import IMAGE_PYTHON, describe, image_python
 from rpc import PAYLOAD, loop_runner, proc_cpu
 
 __all__ = ("Peer", "go_peer", "main")
@@ -80,6 +86,7 @@ COMPILED_MODULES = (
 )  # fmt: skip
 """What ``--compiled`` compiles: the modules a call and a request go through (paths under ``gear/``)."""
 AS_IS = "idle CPUs as the machine has them"
+IMAGE_PEER = "gear on the image's CPython"
 IDLE_POLL = "idle CPUs polling (PM QoS request of 0 us on /dev/cpu_dma_latency)"
 _QOS = Path("/dev/cpu_dma_latency")
 _CPUIDLE = Path("/sys/devices/system/cpu/cpuidle")
@@ -206,14 +213,16 @@ async def _stop(proc: asyncio.subprocess.Process) -> None:
         proc.kill()
 
 
-async def _gear_peer(name: str, url: str, env: dict[str, str], loop: str = "asyncio") -> Peer:
+async def _gear_peer(
+    name: str, url: str, env: dict[str, str], loop: str = "asyncio", python: str = sys.executable
+) -> Peer:
     """Gear's server (``rpc.py --serve gear``) and a caller (this script's ``--call``), each a process
-    on ``loop`` with ``env`` added to its environment."""
+    of ``python`` on ``loop`` with ``env`` added to its environment."""
     tag = uuid.uuid4().hex[:6]
     env = {**os.environ, **env}
     args = ("--url", url, "--tag", tag, "--loop", loop)
-    server = await _process(sys.executable, str(_RPC), "--serve", "gear", *args, env=env)
-    caller = await _process(sys.executable, str(_ME), "--call", *args, env=env)
+    server = await _process(python, str(_RPC), "--serve", "gear", *args, env=env)
+    caller = await _process(python, str(_ME), "--call", *args, env=env)
     assert caller.stdin is not None
     assert caller.stdout is not None
     stdin, stdout = caller.stdin, caller.stdout
@@ -310,10 +319,16 @@ async def _turn(peer: Peer, setting: str, seconds: float) -> None:
 
 
 async def run(
-    url: str, windows: list[float], compiled: bool, settings: list[str], rounds: int, seconds: float
+    url: str,
+    windows: list[float],
+    compiled: bool,
+    settings: list[str],
+    rounds: int,
+    seconds: float,
+    image: Path | None = None,
 ) -> list[Peer]:
     """Start every peer, give each ``rounds`` turns of ``seconds`` per setting, stop them; the peers
-    with their per-round figures."""
+    with their per-round figures. ``image``: the Python of the image's peer (none without it)."""
     binary, why = gobench.build()
     if binary is None:
         print(f"{GO}: skipped ({why})", file=sys.stderr)
@@ -327,6 +342,8 @@ async def run(
         if binary is not None:
             peers.append(await go_peer(url, binary))
         peers.append(await _gear_peer("gear", url, {}))
+        if image is not None:
+            peers.append(await _gear_peer(IMAGE_PEER, url, {}, python=str(image)))
         if importlib.util.find_spec("uvloop") is not None:
             peers.append(await _gear_peer("gear on uvloop", url, {}, loop="uvloop"))
         else:
@@ -407,6 +424,11 @@ def main() -> None:
     parser.add_argument(
         "--idle-poll", action="store_true", help="also measure with idle CPUs polling (PM QoS; root)"
     )
+    parser.add_argument(
+        "--image-python",
+        default=IMAGE_PYTHON,
+        help="the CPython of the image's peer ('' for none; default: Debian's, as Gear's image runs)",
+    )
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--call", action="store_true", help=argparse.SUPPRESS)
@@ -424,7 +446,14 @@ def main() -> None:
     refused = idle_polling_refused() if args.idle_poll else ""
     if args.idle_poll and not refused:
         settings.append(IDLE_POLL)
-    peers = asyncio.run(run(args.url, windows, args.compiled, settings, args.rounds, args.seconds))
+    image: Path | None = None
+    if args.image_python:
+        image, why = image_python(args.image_python)
+        if image is None:
+            print(f"{IMAGE_PEER}: skipped ({why})", file=sys.stderr)
+    peers = asyncio.run(run(args.url, windows, args.compiled, settings, args.rounds, args.seconds, image))
+    print(f"Gear's processes run on {describe(sys.executable)}", end="")
+    print(f"; the {IMAGE_PEER!r} peer's on {describe(str(image))}.\n" if image is not None else ".\n")
     report(peers, settings, args.rounds, args.seconds, refused)
 
 
