@@ -26,6 +26,9 @@ SOURCE = Path(__file__).resolve().parent / "go" / "rpcbench.go"
 GOCODE = "/usr/share/gocode"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gear-bench"
 EXCHANGE = "gear.bench.go"
+LINE_LIMIT = 2**24
+"""Longest line read from a benchmark's child process (the Go client, a caller): a stretch of load
+answers with every latency, as JSON."""
 
 
 def build() -> tuple[Path | None, str]:
@@ -79,7 +82,7 @@ class GoClient:
         """
         proc = await asyncio.create_subprocess_exec(
             str(binary), "client", url, EXCHANGE, f"GO{tag}.s1",
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, limit=LINE_LIMIT,
         )  # fmt: skip
         client = cls(proc)
         if (await client._line()) != "ready":

@@ -72,8 +72,6 @@ _T = TypeVar("_T")
 GO = "go amqp091"
 _PAUSE = 0.05
 """Seconds between two turns: longer than any window, so the previous peer has stopped polling."""
-_LINE_LIMIT = 2**24
-"""Bytes in one line from a caller process: every latency of a turn, as JSON."""
 _ME = Path(__file__).resolve()
 _RPC = _ME.with_name("rpc.py")
 _SOURCE = _ME.parent.parent / "gear"
@@ -195,7 +193,7 @@ class Peer:
 
 async def _process(*args: str, env: dict[str, str]) -> asyncio.subprocess.Process:
     proc = await asyncio.create_subprocess_exec(
-        *args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, limit=_LINE_LIMIT
+        *args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, limit=gobench.LINE_LIMIT
     )
     assert proc.stdout is not None
     line = await asyncio.wait_for(proc.stdout.readline(), 60)

@@ -16,6 +16,10 @@ requests and replies, manual acks). Ratios are computed per round, then the medi
 
 ``--loop asyncio|uvloop|both`` picks the event loop of the benchmark and of every server process
 (``both``: the whole run once per loop, asyncio first; uvloop must be installed: ``gear-rpc[fast]``).
+Then the whole run is made once more, on asyncio, on the CPython Gear's image runs (Debian's
+``python3``, in a virtual environment built once by ``interpreter.py``; ``--image-python`` names
+another, ``''`` skips it): every Python peer, servers included, runs on it, and the output names both
+interpreters (a CPython built with default flags, such as pyenv's, spends more CPU per call).
 
 Usage::
 
@@ -42,6 +46,7 @@ from typing import Any
 import gobench
 from _cleanup import delete_queues, service_queues
 from gobench import GoClient
+from interpreter import IMAGE_PYTHON, describe, image_python
 
 __all__ = ("PAYLOAD", "loop_runner", "main", "proc_cpu")
 
@@ -496,6 +501,11 @@ def main() -> None:
     )
     parser.add_argument("--concurrency", default="1,16,64,256", help="calls in flight, comma-separated")
     parser.add_argument("--loop", choices=("asyncio", "uvloop", "both"), default="asyncio")
+    parser.add_argument(
+        "--image-python",
+        default=IMAGE_PYTHON,
+        help="also run on this CPython ('' for no; default: Debian's, as Gear's image runs)",
+    )
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     parser.add_argument("--tag", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -540,6 +550,24 @@ def main() -> None:
             f"move with the load, CPU per call less): {', '.join(parts)}, p50 c=1: {p50:.2f}x, "
             f"CPU/call c={busiest}: {cpu:.2f}x"
         )
+    if args.image_python:
+        _on_image_python(args)
+
+
+def _on_image_python(args: argparse.Namespace) -> None:
+    """The same run (on asyncio) once more, every Python process on the image's CPython."""
+    image, why = image_python(args.image_python)
+    if image is None:
+        print(f"\nOn the image's CPython: skipped ({why})", flush=True)
+        return
+    print(
+        f"\nThe same on the CPython Gear's image runs, {describe(str(image))}, every Python peer's client "
+        f"and server on it (the run above: {describe(sys.executable)}):",
+        flush=True,
+    )
+    again = ["--url", args.url, "--rounds", str(args.rounds), "--seconds", str(args.seconds)]
+    again += ["--peers", args.peers, "--concurrency", args.concurrency, "--image-python", ""]
+    subprocess.run([str(image), __file__, *again], check=True)
 
 
 if __name__ == "__main__":
