@@ -1,11 +1,12 @@
 """The CPython that runs Gear in a benchmark, and the one Gear's image runs, to compare the two.
 
-How a CPython was built changes Gear's figures as much as most changes to Gear do: a build with
-profile-guided and link-time optimization and the interpreter linked statically (the official
-``python`` images, Debian's ``python3``, uv's standalone builds) runs the same code in much less CPU
-than a build with default flags and a shared ``libpython`` (what ``pyenv install`` makes unless told
-otherwise). Gear's image (``Dockerfile``) runs its base image's CPython: ``python:3.11-slim``'s, or
-Debian's where ``scripts/debian_images.py`` builds the base. :func:`image_python` gives a virtual
+How a CPython was built can change Gear's figures: a build with profile-guided and link-time
+optimization and the interpreter linked statically (the official ``python`` images, Debian's
+``python3``, uv's standalone builds) may run the same code in less CPU than a build with default
+flags and a shared ``libpython`` (what ``pyenv install`` makes unless told otherwise); the
+benchmarks that use this module measure by how much, one call at a time and with many in flight.
+Gear's image (``Dockerfile``) runs its base image's CPython: ``python:3.11-slim``'s, or Debian's where
+``scripts/debian_images.py`` builds the base. :func:`image_python` gives a virtual
 environment on Debian's ``python3`` (or another interpreter) with this checkout installed in it,
 so a benchmark can run Gear's processes on it beside the interpreter it was started with.
 """

@@ -11,8 +11,8 @@ servers are ``rpc.py --serve gear``; its processes run on asyncio, but for the u
 on the interpreter this script runs on, but for the image's peer: Debian's ``python3`` (what Gear's
 image runs where its base is built from Debian's packages; ``--image-python`` names another), in a
 virtual environment built once with this checkout installed (``interpreter.py``). The output names
-both interpreters: a CPython built with default flags (pyenv's) spends far more CPU per call than
-an optimized build such as the image's.
+both interpreters, so the row says what a CPython built with default flags (pyenv's) costs a lone
+call against an optimized build such as the image's.
 A busy-polling peer sets ``GEAR_BUSY_POLL`` in both processes' environment, as a deployment would.
 ``--compiled`` builds a copy of ``gear/`` with the modules on a call's path compiled by mypyc
 (``mypyc`` and a C compiler needed; cached by a hash of the sources) and runs a peer from it. Each

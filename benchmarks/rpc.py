@@ -19,7 +19,7 @@ requests and replies, manual acks). Ratios are computed per round, then the medi
 Then the whole run is made once more, on asyncio, on the CPython Gear's image runs (Debian's
 ``python3``, in a virtual environment built once by ``interpreter.py``; ``--image-python`` names
 another, ``''`` skips it): every Python peer, servers included, runs on it, and the output names both
-interpreters (a CPython built with default flags, such as pyenv's, spends more CPU per call).
+interpreters (how much of each peer's CPU per call is the interpreter build's doing).
 
 Usage::
 
