@@ -121,3 +121,16 @@ def test_a_valid_stream_means_the_same_however_the_reads_cut_it(data: st.DataObj
     seen = [(d.delivery_tag, d.body, d.properties) for d in cut_rec.deliveries]
     assert seen == [(d.delivery_tag, d.body, d.properties) for d in whole_rec.deliveries]
     assert cut.state is ConnectionState.OPEN
+
+
+def test_a_deprecated_method_from_the_broker_is_its_protocol_error() -> None:
+    """basic.recover-async (deprecated; pamqp warns when it builds one) is not something a broker sends:
+    the client closes with its own error, and no warning escapes (the suite turns warnings into errors).
+    The byte-changing fuzz above found it: a delivery's method id changed into this one."""
+    conn, _, consumer, _ = _client()
+    payload = (0x003C0064).to_bytes(4, "big") + b"\x00"
+    frame_bytes = (
+        bytes([1]) + consumer.to_bytes(2, "big") + len(payload).to_bytes(4, "big") + payload + b"\xce"
+    )
+    assert _feed(conn, frame_bytes, [])
+    assert conn.state is ConnectionState.CLOSED
