@@ -468,7 +468,7 @@ class Service:
             self._started = False
             self.rpc.loop = None
             await self._connector.close()
-            self._close_exporters()
+            await self._close_exporters()
             raise
         log.info("%s started", self.identity)
 
@@ -518,7 +518,7 @@ class Service:
             self._executor = None
         self._started = False
         self._stop_event.set()
-        self._close_exporters()
+        await self._close_exporters()
         if self._own_tracer:
             self._tracer.close()
         log.info("%s stopped", self.identity)
@@ -551,10 +551,10 @@ class Service:
         self._stop_requested = True
         self._stop_event.set()
 
-    def _close_exporters(self) -> None:
-        if self._exporters is not None:
-            self._exporters.close()
-            self._exporters = None
+    async def _close_exporters(self) -> None:
+        exporters, self._exporters = self._exporters, None
+        if exporters is not None:
+            await exporters.close()
 
     async def __aenter__(self) -> Service:
         await self.start()

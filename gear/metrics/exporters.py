@@ -115,13 +115,14 @@ class Exporters:
         emitter.meter = None if not meters else meters[0] if len(meters) == 1 else Tee(meters)
         return cls(emitter, server, otel)
 
-    def close(self) -> None:
-        """Stop measuring and serving."""
+    async def close(self) -> None:
+        """Stop measuring and serving; the requests the operator's port is answering finish first,
+        reading the loop this runs on (so the port is closed from a worker thread)."""
         self._emitter.meter = None
         if self._otel is not None:
             self._otel.close()
         if self.server is not None:
-            self.server.close()
+            await asyncio.to_thread(self.server.close)
 
 
 def _registry(probe: Probe, recorder: Recorder | None, loop: asyncio.AbstractEventLoop) -> Any | None:

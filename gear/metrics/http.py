@@ -40,11 +40,52 @@ _NO_CLIENT = (
 
 
 class _Server(ThreadingMixIn, WSGIServer):
+    """The standard library's threading WSGI server that also counts the requests it is answering,
+    so closing can wait for them (its threads are daemons: a stuck one never keeps a process alive,
+    but a process that exits mid-answer would cut that answer short)."""
+
     daemon_threads = True
     allow_reuse_address = True
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._answering = 0
+        self._idle = threading.Condition()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Count the request before its thread starts (so :meth:`wait_idle` cannot miss it)."""
+        with self._idle:
+            self._answering += 1
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._answered()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        """Answer in this thread, then uncount the request."""
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._answered()
+
+    def _answered(self) -> None:
+        with self._idle:
+            self._answering -= 1
+            self._idle.notify_all()
+
+    def wait_idle(self, timeout: float) -> int:
+        """Wait up to ``timeout`` seconds for every request being answered; how many are left."""
+        with self._idle:
+            self._idle.wait_for(lambda: self._answering == 0, timeout)
+            return self._answering
+
 
 class _QuietHandler(WSGIRequestHandler):
+    wbufsize = -1
+    """Buffered: wsgiref writes the status line, the headers and the body separately, and one flush
+    sends them together, so a reader never sees a status line whose headers and body never came."""
+
     def log_message(self, format: str, *args: Any) -> None:
         """Probes every few seconds: no access log."""
 
@@ -78,11 +119,18 @@ class OperatorServer:
         )
         self._thread.start()
 
-    def close(self) -> None:
-        """Stop serving and release the port."""
+    def close(self, finish: float = SCRAPE_TIMEOUT) -> None:
+        """Stop accepting, release the port and wait up to ``finish`` seconds for the requests being
+        answered (a process that exits next would cut them short). Call it off the event loop: the
+        answers may need the loop (see :meth:`gear.Service.stop`)."""
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
+        left = self._server.wait_idle(finish)
+        if left:
+            log.warning(
+                "port %d closed with %d request(s) still unanswered after %gs", self.port, left, finish
+            )
 
     # -- the WSGI application (in the server's threads) -----------------------------------------------
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import http.client
+import json
 import os
 import signal
 import socket
@@ -53,8 +55,6 @@ def _serve(url: str, host: str, port: int) -> subprocess.Popen[str]:
 
 def _watch_readiness(port: int, until: float) -> list[tuple[float, int, dict]]:
     """Poll ``/readyz`` every 20 ms until it stops answering or ``until``: (time, status, body)."""
-    import json
-
     seen = []
     while time.monotonic() < until:
         try:
@@ -121,6 +121,46 @@ async def test_sigterm_turns_readiness_off_first_and_loses_no_call() -> None:
     assert body["reasons"][0] in ("stopping", "draining")
     assert body["handlers_in_flight"] > 0, "readiness went false only after the drain"
     assert all(status == 200 for t, status, _ in seen if t < terminated)
+
+
+@pytest.mark.timeout(60)
+async def test_a_probe_being_answered_when_the_instance_stops_gets_its_whole_answer() -> None:
+    """A probe that a stopping instance has accepted is answered in full before the process exits
+    (its answering thread is a daemon: exiting under it would cut the answer short, even to a bare
+    status line, which is how a probe polling through a rolling stop once read an empty body)."""
+    async with Broker(port=0) as broker:
+        port = _free_port()
+        server = _serve(broker.url, "a", port)
+        try:
+            await eventually(functools.partial(_ready, port), limit=30, what="instance ready")
+            loop = asyncio.get_running_loop()
+            probe = socket.create_connection(("127.0.0.1", port), timeout=10)
+            with probe:
+                probe.sendall(b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # not finished yet
+                server.send_signal(signal.SIGTERM)
+                await eventually(lambda: not _listening(port), limit=30, what="the port closed")
+                await asyncio.sleep(0.3)  # time enough for a process that does not wait to exit
+                probe.sendall(b"\r\n")
+                answer = http.client.HTTPResponse(probe)
+                await loop.run_in_executor(None, answer.begin)
+                body = await loop.run_in_executor(None, answer.read)
+            returncode = await loop.run_in_executor(None, server.wait, 30)
+        finally:
+            if server.poll() is None:
+                server.kill()
+                server.wait(timeout=30)
+
+    assert returncode == 0
+    assert answer.status == 503
+    assert json.loads(body)["ready"] is False
+
+
+def _listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    except OSError:
+        return False
+    return True
 
 
 def _ready(port: int) -> bool:
