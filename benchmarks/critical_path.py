@@ -17,6 +17,10 @@ process that slept in ``epoll_wait``. The instrumentation adds a few microsecond
 The same job in Go (``benchmarks/go/rpcbench.go``, skipped with the reason where Go or amqp091-go is
 missing) takes turns of a second with Gear's calls, on the same broker, and its p50 is printed beside
 Gear's: Go's whole call against Gear's hops and Gear's own stages.
+
+Last, the cost of running cold: building a request (``RPC._prepare``) is timed inside the calls and
+then 20,000 times in a row; between two calls the broker and the server run on the same CPUs, so
+inside the calls that code starts with caches full of their data, not its own.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from one_call import go_peer
 from rpc import PAYLOAD, loop_runner
 
 import gear
+from gear.envelope import Kind
 from gear.inbound import Router
 from gear.link.stream import Stream
 
@@ -116,12 +121,47 @@ async def _serve(url: str, tag: str) -> None:
 # -- the caller (this process) --------------------------------------------------------------------
 
 
+WARM_BUILDS = 20_000
+"""How many requests the warm measurement builds in a row."""
+
+
+def _timed(func: Any, into: list[int]) -> Any:
+    """``func``, appending the ns each call of it takes to ``into``."""
+    now = time.perf_counter_ns
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        start = now()
+        try:
+            return func(*args, **kwargs)
+        finally:
+            into.append(now() - start)
+
+    return timed
+
+
+def _warm_builds(svc: gear.Service, target: str) -> list[int]:
+    """The ns each of :data:`WARM_BUILDS` request builds takes, one right after another (nothing
+    else runs in between, so the code and data they touch stay in the CPU's caches)."""
+    took: list[int] = []
+    build = _timed(svc.rpc._prepare, took)
+    for _ in range(WARM_BUILDS):
+        build(target, "echo", PAYLOAD, None, Kind.CALL, svc.identity)
+    return took
+
+
 async def _calls(
-    url: str, tag: str, seconds: float, recorder: Recorder, go: Path | None, queues: list[str]
+    url: str,
+    tag: str,
+    seconds: float,
+    recorder: Recorder,
+    go: Path | None,
+    queues: list[str],
+    builds: dict[str, list[int]],
 ) -> tuple[list[Span], list[float]]:
     """Make calls one after another for ``seconds`` in turns of a second (after a warm-up), the Go
     peer's turns between them; Gear's call spans and Go's latencies (s). The caller's queues are
-    added to ``queues``, to be deleted once the server has stopped."""
+    added to ``queues``, to be deleted once the server has stopped. ``builds`` gets the ns each
+    request build took inside those calls (``"in calls"``) and in a tight loop (``"warm"``)."""
     svc = gear.Service.client(url=url, prefetch=512)
     await svc.start()
     queues += [q.name for q in svc.topology.queues]
@@ -137,6 +177,8 @@ async def _calls(
         if go_turns is not None:
             await go_turns.load(1.0)
         recorder.clear()
+        in_calls = builds.setdefault("in calls", [])
+        svc.rpc._prepare = _timed(svc.rpc._prepare, in_calls)  # type: ignore[method-assign]
         left = seconds
         while left > 0:
             turn = min(1.0, left)
@@ -147,6 +189,8 @@ async def _calls(
                 calls.append((start, now()))
             if go_turns is not None:
                 go_latencies += (await go_turns.load(turn))["latencies"]
+        del svc.rpc._prepare
+        builds["warm"] = _warm_builds(svc, target)
     finally:
         if go_turns is not None:
             await go_turns.close()
@@ -201,7 +245,15 @@ def match(calls: list[Span], caller: Recorder, server: dict[str, list[Span]]) ->
     return rows
 
 
-def report(rows: list[list[int]], calls: int, loop: str, seconds: float, go: list[float], why: str) -> None:
+def report(
+    rows: list[list[int]],
+    calls: int,
+    loop: str,
+    seconds: float,
+    go: list[float],
+    why: str,
+    builds: dict[str, list[int]],
+) -> None:
     def us(ns: float) -> str:
         return f"{ns / 1000:,.0f}"
 
@@ -234,6 +286,13 @@ def report(rows: list[list[int]], calls: int, loop: str, seconds: float, go: lis
         )
     else:
         print(f"\nThe same job in Go: skipped ({why}).")
+    if builds.get("in calls") and builds.get("warm"):
+        cold, warm = statistics.median(builds["in calls"]), statistics.median(builds["warm"])
+        print(
+            f"\nThe same code, cold and warm: building a request (`RPC._prepare`, part of the caller's "
+            f"first stage) took {cold / 1000:.1f} us inside these calls and {warm / 1000:.1f} us when "
+            f"{WARM_BUILDS:,} builds ran in a row ({cold / warm:.1f}x; medians)."
+        )
 
 
 def main() -> None:
@@ -261,8 +320,9 @@ def main() -> None:
         binary, why = gobench.build()
         recorder = Recorder()
         recorder.install()
+        builds: dict[str, list[int]] = {}
         with loop_runner(args.loop) as runner:
-            calls, go = runner.run(_calls(args.url, tag, args.seconds, recorder, binary, queues))
+            calls, go = runner.run(_calls(args.url, tag, args.seconds, recorder, binary, queues, builds))
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "server.json"
             server.stdin.write(f"{path}\n")
@@ -277,7 +337,7 @@ def main() -> None:
     rows = match(calls, recorder, events)
     if not rows:
         raise SystemExit("no call could be matched with the server's events")
-    report(rows, len(calls), args.loop, args.seconds, go, why)
+    report(rows, len(calls), args.loop, args.seconds, go, why, builds)
 
 
 if __name__ == "__main__":
