@@ -1,9 +1,10 @@
-"""Method frames: the hot ones (deliver, return, ack, nack) by hand, every other one through pamqp.
+"""Method frames: the hot ones (deliver, return, ack, nack) by hand, every other one by layout.
 
 The broker sends ``basic.deliver``, ``basic.ack`` and ``basic.return`` for every message, so they are
 decoded straight from the frame payload with ``struct``; their fields are checked against the
 payload's length (a short or padded method is a 502 syntax error, never an ``IndexError``). The
-rest are rare and decoded by pamqp, whose errors are turned into :class:`~gear.amqp.ProtocolError`.
+rest are rare and decoded into pamqp's classes by :mod:`gear.wire.arguments` (as the reference broker
+decodes a client's), whose errors are turned into :class:`~gear.amqp.ProtocolError`.
 Outbound, acks and rejects are packed by hand; other methods are marshalled by pamqp.
 """
 
@@ -12,10 +13,12 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from pamqp import base, commands
+from pamqp import commands
 from pamqp import frame as pamqp_frame
 
 from gear.amqp.errors import ProtocolError
+from gear.wire.arguments import decode_arguments
+from gear.wire.table import FieldError
 
 __all__ = (
     "ACK",
@@ -115,7 +118,7 @@ def decode_ack(data: bytes | bytearray, start: int, end: int) -> tuple[int, bool
 
 
 def decode_method(payload: bytes | bytearray) -> Any:
-    """Any method, decoded by pamqp (a ``pamqp.commands`` instance).
+    """Any method, as a ``pamqp.commands`` instance.
 
     Raises:
         ProtocolError: 540 for an unknown class or method, 502 for arguments that do not decode.
@@ -123,17 +126,13 @@ def decode_method(payload: bytes | bytearray) -> Any:
     if len(payload) < 4:
         raise ProtocolError(502, f"method frame of {len(payload)} bytes")
     index = _INDEX.unpack_from(payload)[0]
-    cls: type[base.Frame] | None = commands.INDEX_MAPPING.get(index)
+    cls = commands.INDEX_MAPPING.get(index)
     if cls is None:
         raise ProtocolError(540, f"unknown method: class {index >> 16}, method {index & 0xFFFF}")
-    # no constructor: unmarshal sets every argument, and a deprecated method's constructor warns
-    # (basic.recover-async: a warning turned into an error would escape as something else)
-    method = cls.__new__(cls)
     try:
-        method.unmarshal(bytes(payload[4:]))
-    except Exception as exc:  # pamqp raises struct.error, ValueError, TypeError... on hostile bytes
+        return decode_arguments(cls, payload)
+    except (FieldError, UnicodeDecodeError) as exc:
         raise ProtocolError(502, f"{method_name(index)} does not decode: {exc}") from exc
-    return method
 
 
 def encode_method(channel: int, method: Any) -> bytes:

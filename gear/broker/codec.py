@@ -5,9 +5,9 @@ The frames the broker sends on the delivery path
 encoded by hand: they are simple layouts, they are sent for every message, and pamqp's outbound
 validation rejects exchange and queue names that RabbitMQ (and pika) accept. Content properties are kept
 as the raw bytes the publisher sent and forwarded verbatim (checked and decoded by
-:mod:`gear.broker.properties`). Client methods are decoded with the argument layouts pamqp declares and
-:mod:`gear.wire.table`'s decoder (linear in the bytes: pamqp's copies the rest of the frame per
-entry); ``basic.publish`` and ``basic.ack``, the hot ones, by hand.
+:mod:`gear.broker.properties`). Client methods are decoded by :mod:`gear.wire.arguments` (the argument
+layouts pamqp declares, linear in the bytes), as the client decodes the broker's; ``basic.publish``
+and ``basic.ack``, the hot ones, by hand.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from pamqp import base, commands
 from pamqp import frame as pframe
 
 from gear.broker.errors import AMQPError
+from gear.wire.arguments import decode_arguments
 from gear.wire.frames import FRAME_BODY, FRAME_HEADER, FRAME_METHOD, frame
-from gear.wire.table import FieldError, decode_table
+from gear.wire.table import FieldError
 
 __all__ = (
     "PUBLISH_INDEX",
@@ -123,7 +124,7 @@ def decode_method(payload: bytes) -> Any:
     if cls is None:
         raise AMQPError(540, f"unknown method class {index >> 16} method {index & 0xFFFF}")
     try:
-        return _unmarshal(cls, payload)
+        return decode_arguments(cls, payload)
     except (FieldError, IndexError, UnicodeDecodeError, struct.error) as exc:
         raise AMQPError(
             501,
@@ -131,70 +132,6 @@ def decode_method(payload: bytes) -> Any:
             class_id=index >> 16,
             method_id=index & 0xFFFF,
         ) from exc
-
-
-_U8 = struct.Struct(">B").unpack_from
-_FIXED_FIELDS = {
-    "octet": (1, _U8),
-    "short": (2, struct.Struct(">H").unpack_from),
-    "long": (4, struct.Struct(">I").unpack_from),
-    "longlong": (8, struct.Struct(">Q").unpack_from),
-}
-_layouts: dict[type, tuple[tuple[str, str], ...]] = {}
-
-
-def _unmarshal(cls: type[base.Frame], payload: bytes) -> base.Frame:
-    """Decode the arguments after the method index with the layout pamqp declares for ``cls``.
-
-    pamqp's own decoder copies the rest of the frame for every table entry (quadratic); this one walks
-    offsets, and its tables are :mod:`gear.wire.table`'s (bounded depth, RabbitMQ's types). Bytes
-    after the last argument are ignored, as pamqp did.
-    """
-    layout = _layouts.get(cls)
-    if layout is None:
-        layout = _layouts[cls] = tuple((name, cls.amqp_type(name)) for name in cls.__slots__)
-    method = cls.__new__(cls)  # every argument is set below: pamqp's defaults and checks are not needed
-    data, pos, end = payload, 4, len(payload)
-    bits_at, bit = -1, 8
-    for name, kind in layout:
-        value: Any
-        if kind == "bit":
-            if bits_at < 0 or bit == 8:
-                if pos >= end:
-                    raise FieldError(f"argument {name} runs past the frame")
-                bits_at, bit, pos = pos, 0, pos + 1
-            value = bool(data[bits_at] >> bit & 1)
-            bit += 1
-        else:
-            bits_at = -1
-            fixed = _FIXED_FIELDS.get(kind)
-            if fixed is not None:
-                size, unpack = fixed
-                if pos + size > end:
-                    raise FieldError(f"argument {name} runs past the frame")
-                value = unpack(data, pos)[0]
-                pos += size
-            elif kind == "shortstr":
-                stop = pos + 1 + data[pos] if pos < end else end + 1
-                if stop > end:
-                    raise FieldError(f"argument {name} runs past the frame")
-                value = data[pos + 1 : stop].decode("utf-8")
-                pos = stop
-            else:  # longstr or table: a 32-bit length, then the bytes
-                stop = pos + 4 + (_LONG.unpack_from(data, pos)[0] if pos + 4 <= end else end)
-                if stop > end:
-                    raise FieldError(f"argument {name} runs past the frame")
-                if kind == "table":
-                    value = decode_table(data, pos + 4, stop)
-                else:
-                    raw = data[pos + 4 : stop]
-                    try:
-                        value = raw.decode("utf-8")
-                    except UnicodeDecodeError:
-                        value = raw
-                pos = stop
-        setattr(method, name, value)
-    return method
 
 
 def encode_method(channel: int, method: base.Frame) -> bytes:

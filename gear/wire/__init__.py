@@ -6,6 +6,7 @@ reference broker (:mod:`gear.broker`) build on it. Every decoder is linear in it
 
 * :mod:`gear.wire.frames`: frame constants, building frames, splitting a byte stream into frames;
 * :mod:`gear.wire.table`: field tables and arrays (decode, check, encode), RabbitMQ's types;
+* :mod:`gear.wire.arguments`: a method's arguments, by the layout pamqp declares for it;
 * :mod:`gear.wire.codes`: reply codes, their names, which close the connection;
 * :mod:`gear.wire.properties`: the basic content properties Gear reads, decoded from a content header.
 """
