@@ -119,17 +119,20 @@ class OperatorServer:
         )
         self._thread.start()
 
-    def close(self, finish: float = SCRAPE_TIMEOUT) -> None:
-        """Stop accepting, release the port and wait up to ``finish`` seconds for the requests being
-        answered (a process that exits next would cut them short). Call it off the event loop: the
-        answers may need the loop (see :meth:`gear.Service.stop`)."""
+    def close(self) -> None:
+        """Stop accepting, release the port and wait up to :data:`SCRAPE_TIMEOUT` seconds for the
+        requests being answered (a process that exits next would cut them short). Call it off the
+        event loop: the answers may need the loop (see :meth:`gear.Service.stop`)."""
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
-        left = self._server.wait_idle(finish)
+        left = self._server.wait_idle(SCRAPE_TIMEOUT)
         if left:
             log.warning(
-                "port %d closed with %d request(s) still unanswered after %gs", self.port, left, finish
+                "port %d closed with %d request(s) still unanswered after %gs",
+                self.port,
+                left,
+                SCRAPE_TIMEOUT,
             )
 
     # -- the WSGI application (in the server's threads) -----------------------------------------------
