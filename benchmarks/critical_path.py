@@ -15,8 +15,13 @@ the two ``send`` system calls, and the two hops through the broker, each ending 
 process that slept in ``epoll_wait``. The instrumentation adds a few microseconds per stage.
 
 The same job in Go (``benchmarks/go/rpcbench.go``, skipped with the reason where Go or amqp091-go is
-missing) takes turns of a second with Gear's calls, on the same broker, and its p50 is printed beside
-Gear's: Go's whole call against Gear's hops and Gear's own stages.
+missing) takes turns of a second with Gear's calls, on the same broker, with its stages stamped on
+the same clock (its ``trace`` command and ``RPCBENCH_TRACE``): when a call starts, when its request's
+publish returned, when the server got the request and when its reply's publish returned (matched by
+the request's id), when the reply reached the caller's code, and when the call returns. amqp091-go
+reads in a goroutine of its own and hands each delivery over through a Go channel, so Go's stamps
+cannot split a hop from that read; the two are compared in five stages that both can draw, the end of
+Gear's read callback standing for the moment a delivery comes out of amqp091-go's channel.
 
 Last, the cost of running cold: building a request (``RPC._prepare``) is timed inside the calls and
 then 20,000 times in a row; between two calls the broker and the server run on the same CPUs, so
@@ -41,7 +46,6 @@ from typing import Any
 
 import gobench
 from _cleanup import delete_queues
-from one_call import go_peer
 from rpc import PAYLOAD, loop_runner
 
 import gear
@@ -149,6 +153,48 @@ def _warm_builds(svc: gear.Service, target: str) -> list[int]:
     return took
 
 
+class GoTrace:
+    """The same job in Go with its stages stamped: its server (``RPCBENCH_TRACE``) and its client."""
+
+    def __init__(self, server: asyncio.subprocess.Process, client: gobench.GoClient, path: Path) -> None:
+        self._server = server
+        self._client = client
+        self._path = path
+        self.calls: list[list[int]] = []
+        """Each traced call's ``[id, start, published, reply, end]``."""
+
+    @classmethod
+    async def start(cls, url: str, binary: Path, directory: Path) -> GoTrace:
+        """Start the server and the client (the server's stamps go to a file in ``directory``).
+
+        Raises:
+            RuntimeError: either did not start.
+        """
+        tag = uuid.uuid4().hex[:6]
+        path = directory / "go-server.json"
+        server = await asyncio.create_subprocess_exec(
+            *gobench.server_command(binary, url, tag),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={**os.environ, "RPCBENCH_TRACE": str(path)},
+        )  # fmt: skip
+        assert server.stdout is not None
+        if (await asyncio.wait_for(server.stdout.readline(), 60)).strip() != b"ready":
+            raise RuntimeError("the Go server did not start")
+        return cls(server, await gobench.GoClient.start(binary, url, tag), path)
+
+    async def turn(self, seconds: float) -> None:
+        """One call after another for ``seconds``, stamped."""
+        self.calls += await self._client.trace(seconds)
+
+    async def close(self) -> list[list[int]]:
+        """Stop both; the server's stamps, ``[id, got, published]`` per request."""
+        await self._client.close()
+        assert self._server.stdin is not None
+        self._server.stdin.close()
+        await asyncio.wait_for(self._server.wait(), 20)
+        requests: list[list[int]] = json.loads(self._path.read_text())["requests"]
+        return requests
+
+
 async def _calls(
     url: str,
     tag: str,
@@ -157,25 +203,28 @@ async def _calls(
     go: Path | None,
     queues: list[str],
     builds: dict[str, list[int]],
-) -> tuple[list[Span], list[float]]:
+    directory: Path,
+) -> tuple[list[Span], list[list[int]]]:
     """Make calls one after another for ``seconds`` in turns of a second (after a warm-up), the Go
-    peer's turns between them; Gear's call spans and Go's latencies (s). The caller's queues are
-    added to ``queues``, to be deleted once the server has stopped. ``builds`` gets the ns each
-    request build took inside those calls (``"in calls"``) and in a tight loop (``"warm"``)."""
+    job's stamped turns between them; Gear's call spans and Go's stages per call (:func:`go_stages`).
+    The caller's queues are added to ``queues``, to be deleted once the server has stopped. ``builds``
+    gets the ns each request build took inside those calls (``"in calls"``) and in a tight loop
+    (``"warm"``)."""
     svc = gear.Service.client(url=url, prefetch=512)
     await svc.start()
     queues += [q.name for q in svc.topology.queues]
     target = f"PATH{tag}.s1"
-    go_turns = None if go is None else await go_peer(url, go)
+    go_turns = None if go is None else await GoTrace.start(url, go, directory)
     calls: list[Span] = []
-    go_latencies: list[float] = []
+    go_rows: list[list[int]] = []
     now = time.monotonic_ns
     try:
         warm_until = time.perf_counter() + min(2.0, seconds)
         while time.perf_counter() < warm_until:
             await svc.rpc.call(target, "echo", PAYLOAD)
         if go_turns is not None:
-            await go_turns.load(1.0)
+            await go_turns.turn(1.0)
+            go_turns.calls.clear()
         recorder.clear()
         in_calls = builds.setdefault("in calls", [])
         svc.rpc._prepare = _timed(svc.rpc._prepare, in_calls)  # type: ignore[method-assign]
@@ -188,14 +237,14 @@ async def _calls(
                 await svc.rpc.call(target, "echo", PAYLOAD)
                 calls.append((start, now()))
             if go_turns is not None:
-                go_latencies += (await go_turns.load(turn))["latencies"]
+                await go_turns.turn(turn)
         del svc.rpc._prepare
         builds["warm"] = _warm_builds(svc, target)
     finally:
         if go_turns is not None:
-            await go_turns.close()
+            go_rows = go_stages(go_turns.calls, await go_turns.close())
         await svc.stop()
-    return calls, go_latencies
+    return calls, go_rows
 
 
 def _first_after(spans: list[Span], starts: list[int], t: int) -> Span | None:
@@ -245,12 +294,39 @@ def match(calls: list[Span], caller: Recorder, server: dict[str, list[Span]]) ->
     return rows
 
 
+SIDE_BY_SIDE = (
+    ("caller: request built and written", (0, 1)),
+    ("broker, the server's wake-up, the delivery read and handed on", (2, 3)),
+    ("server: handler run, reply built and written", (4, 5)),
+    ("broker, the caller's wake-up, the reply read and handed on", (6, 7)),
+    ("caller: the call returns", (8,)),
+)
+"""Gear's and Go's calls in the same five stages: which of :data:`STAGES` make up each of Gear's.
+Go's stamps are taken in its own code (amqp091-go reads in a goroutine of its own and hands each
+delivery over through a Go channel), so a delivery is "read and handed on" when it comes out of that
+channel, and the end of Gear's read callback is the same point."""
+
+
+def go_stages(calls: list[list[int]], requests: list[list[int]]) -> list[list[int]]:
+    """Per Go call, the ns spent in each of :data:`SIDE_BY_SIDE`'s stages (calls whose request the
+    server did not stamp are left out)."""
+    served = {r[0]: r for r in requests}
+    rows: list[list[int]] = []
+    for ident, start, published, reply, end in calls:
+        request = served.get(ident)
+        if request is None:
+            continue
+        _, got, replied = request
+        rows.append([published - start, got - published, replied - got, reply - replied, end - reply])
+    return rows
+
+
 def report(
     rows: list[list[int]],
     calls: int,
     loop: str,
     seconds: float,
-    go: list[float],
+    go: list[list[int]],
     why: str,
     builds: dict[str, list[int]],
 ) -> None:
@@ -279,11 +355,18 @@ def report(
         m = statistics.median(sum(r[k] for k in picked) for r in rows)
         print(f"- {label}: {us(m)} us ({m / total:.0%})")
     if go:
-        p50 = statistics.median(go) * 1e9
+        go_total = statistics.median(sum(r) for r in go)
         print(
-            f"\nThe same job in Go, in turns with Gear's: p50 {us(p50)} us over {len(go):,} calls "
-            f"(Gear's p50 {us(total)} us: {total / p50:.2f}x)."
+            f"\nThe same job in Go, in turns with Gear's: {len(go):,} calls, p50 {us(go_total)} us (Gear's "
+            f"p50 {us(total)} us: {total / go_total:.2f}x); both, stage by stage (median per stage, us):\n"
         )
+        print("| stage | Gear | Go | Gear - Go |")
+        print("|---|---:|---:|---:|")
+        for k, (name, parts) in enumerate(SIDE_BY_SIDE):
+            mine = statistics.median(sum(r[i] for i in parts) for r in rows)
+            theirs = statistics.median(r[k] for r in go)
+            print(f"| {name} | {us(mine)} | {us(theirs)} | {us(mine - theirs)} |")
+        print(f"| **the call** | **{us(total)}** | **{us(go_total)}** | **{us(total - go_total)}** |")
     else:
         print(f"\nThe same job in Go: skipped ({why}).")
     if builds.get("in calls") and builds.get("warm"):
@@ -321,10 +404,12 @@ def main() -> None:
         recorder = Recorder()
         recorder.install()
         builds: dict[str, list[int]] = {}
-        with loop_runner(args.loop) as runner:
-            calls, go = runner.run(_calls(args.url, tag, args.seconds, recorder, binary, queues, builds))
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "server.json"
+        with tempfile.TemporaryDirectory() as tmp, loop_runner(args.loop) as runner:
+            directory = Path(tmp)
+            calls, go = runner.run(
+                _calls(args.url, tag, args.seconds, recorder, binary, queues, builds, directory)
+            )
+            path = directory / "server.json"
             server.stdin.write(f"{path}\n")
             server.stdin.flush()
             if server.stdout.readline().strip() != "done":

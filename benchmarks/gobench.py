@@ -4,8 +4,9 @@ The binary is built from Debian's packages (``golang-go``, ``golang-github-rabbi
 in GOPATH mode, so no module is downloaded, and cached under ``~/.cache/gear-bench`` by a hash of the
 source. :func:`build` says why when it cannot (no Go, or no amqp091-go): the benchmarks then skip the
 Go peer with that reason. The server runs on its own; the client is one long-lived process answering
-commands on stdin (``call``; ``load C MILLIS``), so a stretch of load costs no process start and the
-latencies are measured inside Go.
+commands on stdin (``call``; ``load C MILLIS``; ``trace MILLIS``), so a stretch of load costs no
+process start and the latencies are measured inside Go. ``trace`` and a server started with
+``RPCBENCH_TRACE=FILE`` stamp each call's stages on the clock of ``time.monotonic_ns``.
 """
 
 from __future__ import annotations
@@ -118,6 +119,13 @@ class GoClient:
             "latencies": [ns / 1e9 for ns in got["latencies_ns"]],
             "cpu": got["cpu_ns"] / 1e9,
         }
+
+    async def trace(self, seconds: float) -> list[list[int]]:
+        """One call after another for ``seconds``: each call's ``[id, start, published, reply, end]``
+        (ns on ``time.monotonic_ns``'s clock; see ``rpcbench.go``)."""
+        got = await self._ask(f"trace {round(seconds * 1000)}")
+        calls: list[list[int]] = got["calls"]
+        return calls
 
     async def close(self) -> None:
         """Stop the client."""

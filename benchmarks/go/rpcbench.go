@@ -13,6 +13,14 @@
 //	rpcbench client URL EXCHANGE SERVER_KEY   prints "ready", then answers commands on stdin:
 //	    call            one call; prints {"latency_ns": N}
 //	    load C MILLIS   C calls in flight for MILLIS ms; prints {"in_time": N, "latencies_ns": [...], "cpu_ns": N}
+//	    trace MILLIS    one call in flight for MILLIS ms; prints {"calls": [[id, start, published, reply, end], ...]}
+//
+// With RPCBENCH_TRACE=FILE in its environment, the server records for each request its id, when its
+// delivery came out of amqp091-go's channel and when the reply's publish returned, and writes them to
+// FILE as JSON ({"requests": [[id, got, published], ...]}) when stdin closes.
+// Times are CLOCK_MONOTONIC in ns (Python's time.monotonic_ns), read only while tracing: a trace's
+// call is stamped when it starts, when its request's publish returned (the frames are written), when
+// its reply came out of amqp091-go's channel, and when it returns.
 package main
 
 import (
@@ -26,6 +34,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -86,6 +95,13 @@ func (p *publisher) publish(exchange, key string, msg amqp.Publishing, done func
 	must(err)
 }
 
+// monotonic is CLOCK_MONOTONIC in ns, the clock of the Gear processes' stamps.
+func monotonic() int64 {
+	var ts syscall.Timespec
+	syscall.RawSyscall(syscall.SYS_CLOCK_GETTIME, 1, uintptr(unsafe.Pointer(&ts)), 0)
+	return ts.Nano()
+}
+
 func queueFor(ch *amqp.Channel, exchange, key string) string {
 	q, err := ch.QueueDeclare("", false, true, true, false, nil)
 	must(err)
@@ -112,12 +128,42 @@ func serve(url, exchange, key string) {
 	deliveries, err := ch.Consume(queue, "", false, true, false, false, nil)
 	must(err)
 	fmt.Println("ready")
-	exitWithStdin()
-	for d := range deliveries {
-		request := d
-		reply := amqp.Publishing{ContentType: "application/json", CorrelationId: d.CorrelationId, Body: d.Body}
-		p.publish(exchange, d.ReplyTo, reply, func(bool) { must(request.Ack(false)) })
+	trace := os.Getenv("RPCBENCH_TRACE")
+	if trace == "" {
+		exitWithStdin()
+		for d := range deliveries {
+			request := d
+			reply := amqp.Publishing{ContentType: "application/json", CorrelationId: d.CorrelationId, Body: d.Body}
+			p.publish(exchange, d.ReplyTo, reply, func(bool) { must(request.Ack(false)) })
+		}
+		return
 	}
+	var mu sync.Mutex
+	requests := make([][3]int64, 0, 1<<16)
+	go func() {
+		for d := range deliveries {
+			got := monotonic()
+			request := d
+			reply := amqp.Publishing{ContentType: "application/json", CorrelationId: d.CorrelationId, Body: d.Body}
+			p.publish(exchange, d.ReplyTo, reply, func(bool) { must(request.Ack(false)) })
+			published := monotonic()
+			id, _ := strconv.ParseInt(d.CorrelationId, 16, 64)
+			mu.Lock()
+			requests = append(requests, [3]int64{id, got, published})
+			mu.Unlock()
+		}
+	}()
+	buf := make([]byte, 1024)
+	for {
+		if _, err := os.Stdin.Read(buf); err != nil {
+			break
+		}
+	}
+	mu.Lock()
+	data, err := json.Marshal(map[string]any{"requests": requests})
+	mu.Unlock()
+	must(err)
+	must(os.WriteFile(trace, data, 0o644))
 }
 
 type client struct {
@@ -126,13 +172,20 @@ type client struct {
 	target   string
 	replyKey string
 	mu       sync.Mutex
-	waiting  map[string]chan struct{}
+	waiting  map[string]chan int64
 	nextID   uint64
+	tracing  atomic.Bool
 }
 
-func (c *client) call() {
-	id := strconv.FormatUint(atomic.AddUint64(&c.nextID, 1), 16)
-	done := make(chan struct{}, 1)
+// call makes one call; with tracing on, it returns [id, start, published, reply, end] (see the top).
+func (c *client) call() [5]int64 {
+	var stamps [5]int64
+	if c.tracing.Load() {
+		stamps[1] = monotonic()
+	}
+	n := atomic.AddUint64(&c.nextID, 1)
+	id := strconv.FormatUint(n, 16)
+	done := make(chan int64, 1)
 	confirmed := make(chan bool, 1)
 	c.mu.Lock()
 	c.waiting[id] = done
@@ -141,10 +194,18 @@ func (c *client) call() {
 		ContentType: "application/json", CorrelationId: id, MessageId: id, ReplyTo: c.replyKey, Body: payload,
 	}
 	c.pub.publish(c.exchange, c.target, request, func(ack bool) { confirmed <- ack })
+	if c.tracing.Load() {
+		stamps[2] = monotonic()
+	}
 	if !<-confirmed {
 		fmt.Fprintln(os.Stderr, "rpcbench: nacked")
 	}
-	<-done
+	stamps[3] = <-done
+	if c.tracing.Load() {
+		stamps[0] = int64(n)
+		stamps[4] = monotonic()
+	}
+	return stamps
 }
 
 func (c *client) replies(deliveries <-chan amqp.Delivery) {
@@ -153,9 +214,13 @@ func (c *client) replies(deliveries <-chan amqp.Delivery) {
 		done := c.waiting[d.CorrelationId]
 		delete(c.waiting, d.CorrelationId)
 		c.mu.Unlock()
+		var read int64
+		if c.tracing.Load() {
+			read = monotonic()
+		}
 		must(d.Ack(false))
 		if done != nil {
-			done <- struct{}{}
+			done <- read
 		}
 	}
 }
@@ -194,6 +259,18 @@ func (c *client) load(concurrency int, span time.Duration) map[string]any {
 	return map[string]any{"in_time": inTime, "latencies_ns": latencies, "cpu_ns": cpuNanos() - cpu0}
 }
 
+// trace makes one call after another for span, each call's stamps recorded.
+func (c *client) trace(span time.Duration) map[string]any {
+	c.tracing.Store(true)
+	defer c.tracing.Store(false)
+	end := time.Now().Add(span)
+	calls := make([][5]int64, 0, 1<<14)
+	for time.Now().Before(end) {
+		calls = append(calls, c.call())
+	}
+	return map[string]any{"calls": calls}
+}
+
 func runClient(url, exchange, target string) {
 	p := open(url, exchange)
 	ch := p.ch
@@ -202,7 +279,7 @@ func runClient(url, exchange, target string) {
 	queue := queueFor(ch, exchange, replyKey)
 	deliveries, err := ch.Consume(queue, "", false, true, false, false, nil)
 	must(err)
-	c := &client{pub: p, exchange: exchange, target: target, replyKey: replyKey, waiting: map[string]chan struct{}{}}
+	c := &client{pub: p, exchange: exchange, target: target, replyKey: replyKey, waiting: map[string]chan int64{}}
 	go c.replies(deliveries)
 	fmt.Println("ready")
 	out := json.NewEncoder(os.Stdout)
@@ -220,6 +297,10 @@ func runClient(url, exchange, target string) {
 			millis, err := strconv.Atoi(words[2])
 			must(err)
 			must(out.Encode(c.load(concurrency, time.Duration(millis)*time.Millisecond)))
+		case len(words) == 2 && words[0] == "trace":
+			millis, err := strconv.Atoi(words[1])
+			must(err)
+			must(out.Encode(c.trace(time.Duration(millis) * time.Millisecond)))
 		default:
 			fmt.Fprintln(os.Stderr, "rpcbench: unknown command", words)
 			os.Exit(2)
