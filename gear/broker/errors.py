@@ -30,8 +30,9 @@ class AMQPError(Exception):
         self.code = code
         name = REPLY_NAMES.get(code, "ERROR")
         text = f"{name} - {explanation}" if explanation else name
-        # reply-text is a shortstr: at most 255 bytes of UTF-8
-        self.text = text.encode("utf-8")[:255].decode("utf-8", "ignore")
+        # reply-text is a shortstr: at most 255 bytes of UTF-8. A client's bytes that are not UTF-8
+        # (decoded with surrogateescape) are shown escaped, "\udc80": never an error of its own.
+        self.text = text.encode("utf-8", "backslashreplace")[:255].decode("utf-8", "ignore")
         self.class_id = class_id
         self.method_id = method_id
         self.detail = ""

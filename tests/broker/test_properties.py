@@ -117,6 +117,20 @@ def test_an_invalid_expiration_is_a_406_on_basic_publish_as_rabbitmq_words_it(
     assert (close.reply_code, close.class_id, close.method_id) == (406, 60, 40)
 
 
+@pytest.mark.parametrize("expiration", [b"\x80", b"1\xff", b"\xed\xa0\x80"])
+def test_an_expiration_that_is_not_utf8_is_a_406_that_shows_its_bytes(expiration: bytes) -> None:
+    core, _ = make_core()
+    client = Client(core)
+    _confirming(client)
+    out = client.feed(_publish_raw(client, "q", struct.pack(">H", 0x0100) + _short(expiration)))
+    assert names(out) == ["Channel.Close"]
+    close = out[0][1]
+    shown = expiration.decode("utf-8", "surrogateescape").encode("utf-8", "backslashreplace").decode()
+    assert close.reply_text.startswith(f"PRECONDITION_FAILED - invalid expiration '{shown}': ")
+    assert (close.reply_code, close.class_id, close.method_id) == (406, 60, 40)
+    assert core.internal_errors == 0
+
+
 @pytest.mark.parametrize("expiration", ["+5", "007", "0", "4294967296"])
 def test_expirations_rabbitmq_accepts_are_accepted(expiration: str) -> None:
     core, _ = make_core()
