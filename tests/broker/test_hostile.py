@@ -182,7 +182,7 @@ _properties = st.one_of(
     st.just(b"\x00\x00"),
     st.builds(lambda t: struct.pack(">H", 0x2000) + t, _tables),
     st.builds(lambda t: struct.pack(">H", 0x2100) + t + _short(b"60000"), _tables),  # headers + expiration
-    st.sampled_from([b"abc", b"-1", b"", b"12x", b"60000", b"0"]).map(
+    st.sampled_from([b"abc", b"-1", b"", b"12x", b"60000", b"0", b"\x80", b"1\xff"]).map(
         lambda e: struct.pack(">H", 0x0100) + _short(e)
     ),
     st.builds(
