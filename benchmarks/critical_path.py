@@ -160,7 +160,7 @@ class GoTrace:
         self._server = server
         self._client = client
         self._path = path
-        self.calls: list[list[int]] = []
+        self._calls: list[list[int]] = []
         """Each traced call's ``[id, start, published, reply, end]``."""
 
     @classmethod
@@ -183,16 +183,20 @@ class GoTrace:
 
     async def turn(self, seconds: float) -> None:
         """One call after another for ``seconds``, stamped."""
-        self.calls += await self._client.trace(seconds)
+        self._calls += await self._client.trace(seconds)
 
     async def close(self) -> list[list[int]]:
-        """Stop both; the server's stamps, ``[id, got, published]`` per request."""
+        """Stop both; the stages of each call turned since the last :meth:`forget` (:func:`go_stages`,
+        with the server's stamps, ``[id, got, published]`` per request)."""
         await self._client.close()
         assert self._server.stdin is not None
         self._server.stdin.close()
         await asyncio.wait_for(self._server.wait(), 20)
-        requests: list[list[int]] = json.loads(self._path.read_text())["requests"]
-        return requests
+        return go_stages(self._calls, json.loads(self._path.read_text())["requests"])
+
+    def forget(self) -> None:
+        """Leave the calls made so far (a warm-up) out of :meth:`close`'s."""
+        self._calls.clear()
 
 
 async def _calls(
@@ -224,7 +228,7 @@ async def _calls(
             await svc.rpc.call(target, "echo", PAYLOAD)
         if go_turns is not None:
             await go_turns.turn(1.0)
-            go_turns.calls.clear()
+            go_turns.forget()
         recorder.clear()
         in_calls = builds.setdefault("in calls", [])
         svc.rpc._prepare = _timed(svc.rpc._prepare, in_calls)  # type: ignore[method-assign]
@@ -242,7 +246,7 @@ async def _calls(
         builds["warm"] = _warm_builds(svc, target)
     finally:
         if go_turns is not None:
-            go_rows = go_stages(go_turns.calls, await go_turns.close())
+            go_rows = await go_turns.close()
         await svc.stop()
     return calls, go_rows
 

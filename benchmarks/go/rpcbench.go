@@ -109,11 +109,13 @@ func queueFor(ch *amqp.Channel, exchange, key string) string {
 	return q.Name
 }
 
-func exitWithStdin() {
+// exitWithStdin runs last, then exits, once stdin closes.
+func exitWithStdin(last func()) {
 	go func() {
 		buf := make([]byte, 1024)
 		for {
 			if _, err := os.Stdin.Read(buf); err != nil {
+				last()
 				os.Exit(0)
 			}
 		}
@@ -129,41 +131,34 @@ func serve(url, exchange, key string) {
 	must(err)
 	fmt.Println("ready")
 	trace := os.Getenv("RPCBENCH_TRACE")
-	if trace == "" {
-		exitWithStdin()
-		for d := range deliveries {
-			request := d
-			reply := amqp.Publishing{ContentType: "application/json", CorrelationId: d.CorrelationId, Body: d.Body}
-			p.publish(exchange, d.ReplyTo, reply, func(bool) { must(request.Ack(false)) })
-		}
-		return
-	}
 	var mu sync.Mutex
-	requests := make([][3]int64, 0, 1<<16)
-	go func() {
-		for d := range deliveries {
-			got := monotonic()
-			request := d
-			reply := amqp.Publishing{ContentType: "application/json", CorrelationId: d.CorrelationId, Body: d.Body}
-			p.publish(exchange, d.ReplyTo, reply, func(bool) { must(request.Ack(false)) })
+	var requests [][3]int64
+	exitWithStdin(func() {
+		if trace == "" {
+			return
+		}
+		mu.Lock()
+		data, err := json.Marshal(map[string]any{"requests": requests})
+		mu.Unlock()
+		must(err)
+		must(os.WriteFile(trace, data, 0o644))
+	})
+	for d := range deliveries {
+		var got int64
+		if trace != "" {
+			got = monotonic()
+		}
+		request := d
+		reply := amqp.Publishing{ContentType: "application/json", CorrelationId: d.CorrelationId, Body: d.Body}
+		p.publish(exchange, d.ReplyTo, reply, func(bool) { must(request.Ack(false)) })
+		if trace != "" {
 			published := monotonic()
 			id, _ := strconv.ParseInt(d.CorrelationId, 16, 64)
 			mu.Lock()
 			requests = append(requests, [3]int64{id, got, published})
 			mu.Unlock()
 		}
-	}()
-	buf := make([]byte, 1024)
-	for {
-		if _, err := os.Stdin.Read(buf); err != nil {
-			break
-		}
 	}
-	mu.Lock()
-	data, err := json.Marshal(map[string]any{"requests": requests})
-	mu.Unlock()
-	must(err)
-	must(os.WriteFile(trace, data, 0o644))
 }
 
 type client struct {
@@ -180,7 +175,8 @@ type client struct {
 // call makes one call; with tracing on, it returns [id, start, published, reply, end] (see the top).
 func (c *client) call() [5]int64 {
 	var stamps [5]int64
-	if c.tracing.Load() {
+	tracing := c.tracing.Load()
+	if tracing {
 		stamps[1] = monotonic()
 	}
 	n := atomic.AddUint64(&c.nextID, 1)
@@ -194,14 +190,14 @@ func (c *client) call() [5]int64 {
 		ContentType: "application/json", CorrelationId: id, MessageId: id, ReplyTo: c.replyKey, Body: payload,
 	}
 	c.pub.publish(c.exchange, c.target, request, func(ack bool) { confirmed <- ack })
-	if c.tracing.Load() {
+	if tracing {
 		stamps[2] = monotonic()
 	}
 	if !<-confirmed {
 		fmt.Fprintln(os.Stderr, "rpcbench: nacked")
 	}
 	stamps[3] = <-done
-	if c.tracing.Load() {
+	if tracing {
 		stamps[0] = int64(n)
 		stamps[4] = monotonic()
 	}
