@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import sys
 import threading
 import time
 import urllib.request
@@ -23,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tests.pipeline._chromium import Browser, find_chromium
+from tests.pipeline._chromium import Browser, DevToolsError, find_chromium
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -36,11 +37,18 @@ class _Quiet(SimpleHTTPRequestHandler):
         pass
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Say nothing of a browser that left mid-answer (a click that opened another page)."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 @pytest.fixture(scope="module")
 def served(built_site: tuple[Path, float, str]) -> Iterator[str]:
     """The built site on a local HTTP server (the search's worker cannot fetch from file://)."""
     handler = functools.partial(_Quiet, directory=str(built_site[0]))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = _QuietServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -64,10 +72,18 @@ def browser(tmp_path: Path) -> Iterator[Browser]:
 
 
 def _wait_for(browser: Browser, expression: str, timeout: float = 20.0) -> Any:
-    """Evaluate ``expression`` until it is truthy; return its value."""
+    """Evaluate ``expression`` until it is truthy; return its value.
+
+    An evaluation that meets the page navigating (a click that opens another page) counts as not yet.
+    """
     deadline = time.monotonic() + timeout
     while True:
-        value = browser.evaluate(expression)
+        try:
+            value = browser.evaluate(expression)
+        except DevToolsError as error:
+            if not error.page_was_navigating:
+                raise
+            value = None
         if value or time.monotonic() > deadline:
             return value
         time.sleep(0.1)

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ("FLAGS", "Browser", "find_chromium")
+__all__ = ("FLAGS", "Browser", "DevToolsError", "find_chromium")
 
 FLAGS = (
     "--headless",
@@ -30,6 +30,19 @@ FLAGS = (
     "--disable-sync",
     "--no-first-run",
 )
+
+
+class DevToolsError(RuntimeError):
+    """Chromium answered a command with an error (``message`` is its text)."""
+
+    def __init__(self, method: str, error: dict[str, Any]) -> None:
+        self.message = str(error.get("message", error))
+        super().__init__(f"{method}: {error}")
+
+    @property
+    def page_was_navigating(self) -> bool:
+        """The command ran into a navigation (the page it inspected went away): worth a retry."""
+        return "navigated or closed" in self.message or "Cannot find context" in self.message
 
 
 def find_chromium() -> str | None:
@@ -114,7 +127,7 @@ class Browser:
             message = self._read(deadline)
             if message.get("id") == self._next_id:
                 if "error" in message:
-                    raise RuntimeError(f"{method}: {message['error']}")
+                    raise DevToolsError(method, message["error"])
                 return message.get("result", {})
 
     def wait_event(self, method: str) -> dict[str, Any]:
