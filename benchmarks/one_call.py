@@ -1,14 +1,15 @@
-"""One call in flight, where its time goes: Gear as installed (on asyncio, and on uvloop where it is
-installed), Gear on the CPython its image runs, Gear with busy polling (``Settings.busy_poll``),
-Gear's hot modules compiled with mypyc, and the same job in Go, in one run.
+"""One call in flight, where its time goes: Gear on asyncio and on uvloop (its entry points' loop),
+Gear on the CPython its image runs (on asyncio, and on uvloop: Gear as its image runs it), Gear with
+busy polling (``Settings.busy_poll``), Gear's hot modules compiled with mypyc, and the same job in
+Go, in one run.
 
     python benchmarks/one_call.py [--url URL] [--windows 0.2,1] [--compiled] [--idle-poll]
         [--image-python /usr/bin/python3] [--rounds 5] [--seconds 2]
 
 Every peer has a caller process and a server process of its own (Go's are
 ``benchmarks/go/rpcbench.go``, skipped with the reason where Go or amqp091-go is missing). Gear's
-servers are ``rpc.py --serve gear``; its processes run on asyncio, but for the uvloop peer's, and
-on the interpreter this script runs on, but for the image's peer: Debian's ``python3`` (what Gear's
+servers are ``rpc.py --serve gear``; its processes run on asyncio, but for the uvloop peers', and
+on the interpreter this script runs on, but for the image's peers: Debian's ``python3`` (what Gear's
 image runs where its base is built from Debian's packages; ``--image-python`` names another), in a
 virtual environment built once with this checkout installed (``interpreter.py``). The output names
 both interpreters, so the row says what a CPython built with default flags (pyenv's) costs a lone
@@ -85,6 +86,7 @@ COMPILED_MODULES = (
 """What ``--compiled`` compiles: the modules a call and a request go through (paths under ``gear/``)."""
 AS_IS = "idle CPUs as the machine has them"
 IMAGE_PEER = "gear on the image's CPython"
+IMAGE_UVLOOP_PEER = "gear on the image's CPython and uvloop"
 IDLE_POLL = "idle CPUs polling (PM QoS request of 0 us on /dev/cpu_dma_latency)"
 _QOS = Path("/dev/cpu_dma_latency")
 _CPUIDLE = Path("/sys/devices/system/cpu/cpuidle")
@@ -344,8 +346,10 @@ async def run(
             peers.append(await _gear_peer(IMAGE_PEER, url, {}, python=str(image)))
         if importlib.util.find_spec("uvloop") is not None:
             peers.append(await _gear_peer("gear on uvloop", url, {}, loop="uvloop"))
+            if image is not None:
+                peers.append(await _gear_peer(IMAGE_UVLOOP_PEER, url, {}, loop="uvloop", python=str(image)))
         else:
-            print("gear on uvloop: skipped (uvloop is not installed: gear-rpc[fast])", file=sys.stderr)
+            print("gear on uvloop: skipped (uvloop is not installed here)", file=sys.stderr)
         for window in windows:
             env = {"GEAR_BUSY_POLL": str(window)}
             peers.append(await _gear_peer(f"gear busy_poll={window * 1000:g} ms", url, env))

@@ -15,11 +15,12 @@ pattern uses its own defaults; the Go peer does Gear's job (a topic exchange, co
 requests and replies, manual acks). Ratios are computed per round, then the median is reported.
 
 ``--loop asyncio|uvloop|both`` picks the event loop of the benchmark and of every server process
-(``both``: the whole run once per loop, asyncio first; uvloop must be installed: ``gear-rpc[fast]``).
-Then the whole run is made once more, on asyncio, on the CPython Gear's image runs (Debian's
-``python3``, in a virtual environment built once by ``interpreter.py``; ``--image-python`` names
-another, ``''`` skips it): every Python peer, servers included, runs on it, and the output names both
-interpreters (how much of each peer's CPU per call is the interpreter build's doing).
+(``both``: the whole run once per loop, asyncio first; uvloop, a dependency of Gear, must be
+installed). Then the whole run is made once more as Gear's image runs it: on the CPython of the image
+(Debian's ``python3``, in a virtual environment built once by ``interpreter.py``; ``--image-python``
+names another, ``''`` skips it) and on uvloop, the loop ``gear serve`` picks there. Every Python
+peer, servers included, runs that way, and the output names both interpreters (how much of each
+peer's CPU per call is the interpreter build's doing).
 
 Usage::
 
@@ -555,18 +556,20 @@ def main() -> None:
 
 
 def _on_image_python(args: argparse.Namespace) -> None:
-    """The same run (on asyncio) once more, every Python process on the image's CPython."""
+    """The same run once more as Gear's image runs it: every Python process on the image's CPython
+    and on uvloop (``gear.run``'s loop there)."""
     image, why = image_python(args.image_python)
     if image is None:
         print(f"\nOn the image's CPython: skipped ({why})", flush=True)
         return
     print(
-        f"\nThe same on the CPython Gear's image runs, {describe(str(image))}, every Python peer's client "
-        f"and server on it (the run above: {describe(sys.executable)}):",
+        f"\nThe same as Gear's image runs it: on its CPython, {describe(str(image))}, and uvloop; every "
+        f"Python peer's client and server that way (the runs above: {describe(sys.executable)}):",
         flush=True,
     )
     again = ["--url", args.url, "--rounds", str(args.rounds), "--seconds", str(args.seconds)]
     again += ["--peers", args.peers, "--concurrency", args.concurrency, "--image-python", ""]
+    again += ["--loop", "uvloop"]
     subprocess.run([str(image), __file__, *again], check=True)
 
 

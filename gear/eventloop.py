@@ -1,4 +1,5 @@
-"""``gear.run``: run a coroutine on uvloop when it is installed (``pip install 'gear-rpc[fast]'``).
+"""``gear.run``: run a coroutine on uvloop when it is installed (a dependency of ``gear-rpc`` on
+CPython outside Windows: faster one call at a time and cheaper per call than asyncio's loop).
 
 Gear's own entry points (``gear serve``, the other CLI commands, ``python -m gear.broker``) start
 their event loop through :func:`run`. A library user who runs their own loop keeps it: nothing here

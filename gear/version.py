@@ -11,7 +11,7 @@ from importlib import metadata
 __all__ = ("DISTRIBUTION", "version")
 
 DISTRIBUTION = "gear-rpc"
-"""The name to ``pip install`` (``pip install 'gear-rpc[fast]'``)."""
+"""The name to ``pip install`` (``pip install gear-rpc``)."""
 
 
 def version() -> str:
