@@ -5,14 +5,15 @@
 A call's critical path crosses four pairs of hands: the caller builds and writes the request, the
 broker routes it and the server's process wakes up to read it, the server reads it, runs the handler
 and writes the reply, the broker routes that and the caller's process wakes up, and the caller reads
-the reply and returns it. Both processes record, on the machine's monotonic clock (one clock for all
-processes), when each read of a delivery starts and ends (``Stream.data_received``, the read callback
-that parses the frames and hands the delivery on), when each write starts and ends (``Stream.flush``,
-one ``send``), and the caller when each call starts and returns; each call is then matched with the
-server's read and write of its request. Prints the median of each stage over the calls, and the
-three sums that say where the time goes: Gear's Python (the caller's and the server's own stages),
-the two ``send`` system calls, and the two hops through the broker, each ending with the wake-up of a
-process that slept in ``epoll_wait``. The instrumentation adds a few microseconds per stage.
+the reply and returns it. Both processes run on the loop Gear's entry points pick (``gear.run``:
+uvloop where it is installed; ``--loop`` names one) and record, on the machine's monotonic clock (one
+clock for all processes), when each read of a delivery starts and ends (``Stream.data_received``, the
+read callback that parses the frames and hands the delivery on), when each write starts and ends
+(``Stream.flush``, one ``send``), and the caller when each call starts and returns; each call is then
+matched with the server's read and write of its request. Prints the median of each stage over the
+calls, and the three sums that say where the time goes: Gear's Python (the caller's and the server's
+own stages), the two ``send`` system calls, and the two hops through the broker, each ending with the
+wake-up of a process that slept in ``epoll_wait``. The instrumentation adds a few microseconds per stage.
 
 The same job in Go (``benchmarks/go/rpcbench.go``, skipped with the reason where Go or amqp091-go is
 missing) takes turns of a second with Gear's calls, on the same broker, with its stages stamped on
@@ -49,7 +50,9 @@ from _cleanup import delete_queues
 from rpc import PAYLOAD, loop_runner
 
 import gear
+from gear.amqp import ClientConnection
 from gear.envelope import Kind
+from gear.eventloop import loop_name
 from gear.inbound import Router
 from gear.link.stream import Stream
 
@@ -66,10 +69,13 @@ class Recorder:
         self.reads: list[Span] = []
         self.writes: list[Span] = []
         self._delivered = False
+        self._taken = b""
 
     def install(self) -> None:
-        """Wrap ``Stream.data_received``, ``Stream.flush`` and ``Router.on_delivery`` (class-wide)."""
+        """Wrap ``Stream.data_received``, ``Stream.flush``, ``Router.on_delivery`` and
+        ``ClientConnection.data_to_send`` (class-wide)."""
         read, flush, on_delivery = Stream.data_received, Stream.flush, Router.on_delivery
+        take = ClientConnection.data_to_send
         now = time.monotonic_ns
 
         def data_received(stream: Stream, data: bytes) -> None:
@@ -80,11 +86,15 @@ class Recorder:
                 self.reads.append((start, now()))
 
         def flushed(stream: Stream) -> None:
-            before = stream.last_sent
+            self._taken = b""
             start = now()
             flush(stream)
-            if stream.last_sent != before:  # something was written
+            if self._taken:  # something was written (not the loop's clock: uvloop's ticks in ms)
                 self.writes.append((start, now()))
+
+        def taken(core: ClientConnection) -> bytes:
+            self._taken = take(core)
+            return self._taken
 
         def delivered(router: Router, delivery: Any) -> None:
             self._delivered = True
@@ -93,6 +103,7 @@ class Recorder:
         setattr(Stream, "data_received", data_received)  # noqa: B010 - instrumenting on purpose
         setattr(Stream, "flush", flushed)  # noqa: B010
         setattr(Router, "on_delivery", delivered)  # noqa: B010
+        setattr(ClientConnection, "data_to_send", taken)  # noqa: B010
 
     def clear(self) -> None:
         self.reads.clear()
@@ -388,7 +399,7 @@ def main() -> None:
     )
     parser.add_argument("--url", default=os.environ.get("GEAR_URL", "amqp://guest:guest@127.0.0.1:5672/"))
     parser.add_argument("--seconds", type=float, default=6.0)
-    parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio")
+    parser.add_argument("--loop", choices=("asyncio", "uvloop"), default=loop_name())
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
