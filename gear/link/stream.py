@@ -11,7 +11,8 @@ read that completed a frame: the link's liveness clock.
 With ``busy_poll`` (seconds, :attr:`gear.Settings.busy_poll`), every read and write keeps the event
 loop polling, instead of sleeping in ``epoll_wait``, until that long after this socket's last I/O: a
 reply or request that arrives meanwhile is read without the wake-up of a sleeping process, at the cost
-of a busy core while the window lasts.
+of a busy core while the window lasts. The window is timed on ``time.monotonic``, not the loop's
+clock: uvloop's advances in whole milliseconds, which would stretch a window of 0.2 ms to one.
 
 Writes are corked: the first send of a loop iteration goes out at once (a lone call pays no extra
 loop turn), later ones in the same iteration are coalesced into one ``write`` at its end (many calls
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from typing import cast
 
@@ -46,6 +48,7 @@ class Stream(asyncio.BufferedProtocol):
         on_lost: Callable[[str], None],
         *,
         busy_poll: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._core = core
         self._loop = loop
@@ -64,6 +67,7 @@ class Stream(asyncio.BufferedProtocol):
         self._lazy: asyncio.TimerHandle | None = None
         self.busy_poll = busy_poll
         """Seconds the loop keeps polling after this socket's last read or write (0: it may sleep)."""
+        self._poll_clock = clock
         self._poll_until = 0.0
         self.polling = False
         """Whether the loop is being kept from sleeping by this stream right now."""
@@ -83,7 +87,7 @@ class Stream(asyncio.BufferedProtocol):
     def data_received(self, data: bytes) -> None:
         """Bytes read from the socket (uvloop calls this directly)."""
         if self.busy_poll:
-            self._keep_polling(self._now())
+            self._keep_polling(self._poll_clock())
         core = self._core
         try:
             frames = core.receive(data)
@@ -123,7 +127,7 @@ class Stream(asyncio.BufferedProtocol):
             transport.write(data)
             self.last_sent = self._now()
             if self.busy_poll:
-                self._keep_polling(self.last_sent)
+                self._keep_polling(self._poll_clock())
 
     def send_now(self) -> None:
         """Send what the core queued: at once if nothing went out yet in this loop iteration, else
@@ -158,7 +162,7 @@ class Stream(asyncio.BufferedProtocol):
     # -- busy polling ------------------------------------------------------------------------------
 
     def _keep_polling(self, now: float) -> None:
-        """Poll until ``busy_poll`` after ``now`` (the loop time of this I/O)."""
+        """Poll until ``busy_poll`` after ``now`` (the poll clock's time of this I/O)."""
         self._poll_until = now + self.busy_poll
         if not self.polling:
             self.polling = True
@@ -167,7 +171,7 @@ class Stream(asyncio.BufferedProtocol):
     def _poll(self) -> None:
         """Run again in the next loop iteration (so that iteration polls the sockets with a zero
         timeout instead of sleeping), until ``busy_poll`` has passed since the last I/O."""
-        if self.transport is not None and self._now() < self._poll_until:
+        if self.transport is not None and self._poll_clock() < self._poll_until:
             self._loop.call_soon(self._poll)
         else:
             self.polling = False

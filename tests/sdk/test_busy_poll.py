@@ -55,9 +55,16 @@ class _Transport:
         return False
 
 
-def _stream(busy_poll: float) -> tuple[Stream, _Loop]:
+def _stream(busy_poll: float, clock: Callable[[], float] | None = None) -> tuple[Stream, _Loop]:
     loop = _Loop()
-    stream = Stream(_Core(), loop, lambda exc: None, lambda reason: None, busy_poll=busy_poll)  # type: ignore[arg-type]
+    stream = Stream(
+        _Core(),  # type: ignore[arg-type]
+        loop,  # type: ignore[arg-type]
+        lambda exc: None,
+        lambda reason: None,
+        busy_poll=busy_poll,
+        clock=clock or loop.time,
+    )
     stream.transport = _Transport()  # type: ignore[assignment]
     return stream, loop
 
@@ -88,6 +95,20 @@ def test_the_loop_polls_until_the_window_after_the_last_io_has_passed(io: str) -
     assert stream.polling
     assert len(loop.soon) == 1
     loop.now += 0.0002  # past the window: the loop may sleep again
+    loop.iteration()
+    assert not stream.polling
+    assert loop.soon == []
+
+
+def test_the_window_is_timed_finer_than_a_loop_clock_that_ticks_in_milliseconds() -> None:
+    """uvloop's ``loop.time()`` moves in whole milliseconds; a 0.2 ms window still ends after 0.2 ms."""
+    fine = [100.0]
+    stream, loop = _stream(0.0002, clock=lambda: fine[0])
+    stream.data_received(b"x")
+    fine[0] += 0.0001  # the loop's clock stays where it was: less than a millisecond has passed
+    loop.iteration()
+    assert stream.polling
+    fine[0] += 0.0002
     loop.iteration()
     assert not stream.polling
     assert loop.soon == []
