@@ -4,9 +4,9 @@ written comes from it.
 :class:`Stream` is the asyncio protocol under a Gear connection. Reads land in one reused buffer
 (``recv_into``: asyncio's default read allocates a fresh 256 KiB ``bytes`` per ``recv``, which glibc
 serves with ``mmap`` and gives back with ``munmap``) and go straight to
-:meth:`gear.amqp.ClientConnection.receive`; uvloop, which treats every protocol as a plain one,
-calls :meth:`Stream.data_received` with its own bytes. ``last_frame`` is the loop time of the last
-read that completed a frame: the link's liveness clock.
+:meth:`gear.amqp.ClientConnection.receive` (uvloop's loop fills the buffer as asyncio's does; a
+transport that cannot calls :meth:`Stream.data_received` with bytes of its own). ``last_frame`` is
+the loop time of the last read that completed a frame: the link's liveness clock.
 
 With ``busy_poll`` (seconds, :attr:`gear.Settings.busy_poll`), every read and write keeps the event
 loop polling, instead of sleeping in ``epoll_wait``, until that long after this socket's last I/O: a
@@ -85,7 +85,8 @@ class Stream(asyncio.BufferedProtocol):
         self.data_received(bytes(self._view[:nbytes]))
 
     def data_received(self, data: bytes) -> None:
-        """Bytes read from the socket (uvloop calls this directly)."""
+        """Bytes read from the socket (``buffer_updated`` hands them on; a transport without buffered
+        reads calls this directly)."""
         if self.busy_poll:
             self._keep_polling(self._poll_clock())
         core = self._core

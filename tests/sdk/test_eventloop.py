@@ -47,8 +47,8 @@ def test_run_leaves_the_event_loop_policy_alone(monkeypatch: pytest.MonkeyPatch)
 
 @pytest.mark.parametrize("backend", ["reference", "rabbitmq"])
 def test_calls_returns_and_casts_work_on_uvloop(backend: str) -> None:
-    """uvloop hands received bytes to ``data_received`` (asyncio to ``buffer_updated``): deliveries,
-    confirms and returns are read off the socket on both paths."""
+    """On uvloop's loop (its own transports, reading into Gear's buffer as asyncio's do), deliveries,
+    confirms and returns are read off the socket as on asyncio's."""
     pytest.importorskip("uvloop")
     url = os.environ.get(ENV_URL)
     if backend == "rabbitmq" and not url:
