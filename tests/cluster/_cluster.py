@@ -23,7 +23,7 @@ __all__ = ("SCRIPT", "ClusterError", "ClusterHandle", "find_cluster", "locked")
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "rabbitmq-cluster"
 NOT_INSTALLED = 3
-START_TIMEOUT = 240.0
+START_TIMEOUT = 600.0
 CONTROL_TIMEOUT = 120.0
 
 
@@ -133,10 +133,14 @@ def find_cluster(*, may_start: bool) -> tuple[ClusterHandle | None, str]:
         if not may_start:
             return None, "the RabbitMQ cluster is not running: scripts/rabbitmq-cluster start"
         begun = time.monotonic()
-        start = run_script("start", timeout=START_TIMEOUT)
+        try:
+            start = run_script("start", timeout=START_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            return None, f"the RabbitMQ cluster did not start within {START_TIMEOUT:g}s"
         if start.returncode != 0:
-            why = (start.stderr or start.stdout).strip()
-            return None, f"the RabbitMQ cluster could not be started: {why}"
+            # what it did (each step and its time), then why it gave up
+            why = "\n".join(part.strip() for part in (start.stdout, start.stderr) if part.strip())
+            return None, f"the RabbitMQ cluster could not be started:\n{why}"
         # a `start` already under way (.ci/run boots the cluster while it installs) is waited for,
         # and then the cluster is not ours to stop
         started = "already running" not in start.stdout

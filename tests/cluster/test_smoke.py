@@ -11,7 +11,7 @@ import pytest
 from aiormq import spec
 
 import gear
-from tests.cluster._cluster import ClusterHandle
+from tests.cluster._cluster import START_TIMEOUT, ClusterHandle, run_script
 from tests.conftest import unique
 
 # the first test of a session may boot the cluster (about 25 s) inside its setup
@@ -167,3 +167,19 @@ async def test_gear_instances_on_different_nodes_reach_each_other(cluster: Clust
             await ch.queue_delete(name)
         await ch.exchange_delete(exchange)
         await ch.connection.close()
+
+
+@pytest.mark.slow
+async def test_start_makes_a_half_cluster_whole_by_booting_it_afresh(cluster: ClusterHandle) -> None:
+    """A `start` that meets nodes of ours left half-done (a killed node, a failed earlier start) gives a
+    whole cluster, not a refusal: CI's test session starts the cluster after a background start."""
+    await cluster.kill(3)
+    done = await asyncio.to_thread(run_script, "start", timeout=START_TIMEOUT)
+    assert done.returncode == 0, done.stderr
+    assert "the cluster is not whole: stopping them to boot it afresh" in done.stdout
+    assert "cluster up in" in done.stdout
+    status = await asyncio.to_thread(run_script, "status")
+    assert status.returncode == 0, status.stdout
+    cluster.disturbed.discard(3)
+    ch = await _channel(cluster.urls[2])  # the killed node serves again
+    await ch.connection.close()
