@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
 
 from tests.cluster._cluster import SCRIPT
 
@@ -39,3 +45,39 @@ def test_a_cluster_name_must_be_a_plain_word() -> None:
     done = _run("urls", GEAR_CLUSTER_NAME="../etc")
     assert done.returncode == 1
     assert "GEAR_CLUSTER_NAME must be a plain word" in done.stderr
+
+
+@pytest.fixture
+def failing_bin() -> Iterator[Path]:
+    """A RABBITMQ_BIN whose rabbitmq-server starts nothing and whose rabbitmqctl reaches no node (the
+    node user must read it: not under pytest's private tmp_path)."""
+    base = Path(tempfile.mkdtemp(prefix="gear-fake-rabbitmq-"))
+    base.chmod(0o755)
+    (base / "rabbitmq-server").write_text("#!/bin/sh\nexit 0\n")
+    (base / "rabbitmqctl").write_text('#!/bin/sh\necho "no node answers" >&2\nexit 1\n')
+    for program in base.iterdir():
+        program.chmod(0o755)
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_start_that_cannot_boot_tries_once_more_afresh_then_says_why(failing_bin: Path) -> None:
+    data = Path(tempfile.mkdtemp(prefix="gear-fake-cluster-"))
+    try:
+        done = _run(
+            "start",
+            RABBITMQ_BIN=str(failing_bin),
+            GEAR_CLUSTER_NAME="gearnoboot",
+            GEAR_CLUSTER_PORT="5821",
+            GEAR_CLUSTER_DIR=str(data / "cluster"),
+        )
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
+    assert done.returncode == 1
+    assert done.stdout.count("the cluster did not come up") == 2
+    assert "booting it afresh once more" in done.stdout
+    assert "no VM of ours is left" in done.stdout
+    assert "gearnoboot1@localhost did not start" in done.stderr
+    assert "no node answers" in done.stderr
