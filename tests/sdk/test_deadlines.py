@@ -52,8 +52,8 @@ async def test_nested_calls_inherit_the_remaining_budget(fleet: Fleet) -> None:
     before = time.time()
     assert await web.rpc.call(f"{ctrl}.h1", "page", "home", timeout=4) == {"page": "home", "data": "HOME"}
     assert seen["ctrl_deadline"] == pytest.approx(before + 4, abs=0.5)
-    # inherited, minus the small margin the handler keeps for its own reply
-    assert seen["ctrl_deadline"] - 0.15 < seen["repo_deadline"] < seen["ctrl_deadline"]
+    # inherited, minus the margin the handler keeps for its own reply: a tenth of the 4 s left
+    assert seen["ctrl_deadline"] - 0.45 < seen["repo_deadline"] < seen["ctrl_deadline"] - 0.3
     ctrl_req: gear.RequestContext = seen["ctrl_request"]
     repo_req: gear.RequestContext = seen["repo_request"]
     assert ctrl_req.sender == web.identity
