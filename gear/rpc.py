@@ -57,7 +57,7 @@ T = TypeVar("T")
 NESTED_MARGIN = 0.5
 """Seconds (at most 10 % of what is left) a nested call leaves to the handler that makes it: the
 handler's error must reach its caller before that caller gives up, through a broker and two event
-loops that may pause (a full garbage collection in a large process takes a good part of a second)."""
+loops that may pause (a full garbage collection in a large process can take some 300 ms)."""
 
 
 @dataclass(slots=True, eq=False)
