@@ -203,6 +203,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         ("--services", "1,10,100", "--seconds", "5", "--memory-count", "200"),
     ),
     Benchmark(
+        "fleet",
+        "fleet.py",
+        ("--sizes", "100,1000", "--brokers", "reference", "--calls", "200"),
+        ("--sizes", "100,1000,2000,5000"),
+    ),
+    Benchmark("routing", "routing.py", ("--routes", "100"), ("--routes", "300")),
+    Benchmark(
         "tracing",
         "tracing_overhead.py",
         ("--calls", "1000", "--rounds", "3"),
@@ -234,6 +241,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("syscalls", "syscalls.py", ("--calls", "1000"), ("--calls", "3000"), needs=("strace",)),
     Benchmark("soak", "soak.py", ("--minutes", "1"), ("--minutes", "10"), render=_soak_summary),
     Benchmark("dispatch", "dispatch.py", ("--requests", "10000", "--rounds", "5"), (), render=_text),
+    Benchmark("read-path", "read_path.py", ("--rounds", "5"), ("--rounds", "15"), render=_text),
     Benchmark(
         "contracts",
         "contract_overhead.py",

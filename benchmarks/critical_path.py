@@ -96,9 +96,9 @@ class Recorder:
             self._taken = take(core)
             return self._taken
 
-        def delivered(router: Router, delivery: Any) -> None:
+        def delivered(router: Router, delivery: Any, settle: Any) -> None:
             self._delivered = True
-            on_delivery(router, delivery)
+            on_delivery(router, delivery, settle)
 
         setattr(Stream, "data_received", data_received)  # noqa: B010 - instrumenting on purpose
         setattr(Stream, "flush", flushed)  # noqa: B010

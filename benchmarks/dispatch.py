@@ -51,6 +51,9 @@ class _NoCalls:
     def take_reply(self, meta: Meta, body: bytes) -> bool:
         return False
 
+    def take_notice(self, meta: Meta) -> None:
+        return None
+
 
 async def _round(requests: int, bookkeeping: bool) -> float:
     """CPU microseconds per request served."""
@@ -75,6 +78,7 @@ async def _round(requests: int, bookkeeping: bool) -> float:
     settled = _Settled()
     deliveries = [
         Delivery(
+            1,
             "BENCH.s1",
             "ctag",
             i,
@@ -90,14 +94,13 @@ async def _round(requests: int, bookkeeping: bool) -> float:
                 headers={METHOD: "echo", DEADLINE: deadline},
             ),
             body,
-            settled,
         )
         for i in range(requests)
     ]
     started = time.process_time()
     for first in range(0, requests, 256):
         for delivery in deliveries[first : first + 256]:
-            router.on_delivery(delivery)
+            router.on_delivery(delivery, settled)
         await dispatcher.drain(30.0)
     return (time.process_time() - started) / requests * 1e6
 

@@ -63,9 +63,15 @@ def build() -> tuple[Path | None, str]:
     return binary, ""
 
 
-def server_command(binary: Path, url: str, tag: str) -> list[str]:
-    """The command line of the Go server of run ``tag``."""
-    return [str(binary), "serve", url, EXCHANGE, f"GO{tag}.s1"]
+SHAPES = {"serve": "s1", "serve-ack-at-publish": "s2"}
+"""The Go server's two shapes and the instance name each serves under: ``serve`` acks a request once
+its reply is confirmed (Gear's job: a reply lost with the server's link is asked again), while
+``serve-ack-at-publish`` acks it as soon as the reply is published."""
+
+
+def server_command(binary: Path, url: str, tag: str, shape: str = "serve") -> list[str]:
+    """The command line of the Go server of run ``tag`` in ``shape`` (a key of :data:`SHAPES`)."""
+    return [str(binary), shape, url, EXCHANGE, f"GO{tag}.{SHAPES[shape]}"]
 
 
 class GoClient:
@@ -75,14 +81,14 @@ class GoClient:
         self._proc = proc
 
     @classmethod
-    async def start(cls, binary: Path, url: str, tag: str) -> GoClient:
-        """Start the client and wait until it is ready.
+    async def start(cls, binary: Path, url: str, tag: str, shape: str = "serve") -> GoClient:
+        """Start a client of the ``shape`` server of run ``tag`` and wait until it is ready.
 
         Raises:
             RuntimeError: it did not start.
         """
         proc = await asyncio.create_subprocess_exec(
-            str(binary), "client", url, EXCHANGE, f"GO{tag}.s1",
+            str(binary), "client", url, EXCHANGE, f"GO{tag}.{SHAPES[shape]}",
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, limit=LINE_LIMIT,
         )  # fmt: skip
         client = cls(proc)

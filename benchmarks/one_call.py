@@ -77,8 +77,8 @@ _ME = Path(__file__).resolve()
 _RPC = _ME.with_name("rpc.py")
 _SOURCE = _ME.parent.parent / "gear"
 COMPILED_MODULES = (
-    "wire/frames.py", "wire/properties.py", "wire/table.py", "wire/codes.py",
-    "amqp/channel.py", "amqp/connection.py", "amqp/methods.py", "amqp/message.py", "amqp/publish.py",
+    "wire/frames.py", "wire/properties.py", "wire/table.py", "wire/codes.py", "wire/methods.py",
+    "wire/content.py", "amqp/channel.py", "amqp/connection.py",
     "amqp/errors.py", "link/stream.py", "link/confirms.py", "link/publishing.py",
     "inbound.py", "dispatch.py", "rpc.py", "publisher.py", "alarms.py", "deadline.py", "duplicates.py",
     "context.py",

@@ -12,7 +12,10 @@ Gear runs with its defaults: publisher confirms and mandatory on every publish (
 replies), deadlines, JSON. The
 raw aiormq peer uses confirms + mandatory on requests and a multiplexed reply queue; aio-pika's
 pattern uses its own defaults; the Go peer does Gear's job (a topic exchange, confirms and mandatory on
-requests and replies, manual acks). Ratios are computed per round, then the median is reported.
+requests and replies, manual acks, each request acked once its reply is confirmed, as Gear's server
+does), and a second Go peer, ``go ack-at-publish``, acks each request as soon as its reply is
+published (the lighter shape: a reply lost with the server's link is not asked again).
+Ratios are computed per round, then the median is reported.
 
 ``--loop asyncio|uvloop|both`` picks the event loop of the benchmark and of every server process
 (``both``: the whole run once per loop, asyncio first; uvloop, a dependency of Gear, must be
@@ -209,17 +212,25 @@ async def client_aiormq(url: str, tag: str) -> Client:
 
 
 GO = "go amqp091"
+GO_ACK_AT_PUBLISH = "go ack-at-publish"
+GO_SHAPES = {GO: "serve", GO_ACK_AT_PUBLISH: "serve-ack-at-publish"}
+"""The Go peers by server shape: ``go amqp091`` acks a request once its reply is confirmed, as Gear's
+server does; ``go ack-at-publish`` acks it as soon as the reply is published (lighter, and a reply lost
+with the server's link is not asked again)."""
 _go_binary: Path | None = None
 
 
-async def client_go(url: str, tag: str) -> Client:
-    assert _go_binary is not None
-    go = await GoClient.start(_go_binary, url, tag)
+def _client_go(shape: str) -> Callable[[str, str], Awaitable[Client]]:
+    async def start(url: str, tag: str) -> Client:
+        assert _go_binary is not None
+        go = await GoClient.start(_go_binary, url, tag, shape)
 
-    async def call() -> None:
-        await go.call()
+        async def call() -> None:
+            await go.call()
 
-    return Client(call, go.close, timed_call=go.call, load=go.load)
+        return Client(call, go.close, timed_call=go.call, load=go.load)
+
+    return start
 
 
 PEERS: dict[
@@ -229,7 +240,8 @@ PEERS: dict[
     "gear": (serve_gear, client_gear),
     "aio-pika RPC": (serve_aio_pika, client_aio_pika),
     "raw aiormq": (serve_aiormq, client_aiormq),
-    GO: (None, client_go),  # its server is the Go binary
+    GO: (None, _client_go(GO_SHAPES[GO])),  # their servers are the Go binary
+    GO_ACK_AT_PUBLISH: (None, _client_go(GO_SHAPES[GO_ACK_AT_PUBLISH])),
 }
 
 
@@ -391,9 +403,9 @@ async def run(url: str, rounds: int, seconds: float, peers: list[str], loop: str
     tag = uuid.uuid4().hex[:6]
     procs = {}
     for name in peers:
-        if name == GO:
+        if name in GO_SHAPES:
             assert _go_binary is not None
-            command = gobench.server_command(_go_binary, url, tag)
+            command = gobench.server_command(_go_binary, url, tag, GO_SHAPES[name])
         else:
             command = [sys.executable, __file__, "--serve", name, "--url", url, "--tag", tag, "--loop", loop]
         proc = subprocess.Popen(  # noqa: ASYNC220 - started once, before any measurement
@@ -520,12 +532,12 @@ def main() -> None:
     peers = [p.strip() for p in args.peers.split(",") if p.strip()]
     global BROKER_PID
     BROKER_PID = _listening_pid(args.url)
-    if GO in peers:
+    if go_peers := [p for p in peers if p in GO_SHAPES]:
         global _go_binary
         _go_binary, why = gobench.build()
         if _go_binary is None:
-            print(f"{GO}: skipped ({why})", file=sys.stderr)
-            peers.remove(GO)
+            print(f"{', '.join(go_peers)}: skipped ({why})", file=sys.stderr)
+            peers = [p for p in peers if p not in GO_SHAPES]
     global CONCURRENCY
     CONCURRENCY = tuple(sorted({1, *(int(c) for c in args.concurrency.split(","))}))
     loops = ("asyncio", "uvloop") if args.loop == "both" else (args.loop,)

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from gear.errors import (
         BadPayloadError,
         BadResultError,
+        BrokerBlockedError,
         CallTimeoutError,
         ConfigurationError,
         ConnectError,
@@ -66,6 +67,7 @@ __all__ = (
     "Answer",
     "BadPayloadError",
     "BadResultError",
+    "BrokerBlockedError",
     "CallTimeoutError",
     "Client",
     "ConfigurationError",
@@ -134,6 +136,7 @@ _HOME = {
         (
             "BadPayloadError",
             "BadResultError",
+            "BrokerBlockedError",
             "CallTimeoutError",
             "ConfigurationError",
             "ConnectError",

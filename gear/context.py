@@ -21,10 +21,10 @@ reads :func:`cancelled` (or :func:`remaining_budget`) between steps and gives up
 from __future__ import annotations
 
 import threading
-import time
 from contextvars import ContextVar
 from dataclasses import field
 
+from gear.deadline import Deadline
 from gear.records import immutable
 
 __all__ = ("RequestContext", "cancelled", "current_deadline", "current_request", "remaining_budget")
@@ -38,7 +38,8 @@ class RequestContext:
         request_id: the stable id of the request (the same across republishes and redeliveries).
         method: the method name.
         sender: the caller's ``TYPE.HOST``.
-        deadline: absolute deadline as a unix timestamp in seconds, or ``None`` for a cast without one.
+        due: the request's deadline, or ``None`` for a cast without one (:attr:`deadline` gives it as
+            unix seconds).
         trace_id: the call tree's trace id.
         attempt: which publish attempt delivered it (1 unless it was republished).
         redelivered: the broker's redelivered flag.
@@ -50,7 +51,7 @@ class RequestContext:
     request_id: str
     method: str
     sender: str
-    deadline: float | None
+    due: Deadline | None
     trace_id: str | None
     attempt: int = 1
     redelivered: bool = False
@@ -58,9 +59,14 @@ class RequestContext:
     stopping: threading.Event | None = field(default=None, repr=False, compare=False)
 
     @property
+    def deadline(self) -> float | None:
+        """The absolute deadline as a unix timestamp in seconds, or ``None`` for a cast without one."""
+        return None if self.due is None else self.due.unix
+
+    @property
     def remaining(self) -> float | None:
         """Seconds left until the deadline (may be negative), or ``None``."""
-        return None if self.deadline is None else self.deadline - time.time()
+        return None if self.due is None else self.due.remaining()
 
     @property
     def cancelled(self) -> bool:
@@ -68,7 +74,7 @@ class RequestContext:
         gave up on it while stopping. Its result would not be sent."""
         if self.stopping is not None and self.stopping.is_set():
             return True
-        return self.cancel_at_deadline and self.deadline is not None and time.time() >= self.deadline
+        return self.cancel_at_deadline and self.due is not None and self.due.expired
 
 
 _current: ContextVar[RequestContext | None] = ContextVar("gear_request", default=None)

@@ -23,15 +23,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from gear.deadline import Deadline
 from gear.envelope import METHOD, STATUS, EnvelopeError, ErrorBody, Kind, Meta, parse_meta
 from gear.errors import ConnectionLostError, DeliveryLimitError, GearError
-from gear.link import Delivery, Link, open_link
+from gear.link import Delivery, Link, Settle, open_link
 from gear.publisher import Outgoing, Publisher
 from gear.topology import dead_letter_queue
 
@@ -100,19 +100,19 @@ class DeadLetters:
         """Error replies it sent to callers still waiting."""
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def on_delivery(self, delivery: Delivery) -> None:
+    def on_delivery(self, delivery: Delivery, settle: Settle) -> None:
         """Take one notification from ``EXCHANGE.@dead.notify`` (inline, from the link): handle it in a
         task of its own, then acknowledge it."""
-        task = asyncio.get_running_loop().create_task(self.handle(delivery))
+        task = asyncio.get_running_loop().create_task(self.handle(delivery, settle))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def handle(self, delivery: Delivery) -> None:
+    async def handle(self, delivery: Delivery, settle: Settle) -> None:
         """Log, count and (to a caller still waiting) answer one notification, then acknowledge it."""
         try:
             await self._tell(delivery)
         finally:
-            delivery.ack()
+            settle.ack(delivery.delivery_tag)
 
     async def _tell(self, delivery: Delivery) -> None:
         p = delivery.properties
@@ -131,8 +131,8 @@ class DeadLetters:
             )
             return
         waiting = meta.kind in (Kind.CALL, Kind.GATHER) and meta.reply_to is not None
-        left = None if meta.deadline_ms is None else meta.deadline_ms / 1000 - time.time()
-        told = waiting and (left is None or left > 0)
+        deadline = None if meta.deadline_ms is None else Deadline.from_unix_ms(meta.deadline_ms)
+        told = waiting and (deadline is None or not deadline.expired)
         log.warning(
             "%s %r from %s (request %s) dropped by queue %r (%s) after %s; %s",
             meta.kind.value,
@@ -149,9 +149,10 @@ class DeadLetters:
             else "no caller to tell",
         )
         if told:
-            await self._reply(meta, dead, min(_REPLY_BUDGET, left if left is not None else _REPLY_BUDGET))
+            until = Deadline.from_timeout(_REPLY_BUDGET)
+            await self._reply(meta, dead, until if deadline is None else until.sooner(deadline))
 
-    async def _reply(self, meta: Meta, dead: DeadLetter, budget: float) -> None:
+    async def _reply(self, meta: Meta, dead: DeadLetter, until: Deadline) -> None:
         assert meta.reply_to is not None
         error = DeliveryLimitError.describe(meta.method, dead.queue, dead.reason, dead.deliveries)
         body = ErrorBody(type=DeliveryLimitError.wire_type, message=error.message, details=error.details)
@@ -166,7 +167,6 @@ class DeadLetters:
             trace_id=meta.trace_id,
             traced=False,
         )
-        until = asyncio.get_running_loop().time() + budget
         try:
             await self._publisher.publish(msg, until)
         except GearError as exc:
@@ -248,7 +248,7 @@ async def list_dead_letters(
     found: list[ParkedLetter] = []
     arrived = asyncio.Event()
 
-    def collect(delivery: Delivery) -> None:
+    def collect(delivery: Delivery, settle: Settle) -> None:
         # never settled: closing the link gives every one of them back to the queue, in order
         if len(found) < limit:
             found.append(_parked(delivery))

@@ -1,84 +1,73 @@
-"""Cancelling async handlers at their request's deadline, with one timer for all of them.
+"""``Deadline``: when a request (or a publish's retry budget) runs out, on both clocks it needs.
 
-A timer per request (``asyncio.timeout``) costs a timer handle, a context manager and a reschedule on
-every call, most of them cancelled unused a few milliseconds later. :class:`Deadlines` keeps the watched
-tasks in a dict and their deadlines in a heap of plain ``(when, token)`` tuples, and arms a single loop
-timer for the earliest one. A request that finishes only drops its dict entry; its heap item is skipped
-when it comes up (and the heap is compacted when stale items outnumber live ones), so the hot path is a
-heap push and two dict operations.
+A deadline is born from a timeout (``rpc.call(..., timeout=2)``), from the wire (a request's
+``x-gear-deadline``, unix ms) or from the request being served (a nested call inherits it, less a
+margin). Every wait is bounded on the monotonic clock (:attr:`Deadline.at`, the event loop's clock:
+asyncio's and uvloop's loops both read ``CLOCK_MONOTONIC``), immune to wall-clock steps; what goes on
+the wire is the absolute unix time (:attr:`Deadline.unix`), the one clock two hosts share. The two are
+fixed together when the value is made, so the value reads each clock once.
 """
 
 from __future__ import annotations
 
-import asyncio
-import heapq
-import itertools
 import math
 import time
-from typing import Any
 
-__all__ = ("Deadlines",)
+from gear.records import immutable
+
+__all__ = ("Deadline",)
 
 
-class Deadlines:
-    """Cancels watched tasks whose deadline (unix time, as requests carry it) passes before they are
-    released."""
+@immutable
+class Deadline:
+    """An expiry on the monotonic (event loop) clock and the same moment as unix seconds."""
 
-    def __init__(self) -> None:
-        self._heap: list[tuple[float, int]] = []
-        self._tasks: dict[int, asyncio.Task[Any]] = {}
-        self._fired: set[int] = set()
-        self._tokens = itertools.count()
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at = math.inf
+    at: float
+    """Monotonic seconds (``time.monotonic()``, the event loop's ``time()``)."""
+    unix: float
+    """Unix seconds: what the request carries on the wire."""
 
-    def watch(self, task: asyncio.Task[Any], when: float) -> int:
-        """Cancel ``task`` at ``when`` (unix seconds) unless :meth:`release` comes first; returns the
-        token for :meth:`release`."""
-        token = next(self._tokens)
-        self._tasks[token] = task
-        heap = self._heap
-        heapq.heappush(heap, (when, token))
-        if len(heap) > 2 * len(self._tasks) + 1024:
-            self._compact()
-        if when < self._timer_at:
-            self._arm(when)
-        return token
+    @classmethod
+    def from_timeout(cls, seconds: float, now: float | None = None) -> Deadline:
+        """The deadline ``seconds`` from now; ``now``: the monotonic time now, if the caller read it
+        already."""
+        return cls((time.monotonic() if now is None else now) + seconds, time.time() + seconds)
 
-    def release(self, token: int) -> bool:
-        """Stop watching; True when the deadline already fired (the task was cancelled by it)."""
-        if self._tasks.pop(token, None) is not None:
-            return False
-        if token in self._fired:
-            self._fired.discard(token)
-            return True
-        return False
+    @classmethod
+    def from_unix(cls, unix: float, now: float | None = None) -> Deadline:
+        """The deadline at unix time ``unix`` (as another host stated it); ``now``: the unix time now,
+        if the caller read it already."""
+        return cls(time.monotonic() + (unix - (time.time() if now is None else now)), unix)
 
-    def __len__(self) -> int:
-        return len(self._tasks)
+    @classmethod
+    def from_unix_ms(cls, unix_ms: int, now: float | None = None) -> Deadline:
+        """The deadline at ``unix_ms`` milliseconds since the epoch (``x-gear-deadline``)."""
+        unix = unix_ms / 1000
+        return cls(time.monotonic() + (unix - (time.time() if now is None else now)), unix)
 
-    def _arm(self, when: float) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        loop = asyncio.get_running_loop()
-        self._timer = loop.call_at(loop.time() + (when - time.time()), self._fire)
-        self._timer_at = when
+    @property
+    def unix_ms(self) -> int:
+        """The deadline in unix milliseconds, as the wire carries it (rounded down)."""
+        return int(self.unix * 1000)
 
-    def _fire(self) -> None:
-        self._timer = None
-        self._timer_at = math.inf
-        heap, tasks = self._heap, self._tasks
-        now = time.time()
-        while heap and (heap[0][0] <= now or heap[0][1] not in tasks):
-            _, token = heapq.heappop(heap)
-            task = tasks.pop(token, None)
-            if task is not None and not task.done():
-                self._fired.add(token)
-                task.cancel()
-        if heap:
-            self._arm(heap[0][0])
+    @property
+    def expired(self) -> bool:
+        """True once the deadline has passed."""
+        return time.monotonic() >= self.at
 
-    def _compact(self) -> None:
-        tasks = self._tasks
-        self._heap = [item for item in self._heap if item[1] in tasks]
-        heapq.heapify(self._heap)
+    def remaining(self) -> float:
+        """Seconds left (negative once it passed)."""
+        return self.at - time.monotonic()
+
+    def expiration_ms(self) -> int:
+        """Milliseconds left, rounded up (a budget with less than a millisecond left is still a budget),
+        as a message's ``expiration``; 0 or less once it passed."""
+        return math.ceil((self.at - time.monotonic()) * 1000)
+
+    def earlier(self, seconds: float) -> Deadline:
+        """The deadline ``seconds`` before this one."""
+        return Deadline(self.at - seconds, self.unix - seconds)
+
+    def sooner(self, other: Deadline) -> Deadline:
+        """The sooner of the two."""
+        return other if other.at < self.at else self

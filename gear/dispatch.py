@@ -8,7 +8,7 @@ checks the duplicate window (a request id seen before gets the first run's reply
 publishes the reply (JSON; errors as ``ErrorBody``) and only then acks the request.
 
 Deadlines bound the run too: an async handler still running at its request's deadline is cancelled
-(``gear.deadline``: one timer for all of them), a plain one that had no free thread by then is not run,
+(``gear.timers``: one loop timer for all of them), a plain one that had no free thread by then is not run,
 and one that finishes after it (it can watch ``gear.cancelled()``) has its result dropped; in
 all cases no reply is sent (the caller already gave up) and ``cancelled`` counts it. Handlers
 registered with ``cancel_at_deadline=False`` run to the end and reply.
@@ -24,6 +24,7 @@ import contextvars
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any
@@ -32,9 +33,9 @@ import pydantic_core
 from pydantic import ValidationError
 
 from gear.context import RequestContext, _current
-from gear.deadline import Deadlines
+from gear.deadline import Deadline
 from gear.duplicates import Answer, DuplicateWindow
-from gear.envelope import METHOD, STATUS, ErrorBody, Kind, Meta
+from gear.envelope import METHOD, STATUS, ErrorBody, Kind, Meta, Notice
 from gear.errors import (
     ConfigurationError,
     ConnectionLostError,
@@ -42,15 +43,27 @@ from gear.errors import (
     PayloadTooLargeError,
 )
 from gear.handler import Handler, check_method_name, validate_payload
-from gear.link import Delivery
+from gear.hedge import Notices, Verdicts, at_risk, notice
+from gear.link import Delivery, Settle
 from gear.publisher import Outgoing, Publisher
 from gear.reply import validation_errors
+from gear.timers import LoopTimers, Timer
 from gear.tracing.api import NullTracer, Settlement
 from gear.tracing.emitter import Emitter
 
-__all__ = ("Dispatcher",)
+__all__ = ("RECENT_CASTS", "RECENT_CASTS_KEPT", "Dispatcher")
 
 log = logging.getLogger("gear.dispatch")
+
+RECENT_CASTS = 4096
+"""Casts taken lately whose request ids are kept (about 400 kB at most): a copy of one of them (published
+again by a caller whose confirm was lost) does not run again, and they are remembered when the link is
+lost. At 1,000 casts a second, those of the last 4 s (a dead link is found within 3.75-7.5 s)."""
+_REPLY_BUDGET = 1.0
+"""Seconds a reply may take to publish at least (its caller's deadline, when later, bounds it)."""
+RECENT_CASTS_KEPT = 300.0
+"""Seconds the casts taken before a lost link are remembered: RabbitMQ gives back what a cut-off node
+held when the cut heals, or once the cluster has declared that node down (45-75 s by default)."""
 
 
 class Dispatcher:
@@ -65,8 +78,17 @@ class Dispatcher:
         events: Emitter | None = None,
         window: DuplicateWindow | None = None,
         max_message_bytes: int = 16 * 1024 * 1024,
+        timers: LoopTimers | None = None,
+        notices: Notices | None = None,
     ) -> None:
         self._identity = identity
+        self._notices = notices or Notices(publisher)
+        self._verdicts = Verdicts()
+        """Claims of hedged calls waiting for their caller's verdict (see ``gear.hedge``)."""
+        self._asking: set[str] = set()
+        """The request ids of those claims."""
+        self.superseded = 0
+        """Hedged calls not run because their caller said another instance runs them (or it gave up)."""
         self._max_bytes = max_message_bytes
         self._publisher = publisher
         self._executor = executor
@@ -85,7 +107,12 @@ class Dispatcher:
         self._idle = asyncio.Event()
         self._idle.set()
         self._serving: set[asyncio.Task[Any]] = set()
-        self._deadlines = Deadlines()
+        self._timers = timers or LoopTimers()
+        """Cancel async handlers at their request's deadline (one loop timer for all)."""
+        self._recent_casts: deque[str] = deque(maxlen=RECENT_CASTS)
+        """The request ids of the casts taken lately, oldest first (see :meth:`link_lost`)."""
+        self._recent_ids: set[str] = set()
+        """The same, as a set: a copy of a cast taken lately does not run again."""
 
     # -- registry ----------------------------------------------------------------------------------
 
@@ -98,8 +125,9 @@ class Dispatcher:
         *,
         dedupe: bool = True,
         cancel_at_deadline: bool = True,
+        on_error: Callable[[Exception], Exception] | None = None,
     ) -> None:
-        """Register ``func`` as the handler of ``name``.
+        """Register ``func`` as the handler of ``name`` (``on_error``: see :attr:`Handler.on_error`).
 
         Raises:
             ConfigurationError: a bad name, a duplicate, or a bad signature.
@@ -108,12 +136,33 @@ class Dispatcher:
         if name in self.handlers:
             raise ConfigurationError(f"a handler for {name!r} is already registered")
         self.handlers[name] = Handler.build(
-            name, func, window, localns, dedupe=dedupe, cancel_at_deadline=cancel_at_deadline
+            name,
+            func,
+            window,
+            localns,
+            dedupe=dedupe,
+            cancel_at_deadline=cancel_at_deadline,
+            on_error=on_error,
         )
 
     # -- deliveries --------------------------------------------------------------------------------
 
-    def on_request(self, delivery: Delivery, meta: Meta) -> None:
+    def link_lost(self, now: float) -> int:
+        """The link was lost: the casts taken on it lately may come back (their acknowledgement may
+        not have reached the broker, or a cut-off node may not have passed it on), so remember them
+        for :data:`RECENT_CASTS_KEPT` seconds; a redelivered copy then does not run again on this
+        instance. How many were remembered."""
+        remembered = 0
+        until = now + RECENT_CASTS_KEPT
+        for request_id in self._recent_casts:
+            if self.window.claim(request_id, until, now):
+                self.window.settle(request_id, until, (True, b""))
+                remembered += 1
+        self._recent_casts.clear()
+        self._recent_ids.clear()
+        return remembered
+
+    def on_request(self, delivery: Delivery, settle: Settle, meta: Meta) -> None:
         """Take one request (from the router, inline): serve it in a task of its own, which
         acknowledges it once the reply is sent."""
         if not self._accepting:
@@ -123,11 +172,11 @@ class Dispatcher:
             return
         self._in_flight += 1
         self._idle.clear()
-        task = asyncio.get_running_loop().create_task(self._serve(delivery, meta))
+        task = asyncio.get_running_loop().create_task(self._serve(delivery, settle, meta))
         self._serving.add(task)
         task.add_done_callback(self._serving.discard)
 
-    async def _serve(self, delivery: Delivery, meta: Meta) -> None:
+    async def _serve(self, delivery: Delivery, settle: Settle, meta: Meta) -> None:
         task = asyncio.current_task()
         assert task is not None
         settled = False
@@ -140,7 +189,7 @@ class Dispatcher:
             settled = True
         finally:
             # A run cancelled by a stop that gave up on it is not acknowledged: the broker requeues it.
-            if settled and delivery.ack():
+            if settled and settle.ack(delivery.delivery_tag):
                 self._events.settle(delivery, meta, Settlement.ACK)
             self._in_flight -= 1
             if self._in_flight == 0:
@@ -149,7 +198,8 @@ class Dispatcher:
     async def _serve_one(self, delivery: Delivery, meta: Meta, task: asyncio.Task[Any]) -> None:
         now = time.time()
         events = self._events
-        if meta.deadline_ms is not None and now * 1000 >= meta.deadline_ms:
+        deadline = None if meta.deadline_ms is None else Deadline.from_unix_ms(meta.deadline_ms, now)
+        if deadline is not None and deadline.unix <= now:
             self.expired += 1
             events.deliver(delivery, meta)
             events.expired(delivery, meta)
@@ -163,38 +213,110 @@ class Dispatcher:
                 err = ErrorBody(
                     type="MethodNotFound", message=f"{self._identity} has no handler for {meta.method!r}"
                 )
-                await self._reply(meta, False, err.model_dump_json().encode())
+                await self._reply(meta, deadline, False, err.model_dump_json().encode())
             else:
                 log.warning("no handler for cast %r from %s; dropped", meta.method, meta.sender)
             return
-        expires = _window_expiry(handler, meta, now) if handler.dedupe else None
+        expires = _window_expiry(handler, meta, deadline, now) if handler.dedupe else None
         if expires is not None and not self.window.claim(meta.request_id, expires, now):
-            await self._serve_repeat(delivery, meta, expires, wants_reply)
+            await self._serve_repeat(delivery, meta, deadline, expires, wants_reply)
+            return
+        if meta.kind is Kind.CAST and handler.dedupe and expires is None:
+            # a copy: delivered again after a lost link, or published again by a caller whose
+            # confirm was lost; taken here already (and run, or running): it does not run again
+            again = delivery.redelivered or meta.attempt > 1
+            if again and (self.window.holds(meta.request_id, now) or meta.request_id in self._recent_ids):
+                self.duplicates += 1
+                events.deliver(delivery, meta, duplicate=True)
+                return
+            if len(self._recent_casts) == RECENT_CASTS:
+                self._recent_ids.discard(self._recent_casts[0])
+            self._recent_casts.append(meta.request_id)
+            self._recent_ids.add(meta.request_id)
+        if meta.hedge is not None and wants_reply and not await self._may_run(delivery, meta, deadline, now):
+            self.superseded += 1
+            events.deliver(delivery, meta, duplicate=True)
+            if expires is not None:
+                self.window.settle(meta.request_id, expires, None)
             return
         events.deliver(delivery, meta)  # one event per delivery; a repeat is flagged in _serve_repeat
         outcome: Answer | None = None
+        running = self._say_running_later(meta, deadline)
         try:
-            outcome = await self._run(handler, delivery, meta, task)
+            outcome = await self._run(handler, delivery, meta, deadline, task)
         finally:
+            self._timers.cancel(running)
             if expires is not None:
                 self.window.settle(meta.request_id, expires, outcome)
         if outcome is not None and wants_reply:
-            await self._reply(meta, outcome[0], outcome[1], time.time() - now)
+            await self._reply(meta, deadline, outcome[0], outcome[1], time.time() - now)
 
-    async def _serve_repeat(self, delivery: Delivery, meta: Meta, expires: float, wants_reply: bool) -> None:
+    async def _serve_repeat(
+        self, delivery: Delivery, meta: Meta, deadline: Deadline | None, expires: float, wants_reply: bool
+    ) -> None:
         """A request id seen before: answer with the first run's reply (waiting for it if needed)."""
         self.duplicates += 1
         self._events.deliver(delivery, meta, duplicate=True)
+        if meta.request_id in self._asking:
+            # a copy of a request whose first delivery here still waits for its caller's verdict:
+            # dropped; if the verdict is no, the caller's next copy asks again
+            return
+        if meta.hedge is not None and wants_reply and meta.reply_to is not None:
+            # a copy (or the late original) of a hedged call this instance runs or ran: no more copies
+            self._notices.send(notice(meta, meta.reply_to, Notice.RUNNING), deadline)
         try:
             async with asyncio.timeout(max(0.0, expires - time.time())):
                 outcome = await self.window.outcome(meta.request_id)
         except TimeoutError:
             return
         if outcome is not None and wants_reply:
-            await self._reply(meta, outcome[0], outcome[1])
+            await self._reply(meta, deadline, outcome[0], outcome[1])
+
+    async def _may_run(self, delivery: Delivery, meta: Meta, deadline: Deadline | None, now: float) -> bool:
+        """Whether a hedged call may run here (see ``gear.hedge``): a fresh original at once; a copy, a
+        redelivery or a late one only once its caller granted it (a copy of a call to ``TYPE`` may
+        come through this instance's own queue too)."""
+        assert meta.reply_to is not None
+        if not at_risk(delivery, meta, now):
+            return True
+        # redelivered from the shared queue, it may have run on another instance; from this instance's
+        # own queue, not (this instance's window would know it), so it asks as a copy does
+        again = delivery.redelivered and delivery.queue != self._identity
+        claim = Notice.RECLAIM if again else Notice.CLAIM
+        self._notices.send(notice(meta, meta.reply_to, claim), deadline)
+        self._asking.add(meta.request_id)
+        try:
+            granted = await self._verdicts.wait(meta.request_id, deadline)
+        finally:
+            self._asking.discard(meta.request_id)
+        if not granted:
+            log.debug("call %s (%r) from %s not run here: its caller runs it elsewhere or gave up",
+                      meta.request_id, meta.method, meta.sender)  # fmt: skip
+        return granted
+
+    def _say_running_later(self, meta: Meta, deadline: Deadline | None) -> Timer | None:
+        """A hedged call that runs for more than a quarter of its ``hedge_after`` says ``running``, so
+        its caller sends no copy of a request that is merely slow."""
+        if meta.hedge is None or meta.reply_to is None or meta.kind is not Kind.CALL:
+            return None
+        to = meta.reply_to
+
+        def say() -> None:
+            self._notices.send(notice(meta, to, Notice.RUNNING), deadline)
+
+        return self._timers.call_at(asyncio.get_running_loop().time() + meta.hedge_after_ms / 4000, say)
+
+    def take_verdict(self, meta: Meta) -> None:
+        """A caller's ``grant`` or ``deny`` for a claim (from the router, inline)."""
+        self._verdicts.take(meta)
 
     async def _run(
-        self, handler: Handler, delivery: Delivery, meta: Meta, task: asyncio.Task[Any]
+        self,
+        handler: Handler,
+        delivery: Delivery,
+        meta: Meta,
+        deadline: Deadline | None,
+        task: asyncio.Task[Any],
     ) -> Answer | None:
         """Validate the payload and run the handler: its reply, or ``None`` when it outlived its
         deadline (cancelled, or a plain handler that finished late) and no reply is due."""
@@ -212,7 +334,6 @@ class Dispatcher:
                 details=details,
             )
             return False, err.model_dump_json().encode()
-        deadline = None if meta.deadline_ms is None else meta.deadline_ms / 1000
         cancels = handler.cancel_at_deadline and deadline is not None
         ctx = RequestContext(
             meta.request_id,
@@ -226,19 +347,19 @@ class Dispatcher:
             self._stopping,
         )
         ctx_token = _current.set(ctx)
-        watch: int | None = None
+        watch: Timer | None = None
         fired = False
         outcome: Answer | None = None
         try:
             if handler.is_async:
                 if cancels:
                     assert deadline is not None
-                    watch = self._deadlines.watch(task, deadline)
+                    watch = self._timers.call_at(deadline.at, task.cancel)
                 try:
                     result = await handler.func(*args)
                 finally:
-                    if watch is not None:
-                        fired = self._deadlines.release(watch)
+                    # not pending any more: it rang, and cancelled this task (still running then)
+                    fired = watch is not None and not self._timers.cancel(watch)
             else:
                 loop = asyncio.get_running_loop()
                 run = contextvars.copy_context().run
@@ -259,12 +380,12 @@ class Dispatcher:
                 raise  # not ours: a stop that gives up on the handler
         except Exception as exc:
             self._events.failed(exc)
-            outcome = False, _error_body(exc)
+            outcome = False, _error_body(exc if handler.on_error is None else handler.on_error(exc))
         finally:
             _current.reset(ctx_token)
         if fired:
             task.uncancel()  # the cancellation was the deadline's, and it ends here
-        if fired or outcome is None or (cancels and deadline is not None and time.time() >= deadline):
+        if fired or outcome is None or (cancels and deadline is not None and deadline.expired):
             self._on_cancelled(handler, delivery, meta)
             return None
         return outcome
@@ -275,7 +396,15 @@ class Dispatcher:
         log.info("handler %r for %s %s past its deadline; no reply sent", meta.method, meta.sender, how)
         self._events.cancelled(delivery, meta)
 
-    async def _reply(self, meta: Meta, ok: bool, body: bytes, handler_seconds: float | None = None) -> None:
+    async def _reply(
+        self,
+        meta: Meta,
+        deadline: Deadline | None,
+        ok: bool,
+        body: bytes,
+        handler_seconds: float | None = None,
+    ) -> None:
+        """Publish the reply to a request, for as long as its caller waits (at least a second)."""
         assert meta.reply_to is not None
         # the caller knows the trace; the status is only spelled out for errors (absent means ok)
         headers: dict[str, Any] = {METHOD: meta.method}
@@ -292,11 +421,10 @@ class Dispatcher:
             trace_id=meta.trace_id,
             traced=self._events.traces(meta.trace_id),
         )
-        loop = asyncio.get_running_loop()
-        budget = 1.0 if meta.deadline_ms is None else meta.deadline_ms / 1000 - time.time()
-        until = loop.time() + max(budget, 1.0)
+        if deadline is None or deadline.remaining() < _REPLY_BUDGET:
+            deadline = Deadline.from_timeout(_REPLY_BUDGET)
         try:
-            await self._publisher.publish(msg, until)
+            await self._publisher.publish(msg, deadline)
         except GearError as exc:
             # a link outage is logged once by the connector; one line per lost reply would drown it
             level = logging.DEBUG if isinstance(exc, ConnectionLostError) else logging.WARNING
@@ -343,7 +471,7 @@ class Dispatcher:
         return len(tasks)
 
 
-def _window_expiry(handler: Handler, meta: Meta, now: float) -> float | None:
+def _window_expiry(handler: Handler, meta: Meta, deadline: Deadline | None, now: float) -> float | None:
     """Until when (unix seconds) a request id stays in the duplicate window; ``None``: not at all.
 
     Calls and gathers: their deadline (or the handler's ``idempotency_window``, if longer); casts have
@@ -351,10 +479,9 @@ def _window_expiry(handler: Handler, meta: Meta, now: float) -> float | None:
     """
     if meta.kind is Kind.CAST:
         return None if handler.window is None else now + handler.window
-    deadline = None if meta.deadline_ms is None else meta.deadline_ms / 1000
     if handler.window is None:
-        return deadline
-    return now + handler.window if deadline is None else max(deadline, now + handler.window)
+        return None if deadline is None else deadline.unix
+    return now + handler.window if deadline is None else max(deadline.unix, now + handler.window)
 
 
 _SKIPPED = object()

@@ -11,6 +11,11 @@ Memory is bounded twice: entries leave when they expire, and past ``max_entries`
 Entries are plain tuples of numbers, strings and bytes, which the garbage collector does not track: a
 window holding a hundred thousand ids adds nothing to collection pauses.
 
+Casts have no deadline and are remembered only with an ``idempotency_window``, with one exception:
+when a link is lost, the casts taken on it lately (:data:`gear.dispatch.RECENT_CASTS` at most) are
+remembered for a while (their acknowledgements may never have reached the broker, which will deliver
+them again), and a *redelivered* cast found there does not run again.
+
 What it cannot catch: a repeat delivered to *another* instance (a round-robin ``TYPE`` queue hands a
 requeued request to whichever instance is free). Handlers reached that way must be idempotent
 themselves (the README shows how).
@@ -71,6 +76,11 @@ class DuplicateWindow:
         if len(self._expiry) > 2 * self.max_entries + 64:
             self._compact()
         return True
+
+    def holds(self, request_id: str, now: float) -> bool:
+        """Whether ``request_id`` is remembered (and not expired) at unix time ``now``."""
+        found = self._entries.get(request_id)
+        return found is not None and found[0] > now
 
     def settle(self, request_id: str, expires: float, outcome: Answer | None) -> None:
         """The first run ended with ``outcome`` (``None``: no reply was sent, e.g. it was cancelled

@@ -11,7 +11,10 @@ A request is an AMQP message with:
 ``expiration``     the remaining budget in ms, so the broker drops it too
 ``headers``        ``x-gear-method``, ``x-gear-deadline`` (absolute, unix ms), ``x-gear-attempt`` (only
                    from the second attempt on), ``x-gear-trace`` / ``x-gear-parent`` (trace identity,
-                   requests only), ``x-gear-status: error`` (error replies only)
+                   requests only), ``x-gear-status: error`` (error replies only), ``x-gear-hedge``
+                   (calls whose caller may send copies: 0 on the original, n on its n-th copy) with
+                   ``x-gear-hedge-after`` (ms), ``x-gear-notice`` (a notice about a request, not its
+                   reply: ``running``, ``claim``, ``reclaim``, ``grant`` or ``deny``; see ``gear.hedge``)
 body               the payload or result as JSON (never pickle); an error reply's body is
                    :class:`ErrorBody`
 =================  =========================================================================
@@ -34,7 +37,10 @@ from gear.records import immutable
 __all__ = (
     "ATTEMPT",
     "DEADLINE",
+    "HEDGE",
+    "HEDGE_AFTER",
     "METHOD",
+    "NOTICE",
     "PARENT",
     "STATUS",
     "TRACE",
@@ -42,6 +48,7 @@ __all__ = (
     "ErrorBody",
     "Kind",
     "Meta",
+    "Notice",
     "attempt_message_id",
     "new_request_id",
     "new_trace_id",
@@ -54,6 +61,9 @@ ATTEMPT = "x-gear-attempt"
 TRACE = "x-gear-trace"
 PARENT = "x-gear-parent"
 STATUS = "x-gear-status"
+HEDGE = "x-gear-hedge"
+HEDGE_AFTER = "x-gear-hedge-after"
+NOTICE = "x-gear-notice"
 
 
 class Kind(StrEnum):
@@ -63,6 +73,22 @@ class Kind(StrEnum):
     CAST = "gear.cast"
     GATHER = "gear.gather"
     REPLY = "gear.reply"
+
+
+class Notice(StrEnum):
+    """``x-gear-notice``: what a notice about a hedged call says (see ``gear.hedge``)."""
+
+    RUNNING = "running"
+    """Server to caller: an instance runs (or holds) the request; send no copy."""
+    CLAIM = "claim"
+    """Server to caller: may this instance run the request? (a copy, or a late request)."""
+    RECLAIM = "reclaim"
+    """Server to caller: the same, for a redelivered request (an instance took it before, and may
+    have run it: its caller says yes only to the instance it already knows runs it)."""
+    GRANT = "grant"
+    """Caller to server: yes, and no other instance will be told yes."""
+    DENY = "deny"
+    """Caller to server: no (another instance runs it, or the caller gave up)."""
 
 
 class EnvelopeError(ValueError):
@@ -93,9 +119,16 @@ class Meta:
     trace_id: str | None
     parent_id: str | None
     ok: bool
+    hedge: int | None = None
+    """``x-gear-hedge``: None when the caller sends no copies; 0 for the original, n for a copy."""
+    hedge_after_ms: int = 0
+    """``x-gear-hedge-after``: how long the caller waits for a sign of life before a copy."""
+    notice: Notice | None = None
+    """A notice about the request (not its reply): see :class:`Notice`."""
 
 
 _KINDS = {kind.value: kind for kind in Kind}
+_NOTICES = {notice.value: notice for notice in Notice}
 
 
 _ids = random.Random(os.urandom(32))
@@ -114,9 +147,10 @@ def new_trace_id() -> str:
     return f"{_ids.getrandbits(128) or 1:032x}"
 
 
-def attempt_message_id(request_id: str, attempt: int) -> str:
-    """The AMQP ``message_id`` of one publish attempt: unique, so returns match the right confirm."""
-    return f"{request_id}.{attempt}"
+def attempt_message_id(request_id: str, attempt: int, copy: int = 0) -> str:
+    """The AMQP ``message_id`` of one publish attempt (of a hedged call's ``copy``-th copy): unique, so
+    returns match the right confirm."""
+    return f"{request_id}.{attempt}" if not copy else f"{request_id}.c{copy}.{attempt}"
 
 
 def _text(value: Any) -> str | None:
@@ -150,6 +184,13 @@ def parse_meta(
         raise EnvelopeError(f"no {METHOD} header")
     deadline = headers.get(DEADLINE)
     attempt = headers.get(ATTEMPT, 1)
+    hedge = headers.get(HEDGE)
+    after = headers.get(HEDGE_AFTER, 0)
+    if not isinstance(after, int) or isinstance(after, bool) or after <= 0:
+        hedge = after = None  # no copies without a known wait before them: served as unhedged
+    if not isinstance(hedge, int) or isinstance(hedge, bool) or hedge < 0:
+        hedge = None
+    notice = headers.get(NOTICE)
     return Meta(
         kind=found,
         request_id=correlation_id,
@@ -161,4 +202,7 @@ def parse_meta(
         trace_id=_text(headers.get(TRACE)),
         parent_id=_text(headers.get(PARENT)),
         ok=_text(headers.get(STATUS)) != "error",
+        hedge=hedge,
+        hedge_after_ms=after if hedge is not None and after is not None else 0,
+        notice=None if notice is None else _NOTICES.get(_text(notice) or ""),
     )

@@ -15,6 +15,8 @@
     ├── OutcomeUnknownError (TimeoutError)     sent, but neither confirmed nor refused within the budget:
     │                                          it may have been delivered
     ├── CallTimeoutError (TimeoutError)        no reply before the deadline
+    │   └── BrokerBlockedError                 ... while the broker blocked publishing (a resource
+    │                                          alarm: low on memory or disk), all the way to it
     ├── BadResultError (ValueError)            a reply arrived but does not fit ``result_type``
     └── RemoteError                            the remote handler failed; .type, .message, .details
         ├── MethodNotFoundError                the remote instance has no handler for the method
@@ -38,6 +40,7 @@ __all__ = (
     "BadPayload",
     "BadPayloadError",
     "BadResultError",
+    "BrokerBlockedError",
     "CallTimeout",
     "CallTimeoutError",
     "ConfigurationError",
@@ -57,6 +60,7 @@ __all__ = (
     "Unroutable",
     "UnroutableError",
     "remote_error_from_wire",
+    "validation_summary",
 )
 
 
@@ -164,6 +168,25 @@ class CallTimeoutError(GearError, TimeoutError):
         self.timeout = timeout
 
 
+class BrokerBlockedError(CallTimeoutError):
+    """The deadline came while the broker blocked this instance's publishing (``connection.blocked``:
+    a memory or disk alarm, which on a cluster blocks the publishers of every node): the request, or
+    its reply, could not be sent in time. The call waited for the alarm to clear until its deadline,
+    as a short alarm costs nothing then; nothing confirmed is lost.
+
+    Attributes:
+        reason: what the broker said (``"low on disk"``, ``"low on memory"``).
+    """
+
+    def __init__(self, address: str, method: str, timeout: float, reason: str) -> None:
+        super().__init__(address, method, timeout)
+        self.args = (
+            f"{method!r} on {address!r} got no reply within {timeout:.3g}s: the broker blocks "
+            f"publishers ({reason})",
+        )
+        self.reason = reason
+
+
 class BadResultError(GearError, ValueError):
     """A reply arrived, but its result does not validate into the call's ``result_type``.
 
@@ -208,9 +231,37 @@ class MethodNotFoundError(RemoteError):
 
 
 class BadPayloadError(RemoteError):
-    """The remote handler's type hints rejected the payload; ``details`` holds the validation errors."""
+    """The remote handler's type hints rejected the payload; ``details`` holds the validation errors.
+
+    ``str()`` names the fields that failed (``... (value: Field required)``), as the CLI prints it.
+
+    Attributes:
+        problems: the first few validation errors in one line, ``where: what`` each (``""`` when the
+            reply carried none).
+    """
 
     wire_type = "BadPayload"
+
+    def __init__(self, type: str, message: str, details: Mapping[str, Any] | None = None) -> None:
+        super().__init__(type, message, details)
+        self.problems = validation_summary(self.details)
+        if self.problems:
+            self.args = (f"{self.args[0]} ({self.problems})",)
+
+
+def validation_summary(details: Mapping[str, Any], limit: int = 3) -> str:
+    """``value: Field required; key: ...``: the first ``limit`` pydantic errors carried in ``details``
+    (``{"errors": [{"loc", "msg"}, ...]}``) in one line; ``""`` when there are none."""
+    errors = details.get("errors")
+    if not isinstance(errors, list) or not errors:
+        return ""
+    parts = []
+    for error in errors[:limit]:
+        if isinstance(error, Mapping):
+            where = ".".join(str(p) for p in error.get("loc", ())) or "payload"
+            parts.append(f"{where}: {error.get('msg', '?')}")
+    more = f"; and {len(errors) - limit} more" if len(errors) > limit else ""
+    return "; ".join(parts) + more
 
 
 class DeliveryLimitError(RemoteError):

@@ -33,6 +33,9 @@ class Handler:
     """A call's request id seen again before its deadline does not run the handler again."""
     cancel_at_deadline: bool = True
     """Async: cancelled at the request's deadline; plain: ``gear.cancelled()`` turns True. No reply."""
+    on_error: Callable[[Exception], Exception] | None = None
+    """What an exception the handler raised becomes before it is sent as the error reply (a contract
+    refuses a declared error whose details do not fit its model); ``None``: sent as it is."""
 
     @classmethod
     def build(
@@ -44,6 +47,7 @@ class Handler:
         *,
         dedupe: bool = True,
         cancel_at_deadline: bool = True,
+        on_error: Callable[[Exception], Exception] | None = None,
     ) -> Handler:
         """Inspect ``func``: async or plain, and the type hint of its first parameter.
 
@@ -76,7 +80,7 @@ class Handler:
         if window is not None and not dedupe:
             raise ConfigurationError(f"handler {name!r}: idempotency_window needs dedupe=True")
         is_async = inspect.iscoroutinefunction(func)
-        return cls(name, func, is_async, payload, window, dedupe, cancel_at_deadline)
+        return cls(name, func, is_async, payload, window, dedupe, cancel_at_deadline, on_error)
 
 
 def validate_payload(adapter: TypeAdapter[Any], body: bytes) -> Any:

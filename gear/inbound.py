@@ -6,10 +6,12 @@ this order:
 1. not a Gear message (or one whose properties do not decode): requeued once, since the broker's copy
    may be intact and this one damaged on the way, and rejected for good when it comes back the same
    (a poison message must not loop);
-2. a reply: given to the call or gather waiting for it (:class:`ReplyWaiters`, the RPC), else to the
+2. a notice about a hedged call (``gear.hedge``): ``running`` and ``claim`` to the calling side, ``grant``
+   and ``deny`` to the serving side;
+3. a reply: given to the call or gather waiting for it (:class:`ReplyWaiters`, the RPC), else to the
    reply handler registered for its method (:class:`ReplyHandlers`, for ``reply_to=TYPE`` calls),
    else dropped and counted as a late reply (its call timed out, or it is a duplicate);
-3. a request (call, cast, gather): handed to the serving side (:class:`RequestServer`, the
+4. a request (call, cast, gather): handed to the serving side (:class:`RequestServer`, the
    dispatcher), which owns it from there (run, reply, ack).
 
 The calling side and the serving side never see each other: the router holds both through these
@@ -25,14 +27,15 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any, Protocol
 
-from gear.envelope import EnvelopeError, Kind, Meta, parse_meta
+from gear.envelope import EnvelopeError, Kind, Meta, Notice, parse_meta
 from gear.errors import ConfigurationError, RemoteError
 from gear.handler import check_method_name
-from gear.link import Delivery
+from gear.link import Delivery, Settle
+from gear.probe import PROBE_METHOD
 from gear.reply import Reply, decode_reply
 from gear.tracing.emitter import Emitter
 
-__all__ = ("ReplyHandler", "ReplyHandlers", "ReplyWaiters", "RequestServer", "Router")
+__all__ = ("LinkWatch", "ReplyHandler", "ReplyHandlers", "ReplyWaiters", "RequestServer", "Router")
 
 log = logging.getLogger("gear.inbound")
 
@@ -47,12 +50,32 @@ class ReplyWaiters(Protocol):
         """Resolve the call or gather waiting for this reply; False when none waits for it."""
         ...
 
+    def take_notice(self, meta: Meta) -> None:
+        """A ``running`` or ``claim`` notice about a hedged call this instance made."""
+        ...
+
 
 class RequestServer(Protocol):
     """The serving side, as the router sees it."""
 
-    def on_request(self, delivery: Delivery, meta: Meta) -> None:
-        """Take one request delivery; from now on it owns settling it."""
+    def on_request(self, delivery: Delivery, settle: Settle, meta: Meta) -> None:
+        """Take one request delivery (settled through ``settle``); from now on it owns settling it."""
+        ...
+
+    def take_verdict(self, meta: Meta) -> None:
+        """A caller's ``grant`` or ``deny`` for a claim this instance made."""
+        ...
+
+
+class LinkWatch(Protocol):
+    """What watches the link for a zombie (:class:`gear.probe.LinkProbe`), as the router sees it."""
+
+    def seen(self) -> None:
+        """A delivery arrived."""
+        ...
+
+    def take(self, request_id: str) -> None:
+        """A probe came back."""
         ...
 
 
@@ -116,8 +139,15 @@ class Router:
     """Routes each delivery once: see the module docstring."""
 
     def __init__(
-        self, *, calls: ReplyWaiters, replies: ReplyHandlers, server: RequestServer, events: Emitter
+        self,
+        *,
+        calls: ReplyWaiters,
+        replies: ReplyHandlers,
+        server: RequestServer,
+        events: Emitter,
+        watch: LinkWatch | None = None,
     ) -> None:
+        self._watch = watch
         self._calls = calls
         self._replies = replies
         self._server = server
@@ -125,7 +155,7 @@ class Router:
         self.late_replies = 0
         """Replies nobody waited for (their call had timed out, or a duplicate)."""
 
-    def on_delivery(self, delivery: Delivery) -> None:
+    def on_delivery(self, delivery: Delivery, settle: Settle) -> None:
         """Entry point from the link, inline: replies are routed and acknowledged here, requests go
         to the server, which settles them when served."""
         p = delivery.properties
@@ -139,16 +169,30 @@ class Router:
         except EnvelopeError as exc:
             if not delivery.redelivered:
                 # once more: the broker's copy may be intact and this one damaged on the way
-                delivery.reject(requeue=True)
+                settle.reject(delivery.delivery_tag, True)
                 return
             log.warning("rejecting a non-Gear message from %r for good: %s", delivery.queue, exc)
-            if delivery.reject(requeue=False):
+            if settle.reject(delivery.delivery_tag, False):
                 self._events.rejected_foreign(delivery, str(exc))
             return
+        watch = self._watch
+        if watch is not None:
+            if meta.kind is Kind.REPLY and meta.method == PROBE_METHOD:
+                watch.take(meta.request_id)
+                settle.ack(delivery.delivery_tag)
+                return
+            watch.seen()
+        if meta.notice is not None:
+            if meta.notice is Notice.GRANT or meta.notice is Notice.DENY:
+                self._server.take_verdict(meta)
+            else:
+                self._calls.take_notice(meta)
+            settle.ack(delivery.delivery_tag)
+            return
         if meta.kind is not Kind.REPLY:
-            self._server.on_request(delivery, meta)
+            self._server.on_request(delivery, settle, meta)
             return
         if not self._calls.take_reply(meta, delivery.body) and not self._replies.take(meta, delivery.body):
             self.late_replies += 1
             self._events.late_reply(meta.request_id, meta.method, meta.sender, meta.trace_id)
-        delivery.ack()
+        settle.ack(delivery.delivery_tag)

@@ -11,7 +11,8 @@ Every Gear publish is ``mandatory`` on a channel with publisher confirms. For on
 2. Publish with ``message_id = <request id>.<attempt>`` and the attempt number in a header. The
    message id must differ per attempt: the link (``gear.link.confirms``) matches ``basic.return`` to
    its pending confirm by message id, and RabbitMQ sends the return *before* the ack.
-3. The attempt's outcome (a value from :mod:`gear.link.publishing`) decides what comes next:
+3. The attempt's outcome (a value from :mod:`gear.link.publishing`) decides what comes next (the
+   sans-I/O policy :class:`gear.attempts.Attempts` decides, :meth:`Publisher.publish` carries it out):
 
    * **confirmed**: done;
    * **returned** (no queue bound, e.g. the instance queue was deleted, or no TYPE consumer declared
@@ -42,19 +43,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
 from typing import Any
 
+from gear.attempts import Attempts, RepublishPolicy, Retry, Settled, Step
+from gear.deadline import Deadline
 from gear.envelope import ATTEMPT, attempt_message_id
-from gear.errors import (
-    ConnectionLostError,
-    GearError,
-    NotConfirmedError,
-    OutcomeUnknownError,
-    PublishRefusedError,
-    UnroutableError,
-)
-from gear.link import Outcome
+from gear.errors import GearError
+from gear.link import Link, Outcome, PublishResult
 from gear.reconnect import Connector
 from gear.records import immutable
 from gear.tracing.api import NullTracer
@@ -62,32 +57,9 @@ from gear.tracing.emitter import Emitter
 
 __all__ = ("Outgoing", "Publisher", "RepublishPolicy")
 
-_RETRY_PAUSE = 0.01
-"""Seconds before retrying an attempt that could not be sent (the link is being replaced)."""
 _VERDICT_GRACE = 0.25
 """Seconds past ``until`` an attempt already sent may wait for the broker's verdict (a busy broker's
 return or ack can be late; a verdict beats "outcome unknown"). Within the 0.5 s the SDK promises."""
-_NACK_PAUSES = (0.25, 0.75)
-"""Pauses before the 2nd and 3rd attempt of a nacked message; a 3rd nack is ``NotConfirmedError``.
-A nack is rare and usually lasting (a full queue with ``reject-publish``), but during a RabbitMQ node
-loss it is transient, and a channel opened during a quorum leader election stays nacked: each retry
-goes out on a fresh channel, the last about a second after the first nack."""
-
-
-@dataclass(frozen=True, slots=True)
-class RepublishPolicy:
-    """How returned messages are retried: delays double from ``initial`` up to ``maximum``."""
-
-    initial: float = 0.05
-    maximum: float = 1.0
-    retry: bool = True
-    give_up_after: int | None = None
-    """Fail as unroutable once the broker returned this many attempts, even if the budget is not spent
-    (``None``: republish until it is)."""
-
-    def delay(self, attempt: int) -> float:
-        """The sleep after the ``attempt``-th return (1-based)."""
-        return min(self.maximum, self.initial * 2.0 ** min(attempt - 1, 32))
 
 
 @immutable
@@ -103,14 +75,25 @@ class Outgoing:
     headers: dict[str, Any]
     """The wire headers of the first attempt (a retry sends a copy with its attempt number)."""
     reply_to: str | None = None
-    deadline_unix: float | None = None
+    deadline: Deadline | None = None
+    """The request's deadline, sent as ``x-gear-deadline`` and as the broker's ``expiration``."""
     persistent: bool = False
     method: str = ""
     trace_id: str | None = None
     parent_id: str | None = None
+    copy: int = 0
+    """A hedged call's copy number (0: the original); copies get message ids of their own."""
     traced: bool = True
     """Whether its trace is recorded (see :meth:`gear.tracing.Emitter.traces`): when not, no attempt
     of it asks the emitter anything."""
+    watched: bool = True
+    """Whether its confirm shortens the link's silence watchdog (see :class:`gear.link.Link`); the
+    zombie probe's does not: the probe has a deadline of its own."""
+
+    @property
+    def deadline_unix(self) -> float | None:
+        """The deadline in unix seconds (what tracing records), or ``None``."""
+        return None if self.deadline is None else self.deadline.unix
 
 
 class Publisher:
@@ -138,19 +121,20 @@ class Publisher:
     async def publish(
         self,
         msg: Outgoing,
-        until: float,
+        until: Deadline,
         *,
         policy: RepublishPolicy | None = None,
         verdict_grace: float = _VERDICT_GRACE,
     ) -> bool:
         """Publish until confirmed; True when confirmed, False when returned and not retried.
 
-        Never waits past loop time ``until`` (plus ``verdict_grace`` for the verdict on an attempt
+        Never waits past ``until`` (plus ``verdict_grace`` for the verdict on an attempt
         already sent): every wait (link, unblocked, channel, confirm) is bounded by it.
 
         Args:
             msg: the message.
-            until: loop time after which no further attempt starts and no wait continues.
+            until: the deadline (a call's) or the end of the retry budget (a cast's, a reply's) after
+                which no further attempt starts and no wait continues.
             policy: overrides the default republish policy.
             verdict_grace: seconds past ``until`` an attempt already sent may wait for its ack or
                 return; 0 for a request whose caller stops waiting at ``until`` anyway.
@@ -165,40 +149,27 @@ class Publisher:
             ConnectionLostError: nothing could be sent within the budget (no connection, or a blocked
                 one), or the service is stopping.
         """
-        policy = policy or self._policy
-        loop = asyncio.get_running_loop()
-        connector = self._connector
-        attempt = 0
-        reason = ""
-        maybe_routed = ""  # why an earlier attempt may have reached the broker
-        isolated = False  # the next attempt goes out alone (after a channel error)
-        nacks = 0
-        returned = 0  # attempts the broker returned
-        slowest = 0.0  # seconds from sending an attempt to the broker returning it, at most
-        headers = msg.headers
+        attempts = Attempts(msg.address, policy or self._policy, until.at, verdict_grace)
+        connector, events = self._connector, self._events
         while True:
-            attempt += 1
-            try:
-                link = connector.link
-                if link is None or not connector.ready.is_set() or not link.is_open:
-                    link = await connector.wait_ready(until)
-                if not connector.unblocked.is_set():
-                    await connector.wait_unblocked(until)
-            except TimeoutError:
-                raise self._budget_spent(msg, maybe_routed, returned) from None
-            if attempt > 1:  # absent means 1: a smaller header table on the hot path
-                headers = {**msg.headers, ATTEMPT: attempt}
+            attempt = attempts.next()
+            link = connector.link
+            if (
+                link is None
+                or not link.is_open
+                or not connector.ready.is_set()
+                or not connector.unblocked.is_set()
+            ):
+                link = await self._ready_link(attempts)
             expiration_ms: int | None = None
-            if msg.deadline_unix is not None:
-                expiration_ms = int((msg.deadline_unix - time.time()) * 1000)
+            if msg.deadline is not None:
+                expiration_ms = msg.deadline.expiration_ms()
                 if expiration_ms <= 0:
-                    raise self._budget_spent(msg, maybe_routed, returned)
-            message_id = attempt_message_id(msg.request_id, attempt)
-            events = self._events
+                    raise attempts.spent(connector.blocked_reason, connector.connected_url)
+            message_id = attempt_message_id(msg.request_id, attempt, msg.copy)
             tracing = msg.traced and events.active
             if tracing:
-                events.publish(msg, message_id, attempt, reason or None)
-            meter = events.meter
+                events.publish(msg, message_id, attempt, attempts.reason or None)
             sent_at = time.perf_counter()
             result = await link.publishing.publish(
                 self._exchange,
@@ -208,81 +179,88 @@ class Publisher:
                 correlation_id=msg.request_id,
                 kind=msg.kind,
                 app_id=self._app_id,
-                headers=headers,
-                until=until + verdict_grace,
+                # absent means attempt 1: a smaller header table on the hot path
+                headers=msg.headers if attempt == 1 else {**msg.headers, ATTEMPT: attempt},
+                until=attempts.until + verdict_grace,
                 reply_to=msg.reply_to,
                 expiration_ms=expiration_ms,
                 persistent=msg.persistent,
-                isolated=isolated,
+                isolated=attempts.isolated,
+                watched=msg.watched,
             )
-            outcome = result.outcome
-            if meter is not None and outcome is not Outcome.NOT_SENT:
-                meter.published(msg.kind, msg.routing_key, time.perf_counter() - sent_at, outcome)
-            if outcome is Outcome.CONFIRMED:
-                if tracing:
-                    events.confirmed(msg, message_id, attempt)
-                return True
-            if outcome is Outcome.RETURNED:
-                self.returns += 1
-                returned += 1
-                if tracing:
-                    events.returned(msg, message_id, attempt)
-                if not policy.retry:
-                    return False
-                slowest = max(slowest, time.perf_counter() - sent_at)
-                delay = policy.delay(attempt)
-                cap = policy.give_up_after
-                # an attempt whose verdict could only come too late would end as "outcome unknown"
-                # and hide what every verdict so far said
-                too_late = loop.time() + delay + slowest >= until + verdict_grace
-                if too_late or (cap is not None and returned >= cap):
-                    raise UnroutableError(msg.address, returned, connector.connected_url)
-                self.republishes += 1
-                reason = "return"
-                await asyncio.sleep(delay)
-                continue
-            if outcome is Outcome.NACKED:
-                self.nacks += 1
-                if tracing:
-                    events.nacked(msg, message_id, attempt)
-                nacks += 1
-                pause = _NACK_PAUSES[nacks - 1] if nacks <= len(_NACK_PAUSES) else None
-                if pause is None or loop.time() + pause >= until:
-                    raise NotConfirmedError(f"broker nacked the publish to {msg.address!r} ({nacks} time(s))")
-                # transient during a node loss: try again, after a pause, on a fresh channel
-                await asyncio.sleep(pause)
-                await link.publishing.renew(result.channel, until)
-                reason = "nack"
-                continue
-            if outcome is Outcome.UNCONFIRMED:
-                raise OutcomeUnknownError(msg.address, result.reason)
-            if result.maybe_routed:
-                maybe_routed = result.reason
-            if outcome is Outcome.CHANNEL_CLOSED:
-                if isolated:  # it was alone on the channel: the broker refused this very message
-                    raise PublishRefusedError(msg.address, result.reply_code, result.reason)
-                isolated = True  # maybe a bystander of another message's error: retry it alone
-                reason = "channel_closed"
-            else:  # LINK_LOST or NOT_SENT: the link is unusable; the next attempt waits for a new one
-                if outcome is Outcome.LINK_LOST or not link.is_open:
-                    connector.lose(link, result.reason)
-                reason = "connection_lost"
-                # always yield to the loop before retrying: a close callback may still have to run
-                await asyncio.sleep(_RETRY_PAUSE)
-            if loop.time() >= until:
-                raise self._budget_spent(msg, maybe_routed, returned)
+            took = time.perf_counter() - sent_at
+            now = asyncio.get_running_loop().time()
+            link_open = result.outcome is not Outcome.NOT_SENT or link.is_open  # read when it matters
+            step = attempts.judge(result, now, took, connector.connected_url, link_open)
+            self._record(msg, message_id, attempt, result.outcome, took, step, tracing)
+            if isinstance(step, Settled):
+                return step.routed
+            if isinstance(step, GearError):
+                raise step
+            await self._retry(step, attempts, link, result)
 
-    def _budget_spent(self, msg: Outgoing, maybe_routed: str, returned: int) -> GearError:
-        if maybe_routed:
-            return OutcomeUnknownError(msg.address, f"sent, then {maybe_routed}, and not resent in time")
-        if returned:
-            return UnroutableError(msg.address, returned, self._connector.connected_url)
-        blocked = self._connector.blocked_reason
-        if blocked is not None:
-            return ConnectionLostError(
-                f"the broker blocked the connection ({blocked}) for the whole budget; "
-                f"nothing was sent to {msg.address!r}"
-            )
-        return ConnectionLostError(
-            f"no connection to the broker within the budget; nothing was sent to {msg.address!r}"
-        )
+    async def _ready_link(self, attempts: Attempts) -> Link:
+        """The open link once the connection is ready and not blocked, waiting until the budget's end.
+
+        Raises:
+            GearError: the budget ran out first (see :meth:`Attempts.spent`).
+        """
+        connector = self._connector
+        try:
+            link = connector.link
+            if link is None or not connector.ready.is_set() or not link.is_open:
+                link = await connector.wait_ready(attempts.until)
+            if not connector.unblocked.is_set():
+                await connector.wait_unblocked(attempts.until)
+        except TimeoutError:
+            raise attempts.spent(connector.blocked_reason, connector.connected_url) from None
+        return link
+
+    def _record(
+        self,
+        msg: Outgoing,
+        message_id: str,
+        attempt: int,
+        outcome: Outcome,
+        took: float,
+        step: Step,
+        tracing: bool,
+    ) -> None:
+        """Count, meter and trace an attempt's outcome."""
+        events = self._events
+        meter = events.meter
+        if meter is not None and outcome is not Outcome.NOT_SENT:
+            meter.published(msg.kind, msg.routing_key, took, outcome)
+        if outcome is Outcome.CONFIRMED:
+            if tracing:
+                events.confirmed(msg, message_id, attempt)
+        elif outcome is Outcome.RETURNED:
+            self.returns += 1
+            self.republishes += type(step) is Retry
+            if tracing:
+                events.returned(msg, message_id, attempt)
+        elif outcome is Outcome.NACKED:
+            self.nacks += 1
+            if tracing:
+                events.nacked(msg, message_id, attempt)
+
+    async def _retry(self, step: Retry, attempts: Attempts, link: Link, result: PublishResult) -> None:
+        """Carry out what comes before the next attempt (every retry yields to the loop or waits).
+
+        Raises:
+            GearError: a bounded retry whose budget ran out meanwhile (see :meth:`Attempts.spent`).
+        """
+        connector = self._connector
+        if step.drop_link:
+            connector.lose(link, result.reason)
+        if step.pause:
+            await asyncio.sleep(step.pause)
+        if step.renew:
+            await link.publishing.renew(result.channel, attempts.until)
+        if step.bounded and asyncio.get_running_loop().time() >= attempts.until:
+            raise attempts.spent(connector.blocked_reason, connector.connected_url)
+
+    def blocked_since(self, since: float) -> str | None:
+        """Why the broker blocked this instance's publishing at some moment after loop time ``since``
+        (None: it did not)."""
+        return self._connector.blocked_since(since)

@@ -21,7 +21,10 @@ it (bounded by their own deadline) instead of failing at once or hanging.
 * **Recovery.** The topology is re-applied *as data* (the same :class:`~gear.topology.Topology` every
   time, never a replay of history), then the consumers restart, ``ready`` is set again and one INFO
   line says how long the outage lasted. Calls in flight never noticed: their replies wait in the
-  ``TYPE.HOST`` queue.
+  ``TYPE.HOST`` queue. Each setup step (a declaration, a binding, a consume) is bounded on its own, not
+  the setup as a whole: when thousands of instances come back to one broker at once, every step is
+  slow but each goes through, where a bound on the whole abandoned setups that progressed and began
+  them again from the handshake, loading the broker further (a storm that did not converge).
 * **Failback.** Connected to another broker than its first choice (after a failover), the instance
   tries the first choice every ``failback_every`` seconds; once it answers, a complete new link
   (topology, consumers) is set up there, publishers switch to it, and the old link is retired
@@ -47,11 +50,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from gear.alarms import Alarms
 from gear.errors import ConfigurationError, ConnectError, ConnectionLostError
 from gear.hooks import Hooks
 from gear.link import Link, open_link
+from gear.pacing import opening_turns
 from gear.redact import mask_url
+from gear.timers import LoopTimers
 from gear.tracing.api import NullTracer
 from gear.tracing.emitter import Emitter
 
@@ -96,8 +100,13 @@ class Backoff:
         return base * (1.0 - self.jitter * draw)
 
 
-SetUp = Callable[[Link], Awaitable[None]]
-"""Declares the topology on a new link and starts its consumers."""
+_SETUP_BOUND = 2.0
+"""Seconds (or five times the last setup's duration, if longer) each step of a topology setup may take
+in the first round of a reconnect; the bound grows by as much each round, up to ``handshake_timeout``."""
+
+SetUp = Callable[[Link, Callable[[], None]], Awaitable[None]]
+"""Declares the topology on a new link and starts its consumers, calling its second argument after each
+step (a declaration, a binding, a consume): each step has the whole bound to itself."""
 
 
 class Connector:
@@ -120,10 +129,12 @@ class Connector:
         ssl_context: ssl.SSLContext | None = None,
         failback_every: float = 0.0,
         retire_grace: float = 5.0,
-        alarms: Alarms | None = None,
+        timers: LoopTimers | None = None,
         busy_poll: float = 0.0,
+        when_lost: Callable[[bool], None] | None = None,
     ) -> None:
-        self._alarms = alarms or Alarms()
+        self._when_lost = when_lost
+        self._timers = timers or LoopTimers()
         self._busy_poll = busy_poll
         urls = tuple(urls)
         first = zlib.crc32(spread_key.encode()) % len(urls) if spread_key and urls else 0
@@ -148,6 +159,8 @@ class Connector:
         self.unblocked = asyncio.Event()
         self.unblocked.set()
         self.blocked_reason: str | None = None
+        self._blocked_last: tuple[str, float] | None = None
+        """The reason and the loop time of the last ``connection.unblocked`` (or link loss while blocked)."""
         self.reconnects = 0
         self.started = False
         self.last_error: str | None = None
@@ -159,6 +172,8 @@ class Connector:
         self._reconnect_task: asyncio.Task[None] | None = None
         self._lost_at = 0.0
         self._lost_url: str | None = None
+        self._setup_took = 0.0
+        """Seconds the last successful topology setup took."""
 
     # -- state -------------------------------------------------------------------------------------
 
@@ -186,6 +201,12 @@ class Connector:
             "last_error": self.last_error,
             "heartbeat_s": link.heartbeat if link is not None else self._heartbeat,
         }
+
+    @property
+    def setup_took(self) -> float:
+        """Seconds the last successful topology setup took (0: none yet): a measure of the broker's
+        pace when the link was made."""
+        return self._setup_took
 
     # -- public ------------------------------------------------------------------------------------
 
@@ -305,9 +326,19 @@ class Connector:
         self._events.blocked(self.blocked_reason)
         self._hooks.blocked.fire(self.blocked_reason)
 
+    def blocked_since(self, since: float) -> str | None:
+        """Why the broker blocked publishing at some moment after loop time ``since`` (None: it did
+        not)."""
+        if self.blocked_reason is not None:
+            return self.blocked_reason
+        last = self._blocked_last
+        return last[0] if last is not None and last[1] > since else None
+
     def on_unblocked(self) -> None:
         """Record ``connection.unblocked`` and call the hook."""
         was = self.blocked_reason is not None
+        if self.blocked_reason is not None:
+            self._blocked_last = (self.blocked_reason, asyncio.get_running_loop().time())
         self.blocked_reason = None
         self.unblocked.set()
         if was:
@@ -332,6 +363,7 @@ class Connector:
             return
         self.ready.clear()
         self.link = None
+        silent = link.is_open  # given up while its transport was up: the broker may not know yet
         link.abort()
         self.last_error = reason
         self._lost_at = asyncio.get_running_loop().time()
@@ -344,6 +376,8 @@ class Connector:
         )
         if self.blocked_reason is not None:
             self.on_unblocked()
+        if self._when_lost is not None:
+            self._when_lost(silent)
         self._events.connection_lost(reason)
         self._hooks.lost.fire(reason)
         if self._reconnect_task is None or self._reconnect_task.done():
@@ -351,44 +385,63 @@ class Connector:
 
     # -- internals ---------------------------------------------------------------------------------
 
-    async def _open_and_set_up(self, url: str) -> Link:
-        """A link to ``url`` with topology declared and consumers running (not yet in use).
+    async def _open_and_set_up(self, url: str, setup_within: float | None = None) -> Link:
+        """A link to ``url`` with topology declared and consumers running (not yet in use), the
+        handshake and each setup step bounded by ``setup_within`` seconds (default, and at most: the
+        handshake timeout).
 
         Raises:
             ConnectError: cannot connect.
             ConnectionLostError: setup failed or took longer than the handshake timeout.
             ConfigurationError: the broker refused the topology.
         """
+        async with opening_turns(url):  # a fleet's instances open their links a few at a time
+            return await self._open_and_set_up_now(url, setup_within)
+
+    async def _open_and_set_up_now(self, url: str, setup_within: float | None) -> Link:
         link = await open_link(
             url,
             self,
             heartbeat=self._heartbeat,
-            handshake_timeout=self._handshake_timeout,
+            # a reconnect's first rounds give a node that does not answer (cut off) little time: a
+            # live one answers a handshake within a fraction of a second
+            handshake_timeout=min(self._handshake_timeout, setup_within or self._handshake_timeout),
             prefetch=self._prefetch,
             name=self._name,
             ssl_context=self._ssl_context,
-            alarms=self._alarms,
+            timers=self._timers,
             busy_poll=self._busy_poll,
         )
+        bound = self._handshake_timeout if setup_within is None else setup_within
+        began = time.monotonic()
+        loop = asyncio.get_running_loop()
         try:
             # declarations and consumes are RPCs too: a broker that stops answering mid-setup must
-            # not stall recovery, so setup gets the same bound as the handshake
-            async with asyncio.timeout(self._handshake_timeout):
-                await self._set_up(link)
+            # not stall recovery, so each step gets the same bound as the handshake. Each step, not
+            # the whole: a broker that thousands of instances reconnect to at once answers every one
+            # slowly, and a setup abandoned for being slow as a whole is begun again from the
+            # handshake, which loads the broker more (a storm that never ends, issue 37)
+            async with asyncio.timeout(bound) as scope:
+
+                def step_done() -> None:
+                    scope.reschedule(loop.time() + bound)
+
+                await self._set_up(link, step_done)
         except TimeoutError:
             await link.close()
             raise ConnectionLostError(
-                f"topology setup on {link.where} took longer than {self._handshake_timeout:g}s"
+                f"a topology setup step on {link.where} took longer than {bound:g}s"
             ) from None
         except BaseException:
             await link.close()
             raise
         if not link.is_open:
             raise ConnectionLostError(f"connection to {link.where} closed during setup")
+        self._setup_took = time.monotonic() - began
         return link
 
-    async def _bring_up(self, url: str) -> None:
-        self.link = await self._open_and_set_up(url)
+    async def _bring_up(self, url: str, setup_within: float | None = None) -> None:
+        self.link = await self._open_and_set_up(url, setup_within)
         self.connected_url = mask_url(url)
         self._connected_since = time.time()
         self.ready.set()
@@ -431,26 +484,40 @@ class Connector:
             await old.retire(self._retire_grace)
             return
 
-    def _reconnect_order(self) -> tuple[str, ...]:
-        """The URLs with the one that just failed moved to the end (a live node first)."""
+    def _reconnect_order(self, round_: int = 1, unanswered: frozenset[str] = frozenset()) -> tuple[str, ...]:
+        """The URLs with the one that just failed moved to the end (a live node first); in the first
+        round it is left out, as a node that went silent would hold the attempt for the whole
+        handshake timeout. URLs that did not answer a connect in this reconnect (``unanswered``: a
+        node cut off, or down) come after those that did (a node that answered but whose setup waited
+        on a queue's leader election is worth trying again first)."""
         lost = self._lost_url
         if lost is None or len(self._urls) < 2:
             return self._urls
-        return tuple(u for u in self._urls if mask_url(u) != lost) + tuple(
-            u for u in self._urls if mask_url(u) == lost
-        )
+        others = tuple(u for u in self._urls if mask_url(u) != lost)
+        order = others if round_ == 0 and others else others + tuple(u for u in self._urls if u not in others)
+        return tuple(sorted(order, key=lambda u: u in unanswered))
 
     async def _reconnect(self) -> None:
         loop = asyncio.get_running_loop()
         round_ = 0
         attempts = 0
         next_warning = loop.time() + _STILL_DOWN_EVERY
+        unanswered: set[str] = set()
         while not self._closing:
-            for url in self._reconnect_order():
+            # a setup stuck on a queue whose leader was on a node that vanished (a cut-off node: the
+            # others elect a new leader only after several seconds), or a handshake with a node that
+            # does not answer (cut off itself), is given up soon in the first rounds, so the next
+            # node or the next round goes ahead as soon as it can
+            within = min(self._handshake_timeout, max(_SETUP_BOUND, 5 * self._setup_took) * (round_ + 1))
+            for url in self._reconnect_order(round_, frozenset(unanswered)):
                 attempts += 1
                 try:
-                    await self._bring_up(url)
+                    await self._bring_up(url, within)
                 except (ConnectError, ConnectionLostError, ConfigurationError) as exc:
+                    if isinstance(exc, ConnectError):
+                        unanswered.add(url)
+                    else:
+                        unanswered.discard(url)
                     self.last_error = str(exc)
                     log.debug("reconnect attempt %d failed: %s", attempts, exc)
                     continue

@@ -13,6 +13,7 @@ before the call's deadline becomes ``CallTimeoutError`` here, as does a reply th
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import time
@@ -24,10 +25,23 @@ from typing import Any, TypeVar, cast
 import pydantic_core
 
 from gear.address import Address
-from gear.alarms import Alarms
 from gear.context import current_request
-from gear.envelope import DEADLINE, METHOD, PARENT, TRACE, Kind, Meta, new_request_id, new_trace_id
+from gear.deadline import Deadline
+from gear.envelope import (
+    DEADLINE,
+    HEDGE,
+    HEDGE_AFTER,
+    METHOD,
+    PARENT,
+    TRACE,
+    Kind,
+    Meta,
+    Notice,
+    new_request_id,
+    new_trace_id,
+)
 from gear.errors import (
+    BrokerBlockedError,
     CallTimeoutError,
     ConfigurationError,
     ConnectionLostError,
@@ -37,10 +51,13 @@ from gear.errors import (
     RemoteError,
     UnroutableError,
 )
+from gear.hedge import HEDGE_EVERY, MAX_COPIES, Holder, Notices, Servers, copy_of, notice
 from gear.hooks import Hooks
+from gear.limits import seconds
 from gear.publisher import Outgoing, Publisher, RepublishPolicy
 from gear.reply import Replies, Reply, ReplyCallback, decode_reply, result_adapter, validate_result
 from gear.sync import SyncRPC
+from gear.timers import LoopTimers, Timer
 from gear.tracing.api import NullTracer
 from gear.tracing.emitter import Emitter
 from gear.tracing.spans import ClientSpan
@@ -70,8 +87,18 @@ class _Pending:
     trace_id: str
     replies: list[Reply] | None = None
     expected: int | None = None
-    alarm: int | None = field(default=None)
-    """The token of the alarm that expires it (see :class:`gear.alarms.Alarms`)."""
+    timer: Timer | None = field(default=None)
+    """The timer that expires it."""
+    msg: Outgoing | None = None
+    """The request, while its caller may send copies of it (``hedge_after``)."""
+    deadline: Deadline | None = None
+    holder: Holder | None = None
+    """Who runs it, as far as this caller knows (hedged calls only)."""
+    copies: int = 0
+    shared: bool = False
+    """A call to a shared ``TYPE``: its copies may go straight to an instance that answered lately."""
+    hedge: Timer | None = None
+    """The timer that sends the next copy."""
 
 
 class RPC:
@@ -88,10 +115,23 @@ class RPC:
         hooks: Hooks | None = None,
         max_message_bytes: int = 16 * 1024 * 1024,
         call_policy: RepublishPolicy | None = None,
-        alarms: Alarms | None = None,
+        timers: LoopTimers | None = None,
+        hedge_after: float = 0.0,
+        notices: Notices | None = None,
+        hedge_shared: bool = False,
     ) -> None:
         self._identity = identity
-        self._alarms = alarms or Alarms()
+        self._hedge_after = hedge_after
+        """Seconds a call may stay silent before a copy is sent (0: never; see ``gear.hedge``)."""
+        self._hedge_shared = hedge_shared
+        """Copy calls to a shared ``TYPE`` too (else only ``TYPE.HOST`` calls)."""
+        self._notices = notices or Notices(publisher)
+        self._servers = Servers()
+        self.copies = 0
+        """Copies of silent calls sent (``hedge_after``)."""
+        self.conflicts = 0
+        """Hedged calls that two instances said they ran (a notice came too late to stop a copy)."""
+        self._timers = timers or LoopTimers()
         self._call_policy = call_policy
         """How returned requests of calls are republished (``None``: the publisher's default)."""
         self._publisher = publisher
@@ -141,8 +181,8 @@ class RPC:
         timeout: float | None,
         kind: Kind,
         reply_to: str | None = None,
-    ) -> tuple[Address, Outgoing, float, float]:
-        """The request to send and its budget: ``(address, message, seconds left, loop deadline)``.
+    ) -> tuple[Address, Outgoing, Deadline, float]:
+        """The request to send and its budget: ``(address, message, deadline, seconds left)``.
 
         A cast's message carries no deadline (it does not expire; ``timeout`` is its retry budget).
 
@@ -153,19 +193,21 @@ class RPC:
         addr = self._address(address)
         if not isinstance(method, str) or not method:
             raise ConfigurationError(f"method must be a non-empty string, not {method!r}")
-        budget = self._default_timeout if timeout is None else float(timeout)
-        if budget <= 0:
-            raise ConfigurationError(f"timeout must be > 0, not {timeout!r}")
-        now = time.time()
-        deadline = now + budget
+        what = "retry_budget" if kind is Kind.CAST else "timeout"
+        budget = self._default_timeout if timeout is None else seconds(timeout, what)
+        now = time.monotonic()
+        deadline = Deadline.from_timeout(budget, now)
+        remaining = budget
         ctx = current_request()
         headers: dict[str, Any] = {METHOD: method}
         if ctx is not None:
-            if ctx.deadline is not None:
+            served = ctx.due
+            if served is not None:
                 # Keep a little of the served request's budget for its own reply: a nested call
                 # that times out must leave the handler time to answer before its caller gives up.
-                inherited = ctx.deadline - min(NESTED_MARGIN, 0.1 * max(0.0, ctx.deadline - now))
-                deadline = min(deadline, inherited)
+                inherited = served.earlier(min(NESTED_MARGIN, 0.1 * max(0.0, served.at - now)))
+                if inherited.at < deadline.at:
+                    deadline, remaining = inherited, inherited.at - now
             trace_id = ctx.trace_id or new_trace_id()
             headers[PARENT] = ctx.request_id
             parent: str | None = ctx.request_id
@@ -176,7 +218,15 @@ class RPC:
         headers[TRACE] = trace_id
         cast = kind is Kind.CAST
         if not cast:
-            headers[DEADLINE] = int(deadline * 1000)
+            headers[DEADLINE] = deadline.unix_ms
+        if (
+            kind is Kind.CALL
+            and self._hedge_after > 0
+            and reply_to == self._identity
+            and (self._hedge_shared or addr.host is not None)
+        ):
+            headers[HEDGE] = 0
+            headers[HEDGE_AFTER] = int(self._hedge_after * 1000)
         try:
             body = pydantic_core.to_json(payload)
         except pydantic_core.PydanticSerializationError as exc:
@@ -192,15 +242,14 @@ class RPC:
             kind=kind.value,
             headers=headers,
             reply_to=reply_to,
-            deadline_unix=None if cast else deadline,
+            deadline=None if cast else deadline,
             persistent=cast,
             method=method,
             trace_id=trace_id,
             parent_id=parent,
             traced=self._events.traces(trace_id),
         )
-        remaining = deadline - now
-        return addr, msg, remaining, asyncio.get_running_loop().time() + remaining
+        return addr, msg, deadline, remaining
 
     # -- call --------------------------------------------------------------------------------------
 
@@ -222,7 +271,8 @@ class RPC:
                 later than the one being served.
 
         Raises:
-            CallTimeoutError: no reply before the deadline.
+            CallTimeoutError: no reply before the deadline (``BrokerBlockedError``, a subclass, when
+                the broker blocked this instance's publishing meanwhile: a resource alarm).
             UnroutableError: every attempt was returned until the deadline.
             NotConfirmedError: the broker nacked the request.
             PublishRefusedError: the broker refused this request (e.g. over its size limit).
@@ -232,14 +282,14 @@ class RPC:
                 ``RemoteError`` with the remote type name).
             ConfigurationError: a bad address, method, timeout or payload.
         """
-        addr, msg, remaining, until = self._prepare(
+        addr, msg, deadline, remaining = self._prepare(
             address, method, payload, timeout, Kind.CALL, self._identity
         )
         if addr.is_fanout:
             raise ConfigurationError(f"{address!r} reaches several instances: use rpc.gather()")
         span = self._events.client_span(msg, address)
         try:
-            ok, body = await self._round_trip(msg, addr, address, method, remaining, until)
+            ok, body = await self._round_trip(msg, addr, address, method, remaining, deadline)
             result = decode_reply(ok, body)
         except Exception as exc:
             span.end(exc)
@@ -293,14 +343,14 @@ class RPC:
         """
         if result_type is not None:
             result_adapter(result_type)
-        addr, msg, remaining, until = self._prepare(
+        addr, msg, deadline, remaining = self._prepare(
             address, method, payload, timeout, Kind.CALL, self._identity
         )
         if addr.is_fanout:
             raise ConfigurationError(f"{address!r} reaches several instances: use rpc.gather()")
         span = self._events.client_span(msg, address)
         try:
-            await self._call_back(msg, address, method, remaining, until, callback, result_type, span)
+            await self._call_back(msg, address, method, remaining, deadline, callback, result_type, span)
         except Exception as exc:
             span.end(exc)
             raise
@@ -326,15 +376,15 @@ class RPC:
             CallTimeoutError: the deadline came before the broker confirmed it.
         """
         back = self._address(reply_to).routing_key
-        addr, msg, remaining, until = self._prepare(address, method, payload, timeout, Kind.CALL, back)
+        addr, msg, deadline, remaining = self._prepare(address, method, payload, timeout, Kind.CALL, back)
         if addr.is_fanout:
             raise ConfigurationError(f"{address!r} reaches several instances: use rpc.gather()")
         with _span_scope(self._events.client_span(msg, address)):
-            await self._send(msg, until, address, method, remaining)
+            await self._send(msg, deadline, address, method, remaining)
         return msg.request_id
 
     async def _call_back(
-        self, msg: Outgoing, address: str, method: str, remaining: float, until: float,
+        self, msg: Outgoing, address: str, method: str, remaining: float, deadline: Deadline,
         callback: ReplyCallback, result_type: Any, span: ClientSpan,
     ) -> None:  # fmt: skip
         loop = asyncio.get_running_loop()
@@ -343,15 +393,16 @@ class RPC:
         pending = _Pending(fut, address, method, remaining, loop.time(), msg.trace_id or "")
         self._pending[rid] = pending
         try:
-            await self._send(msg, until, address, method, remaining)
+            await self._send(msg, deadline, address, method, remaining)
         except BaseException:
             self._pending.pop(rid, None)
             raise
-        pending.alarm = self._alarms.set(until, functools.partial(self._expire, rid))
+        pending.timer = self._timers.call_at(deadline.at, functools.partial(self._expire, rid))
+        self._watch(pending, msg, deadline)
         fut.add_done_callback(lambda f: self._run_callback(callback, f, result_type, address, method, span))
 
     async def _round_trip(
-        self, msg: Outgoing, addr: Address, address: str, method: str, remaining: float, until: float
+        self, msg: Outgoing, addr: Address, address: str, method: str, remaining: float, deadline: Deadline
     ) -> tuple[bool, bytes]:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Any] = loop.create_future()
@@ -360,21 +411,24 @@ class RPC:
         self._pending[rid] = pending
         try:
             try:  # inline rather than through _send: one coroutine less on the hot path
-                await self._publisher.publish(msg, until, policy=self._call_policy, verdict_grace=0.0)
+                await self._publisher.publish(msg, deadline, policy=self._call_policy, verdict_grace=0.0)
             except (OutcomeUnknownError, ConnectionLostError) as exc:
-                error = _unsent(exc, until, address, method, remaining)
+                blocked = self._publisher.blocked_since(pending.started)
+                error = _unsent(exc, deadline, address, method, remaining, blocked)
                 if isinstance(error, CallTimeoutError):
                     self._trace_timeout(rid, pending)
                 raise error from None
             if fut.done():
                 ok, body = fut.result()
             else:
-                # the reply's deadline: an alarm (one loop timer for all calls), not a timeout scope
-                pending.alarm = self._alarms.set(until, functools.partial(self._expire, rid))
+                # the reply's deadline: a timer (one loop timer for all calls), not a timeout scope
+                pending.timer = self._timers.call_at(deadline.at, functools.partial(self._expire, rid))
+                self._watch(pending, msg, deadline)
                 try:
                     ok, body = await fut  # CallTimeoutError from _expire, which traced it
                 finally:
-                    self._alarms.clear(pending.alarm)
+                    self._timers.cancel(pending.timer)
+                    self._timers.cancel(pending.hedge)
         except UnroutableError as exc:
             self._events.unroutable(msg.request_id, msg.trace_id, msg.method, addr.type or "*", exc.attempts)
             raise
@@ -382,24 +436,92 @@ class RPC:
             self._pending.pop(rid, None)
         return ok, body
 
-    async def _send(self, msg: Outgoing, until: float, address: str, method: str, remaining: float) -> None:
-        """Publish a request whose caller stops waiting at loop time ``until``.
+    async def _send(
+        self, msg: Outgoing, deadline: Deadline, address: str, method: str, remaining: float
+    ) -> None:
+        """Publish a request whose caller stops waiting at ``deadline``.
 
         Raises:
             CallTimeoutError: the deadline came before the broker confirmed it.
             UnroutableError, NotConfirmedError, PublishRefusedError: as :meth:`Publisher.publish`.
             ConnectionLostError: the service is stopping.
         """
+        started = asyncio.get_running_loop().time()
         try:
-            await self._publisher.publish(msg, until, policy=self._call_policy, verdict_grace=0.0)
+            await self._publisher.publish(msg, deadline, policy=self._call_policy, verdict_grace=0.0)
         except (OutcomeUnknownError, ConnectionLostError) as exc:
-            raise _unsent(exc, until, address, method, remaining) from None
+            blocked = self._publisher.blocked_since(started)
+            raise _unsent(exc, deadline, address, method, remaining, blocked) from None
+
+    def _watch(self, pending: _Pending, msg: Outgoing, deadline: Deadline) -> None:
+        """A hedged call was sent: copy it if it stays silent for ``hedge_after`` (see ``gear.hedge``)."""
+        if HEDGE not in msg.headers:
+            return
+        pending.msg, pending.deadline, pending.holder = msg, deadline, Holder()
+        pending.shared = self._address(msg.address).host is None
+        when = asyncio.get_running_loop().time() + self._hedge_after
+        if when < deadline.at:
+            pending.hedge = self._timers.call_at(when, functools.partial(self._hedge, msg.request_id))
+
+    def _hedge(self, rid: str) -> None:
+        """Send a copy of a call that is still silent, and plan the next one."""
+        pending = self._pending.get(rid)
+        if pending is None or pending.future.done() or pending.msg is None or pending.deadline is None:
+            return
+        if pending.holder is not None and pending.holder.instance is not None:
+            return  # an instance runs it: no copy, ever
+        if pending.copies >= MAX_COPIES or pending.deadline.remaining() < HEDGE_EVERY / 2:
+            return
+        pending.copies += 1
+        self.copies += 1
+        log.debug("call %s to %s silent: copy %d", rid, pending.address, pending.copies)
+        copy = copy_of(pending.msg, pending.copies)
+        if pending.shared and pending.copies % 2 == 0:
+            # the TYPE queue may wait for a new leader: every other copy goes to an instance directly
+            direct = self._servers.pick(copy.routing_key, pending.copies // 2)
+            if direct is not None:
+                copy = dataclasses.replace(copy, routing_key=direct)
+        self._notices.copy(copy, pending.deadline)
+        when = asyncio.get_running_loop().time() + HEDGE_EVERY
+        if when < pending.deadline.at:
+            pending.hedge = self._timers.call_at(when, functools.partial(self._hedge, rid))
+
+    def take_notice(self, meta: Meta) -> None:
+        """A notice about a hedged call (runs inline in the channel reader): ``running`` stops its
+        copies; a ``claim`` is granted to the first instance only, and to none once the call is over; a
+        ``reclaim`` (a redelivery) only to the instance already known to run it."""
+        pending = self._pending.get(meta.request_id)
+        live = pending is not None and not pending.future.done() and pending.holder is not None
+        holder = pending.holder if live and pending is not None else None
+        if meta.notice is Notice.RUNNING:
+            if holder is not None:
+                before = holder.conflicts
+                holder.running(meta.sender)
+                if holder.conflicts > before:
+                    self.conflicts += 1
+                    log.warning("call %s (%r) runs on %s and %s", meta.request_id, meta.method,
+                                holder.instance, meta.sender)  # fmt: skip
+        elif meta.notice is Notice.CLAIM or meta.notice is Notice.RECLAIM:
+            # a redelivery: the instance that took it first may have run it, its reply lost with its
+            # link; while nobody is known to run the call its copies carry it instead
+            again = meta.notice is Notice.RECLAIM
+            granted = holder is not None and holder.claim(meta.sender, again=again)
+            verdict = Notice.GRANT if granted else Notice.DENY
+            self._notices.send(notice(meta, meta.sender, verdict), pending.deadline if pending else None)
 
     def _expire(self, rid: str) -> None:
         pending = self._pending.pop(rid, None)
+        if pending is not None:
+            self._timers.cancel(pending.hedge)
         if pending is not None and not pending.future.done():
             self._trace_timeout(rid, pending)
-            pending.future.set_exception(CallTimeoutError(pending.address, pending.method, pending.timeout))
+            blocked = self._publisher.blocked_since(pending.started)
+            error = (
+                CallTimeoutError(pending.address, pending.method, pending.timeout)
+                if blocked is None
+                else BrokerBlockedError(pending.address, pending.method, pending.timeout, blocked)
+            )
+            pending.future.set_exception(error)
             pending.future.exception()  # retrieved here: a callback may be the only consumer
 
     def _run_callback(
@@ -454,7 +576,7 @@ class RPC:
             ConfigurationError: a bad address, method or payload.
         """
         budget = self._cast_budget if retry_budget is None else retry_budget
-        _addr, msg, _remaining, until = self._prepare(address, method, payload, budget, Kind.CAST)
+        _addr, msg, until, _remaining = self._prepare(address, method, payload, budget, Kind.CAST)
         with _span_scope(self._events.client_span(msg, address)):
             try:
                 return await self._publisher.publish(msg, until)
@@ -487,7 +609,9 @@ class RPC:
                 a blocked one), or the service is stopping.
             ConfigurationError: a bad address, method, timeout or payload.
         """
-        _addr, msg, _remaining, until = self._prepare(
+        if expected is not None and (isinstance(expected, bool) or not isinstance(expected, int)):
+            raise ConfigurationError(f"expected must be a whole number of replies, not {expected!r}")
+        _addr, msg, deadline, _remaining = self._prepare(
             address, method, payload, timeout, Kind.GATHER, self._identity
         )
         loop = asyncio.get_running_loop()
@@ -498,14 +622,14 @@ class RPC:
         with _span_scope(self._events.client_span(msg, address)):
             try:
                 try:
-                    routed = await self._publisher.publish(msg, until, policy=_NO_RETRY, verdict_grace=0.0)
+                    routed = await self._publisher.publish(msg, deadline, policy=_NO_RETRY, verdict_grace=0.0)
                 except OutcomeUnknownError:
                     return Replies()  # sent, no verdict by the deadline: no time left for replies either
                 if not routed:
                     return Replies(routed=False)
                 if expected is not None and expected <= 0:
                     return Replies()
-                async with asyncio.timeout_at(until):
+                async with asyncio.timeout_at(deadline.at):
                     await fut
             except TimeoutError:
                 pass  # the deadline ends a gather: what came so far is its result
@@ -528,8 +652,10 @@ class RPC:
             )
         if pending.replies is None:
             self._pending.pop(meta.request_id, None)
-            if pending.alarm is not None:
-                self._alarms.clear(pending.alarm)
+            self._timers.cancel(pending.timer)
+            self._timers.cancel(pending.hedge)
+            if pending.shared and pending.msg is not None:
+                self._servers.seen(pending.msg.routing_key, meta.sender)
             pending.future.set_result((meta.ok, body))
             return True
         try:
@@ -546,8 +672,8 @@ class RPC:
         """Fail every pending call (the service is stopping)."""
         for rid, pending in list(self._pending.items()):
             self._pending.pop(rid, None)
-            if pending.alarm is not None:
-                self._alarms.clear(pending.alarm)
+            self._timers.cancel(pending.timer)
+            self._timers.cancel(pending.hedge)
             if not pending.future.done():
                 if pending.replies is not None:
                     pending.future.set_result(None)
@@ -565,12 +691,20 @@ class RPC:
 
 
 def _unsent(
-    exc: OutcomeUnknownError | ConnectionLostError, until: float, address: str, method: str, remaining: float
+    exc: OutcomeUnknownError | ConnectionLostError,
+    deadline: Deadline,
+    address: str,
+    method: str,
+    remaining: float,
+    blocked: str | None = None,
 ) -> GearError:
     """What a caller sees when its request's publish did not finish: a timeout once the deadline has
-    come (sent without a verdict, or never sent), else the service is stopping."""
-    if isinstance(exc, ConnectionLostError) and asyncio.get_running_loop().time() < until:
+    come (sent without a verdict, or never sent; ``BrokerBlockedError`` when the broker ``blocked``
+    publishing meanwhile), else the service is stopping."""
+    if isinstance(exc, ConnectionLostError) and not deadline.expired:
         return exc
+    if blocked is not None:
+        return BrokerBlockedError(address, method, remaining, blocked)
     return CallTimeoutError(address, method, remaining)
 
 

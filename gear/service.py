@@ -34,23 +34,25 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from gear.address import Address
-from gear.alarms import Alarms
 from gear.contract.proxy import make_proxy
-from gear.contract.serving import implementation_of
+from gear.contract.serving import error_check, implementation_of
 from gear.deadletter import DeadLetters
 from gear.dispatch import Dispatcher
 from gear.duplicates import DuplicateWindow
 from gear.errors import ConfigurationError, ConnectionLostError
+from gear.hedge import Notices
 from gear.hooks import HookAttr, Hooks
 from gear.inbound import ReplyHandlers, Router
 from gear.link import Link
 from gear.metrics.exporters import Exporters
 from gear.metrics.health import Readiness
+from gear.probe import LinkProbe
 from gear.publisher import Publisher, RepublishPolicy
 from gear.reconnect import Backoff, Connector, ServiceState
 from gear.redact import mask_secrets
 from gear.rpc import RPC
 from gear.settings import Settings
+from gear.timers import LoopTimers
 from gear.tls import client_context
 from gear.topology import Topology
 from gear.tracing.api import Tracer
@@ -122,6 +124,8 @@ class Service:
         try:
             if settings is None:
                 self.settings = Settings(**values)
+            elif not values:
+                self.settings = settings  # frozen and validated: as it is (reading the sources costs ~20 ms)
             else:
                 self.settings = Settings(**{**settings.model_dump(), **values})
         except ValidationError as exc:
@@ -152,7 +156,7 @@ class Service:
         self._tracer: Tracer = tracer
         s = self.settings
         events = Emitter(self._tracer, self.identity, s.exchange, sampler=TraceSampler(s.trace_sample))
-        alarms = Alarms()  # the deadlines of calls and confirms: one loop timer for all
+        timers = LoopTimers()  # the deadlines of calls, confirms and handlers: one loop timer for all
         self._connector = Connector(
             s.url,
             name=f"gear {self.identity} pid {os.getpid()}",
@@ -169,13 +173,15 @@ class Service:
             failback_every=s.failback_interval,
             retire_grace=s.drain_timeout,
             busy_poll=s.busy_poll,
-            alarms=alarms,
+            timers=timers,
+            when_lost=self._link_lost,
         )
         republish = RepublishPolicy(initial=s.republish_initial, maximum=s.republish_max)
         self._publisher = Publisher(
             self._connector, exchange=s.exchange, app_id=self.identity, policy=republish, events=events
         )
         self._executor: ThreadPoolExecutor | None = None
+        notices = Notices(self._publisher)
         self._dispatcher = Dispatcher(
             identity=self.identity,
             publisher=self._publisher,
@@ -183,6 +189,8 @@ class Service:
             events=events,
             window=DuplicateWindow(s.duplicate_window_entries, s.duplicate_window_bytes),
             max_message_bytes=s.max_message_bytes,
+            timers=timers,
+            notices=notices,
         )
         self.rpc = RPC(
             identity=self.identity,
@@ -193,13 +201,34 @@ class Service:
             hooks=self.hooks,
             max_message_bytes=s.max_message_bytes,
             call_policy=dataclasses.replace(republish, give_up_after=s.unroutable_after),
-            alarms=alarms,
+            timers=timers,
+            hedge_after=s.hedge_after,
+            notices=notices,
+            hedge_shared=s.hedge_shared,
         )
         self._dead_letters = DeadLetters(self.identity, self._publisher, s.delivery_limit)
         self._reply_handlers = ReplyHandlers(self._get_executor)
-        self._router = Router(
-            calls=self.rpc, replies=self._reply_handlers, server=self._dispatcher, events=events
+        self._probe = LinkProbe(
+            self._connector,
+            self._publisher,
+            self.identity,
+            quiet=s.probe_quiet,
+            timeout=s.probe_timeout,
+            longest_quiet=s.probe_longest_quiet,
+            prefetch=s.prefetch,
         )
+        self._router = Router(
+            calls=self.rpc,
+            replies=self._reply_handlers,
+            server=self._dispatcher,
+            events=events,
+            watch=self._probe,
+        )
+        self._links = 0
+        """Links set up so far: each consumes its instance queue with a higher ``x-priority``."""
+        self._precedence_until = 0.0
+        """Until this monotonic time, a new link consumes the shared queue with ``x-priority`` 1."""
+        self._demotion: asyncio.Task[None] | None = None
         self._topology: Topology | None = None
         self._started = False
         self._started_at = 0.0
@@ -289,7 +318,9 @@ class Service:
         ``implementation``'s method of the same name (async or plain, as for :meth:`handler`).
 
         Everything is checked before anything is registered: a service never starts with part of a
-        contract. Subclass the contract in the implementation's class to have mypy check it too.
+        contract. Subclass the contract in the implementation's class to have mypy check it too. A
+        declared error whose details do not fit its ``details_model`` is not sent: the server logs why
+        and the caller gets a ``ContractViolationError``.
 
         Raises:
             ConfigurationError: not a contract; a method missing, or one whose payload or return
@@ -300,8 +331,9 @@ class Service:
         taken = [method.name for method, _ in found if method.name in self._dispatcher.handlers]
         if taken:
             raise ConfigurationError(f"handlers for {', '.join(map(repr, taken))} are already registered")
+        owner = getattr(contract, "__name__", repr(contract))
         for method, func in found:
-            self._dispatcher.register(method.name, func)
+            self._dispatcher.register(method.name, func, on_error=error_check(owner, method.name))
         self._contracts.append(contract)
 
     def proxy(self, contract: Callable[..., C], address: str, *, timeout: float | None = None) -> C:
@@ -402,7 +434,9 @@ class Service:
     def stats(self) -> dict[str, int]:
         """Counters: late replies, returns, republishes, expired, cancelled and duplicate requests,
         duplicate-window evictions and entries held, requests left for requeue at stop, reconnects, and (with
-        ``quorum``) dead letters this instance was told of and error replies it sent for them."""
+        ``quorum``) dead letters this instance was told of and error replies it sent for them; probes
+        sent and zombie links found (``probe_quiet``); copies of silent calls sent and hedged requests not run
+        here because their caller runs them elsewhere (``hedge_after``)."""
         return {
             "late_replies": self._router.late_replies,
             "returns": self._publisher.returns,
@@ -420,6 +454,10 @@ class Service:
             "handlers_in_flight": self._dispatcher.in_flight,
             "dead_letters": self._dead_letters.seen,
             "dead_letter_replies": self._dead_letters.replies,
+            "probes": self._probe.sent,
+            "zombies": self._probe.zombies,
+            "copies": self.rpc.copies,
+            "superseded": self._dispatcher.superseded,
         }
 
     def _make_topology(self) -> Topology:
@@ -435,6 +473,7 @@ class Service:
             instance_queue_ttl=s.instance_queue_ttl,
             serve=serve,
             delivery_limit=s.delivery_limit,
+            consumer_disconnected_timeout=s.consumer_disconnected_timeout,
         )
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -464,6 +503,7 @@ class Service:
         self.rpc.loop = asyncio.get_running_loop()
         try:
             await self._connector.start()
+            self._probe.start()
         except BaseException:
             self._started = False
             self.rpc.loop = None
@@ -510,6 +550,10 @@ class Service:
         if link is not None:
             await link.stop_consuming()
         self.rpc.fail_all(ConnectionLostError(f"{self.identity} stopped"))
+        await self._probe.stop()
+        if self._demotion is not None:
+            self._demotion.cancel()
+            self._demotion = None
         await self._connector.close()
         self.rpc.loop = None
         self._draining = False
@@ -586,15 +630,65 @@ class Service:
             "last_error": self._connector.last_error,
         }
 
-    async def _set_up_link(self, link: Link) -> None:
-        topology = self._topology or self._make_topology()
-        await link.apply(topology)
-        if topology.type_queue is not None and not self._stopping:
-            await link.consume("type", topology.type_queue.name, self._router.on_delivery)
+    async def _set_up_link(self, link: Link, step_done: Callable[[], None]) -> None:
+        topology = (self._topology or self._make_topology()).for_broker(link.server_properties)
+        await link.apply(topology, step_done)
+        # the consumes go out together (one round trip; the declarations they need are answered)
+        consumes = []
+        ahead = 0.0
+        type_queue = topology.type_queue
+        if type_queue is not None and not self._stopping:
+            # after a silent loss the old consumer may still be registered (a cut-off node): this one
+            # goes first for a while, so the old one gets nothing while this one has room
+            ahead = self._precedence_until - time.monotonic()
+            consumes.append(
+                link.consume(
+                    "type", type_queue.name, self._router.on_delivery, priority=1 if ahead > 0 else None
+                )
+            )
         notify = topology.dead_letter_notify
         if notify is not None:
-            await link.consume("host", notify.name, self._dead_letters.on_delivery)
-        await link.consume("host", topology.host_queue.name, self._router.on_delivery)
+            consumes.append(link.consume("host", notify.name, self._dead_letters.on_delivery))
+        # Each new link consumes the instance queue with a higher priority than the one before: a
+        # consumer left behind on a node that was cut off stays registered until the cluster declares
+        # that node down (net_tick_timeout, about a minute), and with the same priority it would get
+        # every other request meanwhile, each lost until then; with a lower one it gets none while
+        # this consumer has room (the queue is this instance's alone, so nobody else is outranked).
+        self._links += 1
+        consumes.append(
+            link.consume("host", topology.host_queue.name, self._router.on_delivery, priority=self._links)
+        )
+        await asyncio.gather(*consumes)
+        step_done()
+        if type_queue is not None and ahead > 0:
+            self._demote_later(link, type_queue.name, ahead)
+
+    def _link_lost(self, silent: bool) -> None:
+        """The link was lost: the casts taken on it may be delivered again (see
+        :meth:`gear.dispatch.Dispatcher.link_lost`); after a ``silent`` loss (the broker may keep the
+        old consumers for a while) the next link's shared consumer goes first for
+        ``type_precedence_after_loss`` seconds."""
+        self._dispatcher.link_lost(time.time())
+        if silent and self.settings.type_precedence_after_loss > 0:
+            self._precedence_until = time.monotonic() + self.settings.type_precedence_after_loss
+
+    def _demote_later(self, link: Link, queue: str, after: float) -> None:
+        """In ``after`` seconds, consume ``queue`` on ``link`` again without precedence."""
+        if self._demotion is not None:
+            self._demotion.cancel()
+
+        async def demote() -> None:
+            await asyncio.sleep(after)
+            if link is not self._connector.link or self._stopping or not link.is_open:
+                return
+            try:
+                await link.stop_consuming(queue)
+                if not self._stopping:
+                    await link.consume("type", queue, self._router.on_delivery)
+            except ConnectionLostError as exc:
+                log.debug("consuming %r again without precedence failed: %s", queue, exc)
+
+        self._demotion = asyncio.create_task(demote())
 
     def _get_executor(self) -> ThreadPoolExecutor:
         if self._executor is None:

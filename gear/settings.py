@@ -9,6 +9,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from yarl import URL
 
 from gear.address import default_host, validate_host, validate_type
+from gear.limits import MAX_COUNT, MAX_PORT, MAX_SECONDS
 from gear.redact import mask_secrets, mask_url
 
 __all__ = ("Settings",)
@@ -22,7 +23,10 @@ class Settings(BaseSettings):
     ``GEAR_URL`` may list several brokers separated by commas; they are tried in turn on (re)connect.
     """
 
-    model_config = SettingsConfigDict(env_prefix=_ENV_PREFIX, frozen=True, extra="forbid")
+    # Every number has a range (gear.limits); inf and nan are refused, not read as "forever".
+    model_config = SettingsConfigDict(
+        env_prefix=_ENV_PREFIX, frozen=True, extra="forbid", allow_inf_nan=False
+    )
 
     url: Annotated[tuple[str, ...], NoDecode] = ("amqp://guest:guest@localhost/",)
     """Broker URLs, tried in order (a cluster); ``GEAR_URL=amqp://a/,amqp://b/``."""
@@ -32,11 +36,11 @@ class Settings(BaseSettings):
     """The HOST word of this instance (default: the short host name)."""
     exchange: str = "gear"
     """The topic exchange every instance declares and publishes to."""
-    timeout: float = Field(default=30.0, gt=0)
+    timeout: float = Field(default=30.0, gt=0, le=MAX_SECONDS)
     """Default call/gather deadline in seconds; never infinite."""
-    prefetch: int = Field(default=64, ge=1, le=65535)
+    prefetch: int = Field(default=64, ge=1, le=65_535)
     """Unacknowledged deliveries per consumer (type and host channel each)."""
-    heartbeat: int = Field(default=5, ge=0)
+    heartbeat: int = Field(default=5, ge=0, le=65_535)
     """AMQP heartbeat timeout in seconds (0 disables, not advised). The broker sends something at
     least every ``heartbeat / 2`` s; nothing received for ``1.5 * heartbeat`` s declares the link dead
     (a silent partition is found in about 8 s with the default) and Gear reconnects."""
@@ -47,52 +51,89 @@ class Settings(BaseSettings):
     a time, paid with a core kept busy while the window lasts (up to a whole core under steady
     traffic). For latency-critical services with a core to spare; ``benchmarks/one_call.py`` measures
     both sides of the trade on your machine."""
-    handshake_timeout: float = Field(default=10.0, gt=0)
+    handshake_timeout: float = Field(default=10.0, gt=0, le=MAX_SECONDS)
     """Seconds a connect attempt may take from TCP connect to ``connection.open-ok``."""
-    reconnect_initial: float = Field(default=0.1, gt=0)
+    reconnect_initial: float = Field(default=0.1, gt=0, le=MAX_SECONDS)
     """First reconnect delay in seconds; doubles per failed round, with jitter."""
-    reconnect_max: float = Field(default=1.0, gt=0)
+    reconnect_max: float = Field(default=1.0, gt=0, le=MAX_SECONDS)
     """Upper bound of the reconnect delay (so calls succeed again within about a second of the
     broker's return)."""
     spread_urls: bool = True
     """With several broker URLs: each instance starts at a different one (a stable hash of its
     identity), so instances spread over a cluster's nodes. False: always the given order first."""
-    failback_interval: float = Field(default=30.0, ge=0)
+    failback_interval: float = Field(default=30.0, ge=0, le=MAX_SECONDS)
     """With several broker URLs: when connected to another one than this instance's first choice
     (after a failover), how often to check whether the first choice is back and move there
     (0: never). Spreads instances back over a cluster node that returns."""
-    connect_wait: float = Field(default=30.0, gt=0)
+    connect_wait: float = Field(default=30.0, gt=0, le=MAX_SECONDS)
     """How long ``start()`` keeps trying before raising ``ConnectError``."""
     quorum: bool = False
     """Declare the shared TYPE queue and each instance's TYPE.HOST queue as quorum queues: the setting
     for a RabbitMQ cluster (both survive the loss of a node). Switching an existing system needs its
     old queues deleted first: a queue cannot change its type."""
-    delivery_limit: int = Field(default=20, ge=1)
+    delivery_limit: int = Field(default=20, ge=1, le=MAX_COUNT)
     """With ``quorum``: how many times a message may go back to its queue (its server crashed or lost
     its connection while handling it) before the broker dead-letters it (``x-delivery-limit``; 20 is
     RabbitMQ 4.x's own default, which 3.x lacks). A dead-lettered call fails at once with
     ``DeliveryLimitError``; ``gear dead-letters`` lists what was dropped."""
-    instance_queue_ttl: float = Field(default=600.0, gt=0)
+    consumer_disconnected_timeout: float | None = Field(default=2.0, ge=0, le=MAX_SECONDS)
+    """With ``quorum``: seconds a quorum queue keeps what it handed to a consumer whose node became
+    unreachable (died, or was cut off) before it returns it to the queue for another consumer
+    (``x-consumer-disconnected-timeout``, declared on RabbitMQ 4.3 and later; older releases return it
+    at once). RabbitMQ's own default is 60 s: every request a SIGKILLed node had handed to an instance
+    would wait out its caller's deadline. ``None``: leave it to the broker (a policy, or its default).
+    A queue declared with another value keeps it (a warning says so)."""
+    hedge_after: float = Field(default=1.0, ge=0, le=MAX_SECONDS)
+    """Seconds a call may stay silent (no reply, no sign that an instance runs it) before its caller
+    publishes a copy, and again every 0.5 s until its deadline: a request handed to a consumer left on
+    a cut-off cluster node is otherwise lost until the cluster declares that node down. A copy never
+    runs twice: the instance's duplicate window answers it, and on the shared ``TYPE`` queue an
+    instance runs a copy or a late request only once its caller said yes (``gear.hedge``). A handler
+    that is merely slow tells its caller so and gets no copy. 0: never copy."""
+    hedge_shared: bool = False
+    """Copy silent calls to a shared ``TYPE`` too (``hedge_after``). Off by default: a copy there can
+    run where the original already ran if the fault that silenced the call also lost that run's reply
+    (it ran on the instance whose node was cut off just as it replied), so a call could run twice, on
+    two instances (one call in four of twelve cuts measured). Off, only ``TYPE.HOST`` calls are copied
+    (their window runs a request once), and a ``TYPE`` call parked on a consumer left on a cut-off
+    node fails at its deadline; on, it is answered through a copy, at-least-once."""
+    type_precedence_after_loss: float = Field(default=90.0, ge=0, le=MAX_SECONDS)
+    """After a lost link, for this many seconds, the instance's new consumer of the shared ``TYPE``
+    queue has precedence (``x-priority`` 1) over the others, its own consumer left on a cut-off node
+    included, which would otherwise keep its share of the queue until the cluster declares that node
+    down (``net_tick_timeout``). The other instances get what this one has no room for. 0: never."""
+    probe_quiet: float = Field(default=2.0, ge=0, le=MAX_SECONDS)
+    """Seconds without a delivery after which the instance checks, end to end, that its link still
+    delivers: one small message to its own ``TYPE.HOST`` queue must come back within
+    ``probe_timeout``, else the node is a zombie (connected, yet its queues deliver nothing: a failed
+    data disk, a cut-off node) and the instance moves to another. The wait doubles after each probe
+    that came back, up to ``probe_longest_quiet``; a delivery starts it afresh. So a busy instance never
+    probes and an idle one sends one message every ``probe_longest_quiet`` seconds. 0: never probe."""
+    probe_timeout: float = Field(default=2.0, gt=0, le=MAX_SECONDS)
+    """Seconds a probe has to come back (see ``probe_quiet``)."""
+    probe_longest_quiet: float = Field(default=30.0, gt=0, le=MAX_SECONDS)
+    """The longest wait between two probes of an idle link (see ``probe_quiet``)."""
+    instance_queue_ttl: float = Field(default=600.0, gt=0, le=7 * MAX_SECONDS)
     """``x-expires`` of the TYPE.HOST queue in seconds: how long it outlives its instance."""
-    cast_retry_budget: float = Field(default=10.0, gt=0)
+    cast_retry_budget: float = Field(default=10.0, gt=0, le=MAX_SECONDS)
     """How long a returned cast is republished before ``on_undeliverable`` or ``UnroutableError``."""
-    unroutable_after: int | None = Field(default=2, ge=1)
+    unroutable_after: int | None = Field(default=2, ge=1, le=MAX_COUNT)
     """A call fails with ``UnroutableError`` once the broker returned it this many times (no queue
     bound), before its deadline; ``None`` republishes it until the deadline (for an instance expected
     to appear, e.g. one that is starting). Casts keep trying for ``cast_retry_budget``."""
-    republish_initial: float = Field(default=0.05, gt=0)
+    republish_initial: float = Field(default=0.05, gt=0, le=MAX_SECONDS)
     """First delay before republishing a returned message; doubles up to ``republish_max``."""
-    republish_max: float = Field(default=1.0, gt=0)
+    republish_max: float = Field(default=1.0, gt=0, le=MAX_SECONDS)
     """Upper bound of the republish delay."""
-    drain_timeout: float = Field(default=10.0, ge=0)
+    drain_timeout: float = Field(default=10.0, ge=0, le=MAX_SECONDS)
     """On stop, how long to wait for handlers in flight."""
-    handler_threads: int = Field(default=16, ge=1)
+    handler_threads: int = Field(default=16, ge=1, le=1024)
     """Thread pool size for plain (blocking) handlers."""
-    duplicate_window_entries: int = Field(default=100_000, ge=1)
+    duplicate_window_entries: int = Field(default=100_000, ge=1, le=100 * MAX_COUNT)
     """Request ids the duplicate window remembers at most (past it, the first to expire leaves early)."""
-    duplicate_window_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
+    duplicate_window_bytes: int = Field(default=64 * 1024 * 1024, ge=0, le=2**40)
     """Bytes of replies the duplicate window caches at most."""
-    max_message_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    max_message_bytes: int = Field(default=16 * 1024 * 1024, ge=1024, le=512 * 1024 * 1024)
     """Largest encoded payload (request, cast or reply) Gear sends; larger ones fail at once with
     ``PayloadTooLargeError`` before anything is sent. Default 16 MiB: what RabbitMQ 4.x and the
     reference broker accept (``max_message_size``). RabbitMQ 3.x accepts up to 128 MiB: raise this
@@ -105,7 +146,7 @@ class Settings(BaseSettings):
     """Private key (PEM) of ``tls_cert``; omit it when the key is in the certificate file."""
     tls_verify: bool = True
     """Verify the broker's certificate and host name (``False`` lets anyone in between listen in)."""
-    metrics_port: int | None = Field(default=None, ge=0, le=65535)
+    metrics_port: int | None = Field(default=None, ge=0, le=MAX_PORT)
     """Serve ``/metrics`` (Prometheus; ``pip install 'gear-rpc[metrics]'``), ``/livez`` and ``/readyz``
     on this port while the service runs (``GEAR_METRICS_PORT``; 0 picks a free one); unset: no port."""
     metrics_bind: str = "0.0.0.0"

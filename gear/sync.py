@@ -28,6 +28,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Protocol, TypeVar
 
 from gear.errors import CallTimeoutError, ConfigurationError, ConnectionLostError, GearError
+from gear.limits import seconds
 from gear.reply import Reply, ReplyCallback
 
 __all__ = ("SYNC_GRACE", "AsyncRPC", "SyncRPC")
@@ -154,7 +155,7 @@ class SyncRPC:
         return self._call(coro, address, method, timeout)
 
     def _call(self, coro: Coroutine[Any, Any, T], address: str, method: str, timeout: float | None) -> T:
-        budget = self._budget(timeout)
+        budget = self._budget(timeout, coro)
         return self._run(coro, budget, lambda: CallTimeoutError(address, method, budget))
 
     def cast(
@@ -166,8 +167,9 @@ class SyncRPC:
             UnroutableError, NotConfirmedError, ConnectionLostError, ConfigurationError: as
             :meth:`gear.RPC.cast`.
         """
+        given = retry_budget
+        budget = self._rpc.cast_retry_budget if given is None else seconds(given, "retry_budget")
         coro = self._rpc.cast(address, method, payload, retry_budget=retry_budget)
-        budget = self._rpc.cast_retry_budget if retry_budget is None else retry_budget
         return self._run(
             coro, budget, lambda: ConnectionLostError(f"cast to {address!r} not confirmed in time")
         )
@@ -187,13 +189,22 @@ class SyncRPC:
             NotConfirmedError, ConfigurationError: as :meth:`gear.RPC.gather`.
         """
         coro = self._rpc.gather(address, method, payload, timeout=timeout, expected=expected)
-        budget = self._budget(timeout)
+        budget = self._budget(timeout, coro)
         return self._run(coro, budget, lambda: CallTimeoutError(address, method, budget))
 
-    def _budget(self, timeout: float | None) -> float:
+    def _budget(self, timeout: float | None, coro: Coroutine[Any, Any, Any]) -> float:
+        """The call's budget in seconds; an invalid ``timeout`` closes ``coro`` unstarted.
+
+        Raises:
+            ConfigurationError: ``timeout`` is not a finite number of seconds in range.
+        """
         if timeout is None:
             return self._rpc.default_timeout
-        return max(0.0, float(timeout))
+        try:
+            return seconds(timeout)
+        except ConfigurationError:
+            coro.close()
+            raise
 
     def _run(self, coro: Coroutine[Any, Any, T], budget: float, gave_up: Callable[[], GearError]) -> T:
         loop = self._rpc.loop

@@ -16,12 +16,27 @@
   4.3    forky (Debian 14)       its own minbase root: rabbitmq-server 4.3.x on Erlang 29 (default)
   ====== ======================= ==================================================================
 
-  The 4.x roots are made as a chroot would need them, so they also run without Docker: names
-  resolve from files only (``/etc/hosts``, ``nsswitch.conf``, an Erlang ``inetrc``; a DNS lookup
-  that never answers would hang the node's boot), and the ``rabbitmq`` account gets the uid and gid
-  of this machine's own ``rabbitmq`` account (or ids free here), never whatever the package picks
-  (which may be the id of another account on this machine). forky's Release files are past their
-  Valid-Until on some mirrors: apt there runs with ``Acquire::Check-Valid-Until=false``.
+  The 4.x roots are made as a chroot would need them, so they also run without Docker
+  (``scripts/rabbitmq-node``): names resolve from files only (``/etc/hosts``, ``nsswitch.conf``, an
+  Erlang ``inetrc``; a DNS lookup that never answers would hang the node's boot), and the ``rabbitmq``
+  account gets the uid and gid of this machine's own ``rabbitmq`` account (or ids free here), never
+  whatever the package picks (which may be the id of another account on this machine). forky's
+  Release files are past their Valid-Until on some mirrors: apt there runs with
+  ``Acquire::Check-Valid-Until=false``.
+
+  The 4.x images add what makes them behave like the official ``rabbitmq:4-management`` where
+  clients and ``docker-compose.yml`` see it: guest may log in over the network
+  (``loopback_users.guest = false`` in ``conf.d/10-defaults.conf``), the node is
+  ``rabbit@<hostname>`` (no ``RABBITMQ_NODENAME`` set), names resolve through the container's DNS
+  after ``/etc/hosts`` (compose's network names the peers), and configuration is read from
+  ``/etc/rabbitmq/rabbitmq.conf`` and ``/etc/rabbitmq/conf.d/``, data kept in ``/var/lib/rabbitmq``.
+  What still differs: the Erlang cookie is a fresh random one per container unless
+  ``RABBITMQ_ERLANG_COOKIE`` is set (the official image lets RabbitMQ make one), the data directory is
+  not a volume, the node runs under a shell that turns ``docker stop``'s SIGTERM into ``rabbitmqctl
+  stop`` (the official one runs the Erlang VM as PID 1), Debian's packages of Erlang and RabbitMQ
+  (forky: 4.3.x on Erlang 29) rather than the official builds, and no ``rabbitmqadmin`` binary. The
+  3.10 image is the old kind (``rabbit@localhost``, guest from localhost only): for the tests' host
+  network, not for ``docker-compose.yml``.
 
 ``<hash>`` is a hash of the recipe (suite, packages, entrypoint, ids, the CA certificates this machine
 added locally), so the images are built once and reused until the recipe changes; they are kept by the
@@ -58,6 +73,7 @@ __all__ = (
     "build_rabbitmq_root",
     "ensure_images",
     "planned_images",
+    "rabbitmq_image_hash",
     "rabbitmq_recipe_hash",
 )
 
@@ -121,10 +137,26 @@ RABBITMQ_CHANGES = (
 )
 ROOT_CHANGES = (
     *BASE_CHANGES[:2],
-    *RABBITMQ_CHANGES,
-    f"ENV ERL_INETRC={INETRC_IN_IMAGE}",
+    f'ENTRYPOINT ["{ENTRYPOINT_IN_IMAGE}"]',
+    "CMD []",
+    "ENV RABBITMQ_LOGS=-",
+    "EXPOSE 4369 5672 15672 15692 25672",
 )
-"""The 4.x images: a root of their own, so the PATH and locale are set here too."""
+"""The 4.x images: a root of their own, so the PATH and locale are set here too. Unlike the 3.10 image
+they set no node name: like the official image, the node is ``rabbit@<the container's hostname>``."""
+OFFICIAL_DEFAULTS_IN_IMAGE = "/etc/rabbitmq/conf.d/10-defaults.conf"
+OFFICIAL_DEFAULTS = (
+    "# As in the official rabbitmq image (scripts/debian_images.py): guest may log in over the network,\n"
+    "# not only from localhost. Do not take this into production.\n"
+    "loopback_users.guest = false\n"
+)
+"""What the official image's ``10-defaults.conf`` sets that matters to clients (its other line sends
+the log to the console, which ``RABBITMQ_LOGS=-`` does here)."""
+IMAGE_NSSWITCH_HOSTS = "hosts:          files dns"
+"""In a container, names resolve from ``/etc/hosts`` and then DNS, as in the official image: compose
+names a service's peers through its own DNS server (the root keeps ``files`` only, for the chroot)."""
+IMAGE_RECIPE_VERSION = 1
+"""Bump when the image layer below changes in a way the other inputs do not show."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,17 +211,30 @@ def service_ids() -> tuple[int, int]:
 
 
 def rabbitmq_recipe_hash(release: Release) -> str:
-    """A short hash of everything that decides what a 4.x RabbitMQ image contains."""
+    """A short hash of everything that decides what a 4.x RabbitMQ root contains (the chroot of
+    ``scripts/rabbitmq-node``, and the image's starting point)."""
     recipe = {
         "version": RABBITMQ_RECIPE_VERSION,
         "release": [release.suite, release.script, release.check_valid_until],
         "plugins": PLUGINS,
-        "changes": ROOT_CHANGES,
         "inetrc": INETRC,
         "hosts": HOSTS,
         "ids": service_ids(),
     }
     return _digest(recipe, ENTRYPOINT)
+
+
+def rabbitmq_image_hash(release: Release) -> str:
+    """A short hash of everything that decides what a 4.x RabbitMQ image contains: its root and the
+    layer that makes it behave like the official image."""
+    recipe = {
+        "version": IMAGE_RECIPE_VERSION,
+        "root": rabbitmq_recipe_hash(release),
+        "changes": ROOT_CHANGES,
+        "defaults": [OFFICIAL_DEFAULTS_IN_IMAGE, OFFICIAL_DEFAULTS],
+        "nsswitch": IMAGE_NSSWITCH_HOSTS,
+    }
+    return _digest(recipe)
 
 
 def planned_images(rabbitmq: str = DEFAULT_RABBITMQ) -> Images:
@@ -203,7 +248,7 @@ def planned_images(rabbitmq: str = DEFAULT_RABBITMQ) -> Images:
     base = f"gear-debian:{tag}"
     if release.suite == SUITE:
         return Images(base=base, rabbitmq=f"gear-rabbitmq:{tag}")
-    return Images(base=base, rabbitmq=f"gear-rabbitmq:{release.suite}-{rabbitmq_recipe_hash(release)}")
+    return Images(base=base, rabbitmq=f"gear-rabbitmq:{release.suite}-{rabbitmq_image_hash(release)}")
 
 
 def _release(rabbitmq: str) -> Release:
@@ -315,10 +360,23 @@ def _build_rabbitmq_root_image(release: Release, name: str) -> None:
     root = Path(tempfile.mkdtemp(prefix=f"gear-rootfs-{release.suite}-", dir="/var/tmp"))
     try:
         build_rabbitmq_root(release, root)
+        with step(PREFIX, "as the official image: guest over the network, names from DNS too"):
+            _like_the_official_image(root)
         _import(root, name, ROOT_CHANGES)
     finally:
         with step(PREFIX, f"remove {root}"):
             _remove_tree(root)
+
+
+def _like_the_official_image(root: Path) -> None:
+    """What makes a 4.x image behave as ``rabbitmq:4-management`` does where clients and compose see it:
+    guest logs in from other containers, and peers resolve by name through the container's DNS."""
+    defaults = root / OFFICIAL_DEFAULTS_IN_IMAGE.lstrip("/")
+    defaults.parent.mkdir(parents=True, exist_ok=True)
+    defaults.write_text(OFFICIAL_DEFAULTS)
+    nsswitch = root / "etc/nsswitch.conf"
+    lines = [line for line in nsswitch.read_text().splitlines() if not line.startswith("hosts:")]
+    nsswitch.write_text("\n".join([*lines, IMAGE_NSSWITCH_HOSTS]) + "\n")
 
 
 def build_rabbitmq_root(release: Release, root: Path) -> None:

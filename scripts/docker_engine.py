@@ -2,9 +2,11 @@
 """Make a Docker engine available where none runs, and stop it afterwards if this script started it.
 
 If an engine already answers, it is used as it is. Otherwise (as root) Debian's ``docker.io`` and
-``docker-compose`` are installed if missing and ``dockerd`` is started with everything kept on loopback:
-no bridge, no iptables or ip-forwarding changes (containers use host networking), overlay2 storage and
-the cgroupfs driver::
+``docker-compose`` (compose v1) are installed if missing, and compose v2 (``docker compose``, from
+Debian trixie's package: ``scripts/_compose_v2.py``) if the docker CLI lacks it, and ``dockerd`` is
+started as users run it: with its default bridge, so that compose's own networks work (iptables rules
+and NAT for the bridges, IPv4 forwarding), overlay2 storage and the cgroupfs driver. Host-network
+containers (``tests/rabbitmq_container.py``) work on it too::
 
     python3 scripts/docker_engine.py start     # an engine answers afterwards; says if it started one
     python3 scripts/docker_engine.py stop      # stops it only if `start` started it
@@ -18,6 +20,11 @@ names to COMMAND in ``GEAR_TEST_RABBITMQ_IMAGE`` and ``GEAR_TEST_BASE_IMAGE``, r
 the engine if it started it. With ``--skip-unavailable`` a machine where Docker cannot run is a skip
 (exit 0, with the reason), not a failure; ``--unavailable-exit N`` exits with N there instead, so that a
 caller can run something else. Every step says what it does and how long it took, on stderr.
+
+``stop`` cleans up strictly: it removes what the tests left (containers labelled ``gear.test``, compose
+projects named ``gear-test-*`` with their networks and volumes), stops dockerd, then undoes what dockerd
+changed on the host and leaves behind (``scripts/_docker_network.py``): its iptables rules and chains
+(only docker's; other rules stay), its bridge links, the forwarding switch and the FORWARD policy.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import sys
 import time
 from pathlib import Path
 
+from _docker_network import note_host, undo_docker_changes
 from _steps import StepError, apt_install, say, step
 
 __all__ = ("engine_version", "ensure_engine", "stop_engine")
@@ -41,18 +49,22 @@ PREFIX = "docker-engine"
 STATE_DIR = Path("/run/gear-docker-engine")
 PIDFILE = STATE_DIR / "dockerd.pid"
 LOGFILE = Path("/var/log/gear-dockerd.log")
+NETWORK_NOTE = STATE_DIR / "host-network.json"
+"""The host's forwarding switch and FORWARD policy before dockerd started (``_docker_network.py``)."""
 TEST_LABEL = "gear.test"
 """Containers the tests start carry this label; ``stop`` removes any that a killed run left behind."""
+TEST_PROJECT_PREFIX = "gear-test-"
+"""Compose projects the tests bring up are named so; ``stop`` takes down any that a killed run left."""
+COMPOSE_PROJECT_LABEL = "com.docker.compose.project"
 START_TIMEOUT = 60.0
 
 DOCKERD_ARGS = (
-    "--bridge=none",
-    "--iptables=false",
     "--ip6tables=false",
-    "--ip-forward=false",
-    "--ip-masq=false",
     "--exec-opt=native.cgroupdriver=cgroupfs",
 )
+"""Bridge, iptables, IPv4 forwarding and masquerading keep dockerd's defaults (on): compose's default
+network is a bridge, and its containers reach each other by service name and the host's published
+ports through it."""
 
 
 class EngineUnavailableError(StepError):
@@ -99,16 +111,23 @@ def ensure_engine() -> bool:
         raise EngineUnavailableError(f"DOCKER_HOST={os.environ['DOCKER_HOST']} does not answer")
     if os.geteuid() != 0:
         raise EngineUnavailableError("no Docker engine answers, and starting dockerd needs root")
-    needed = (("docker.io", "dockerd"), ("docker.io", "docker"), ("docker-compose", "docker-compose"))
+    needed = (
+        ("docker.io", "dockerd"),
+        ("docker.io", "docker"),
+        ("iptables", "iptables"),
+        ("docker-compose", "docker-compose"),
+    )
     missing = sorted({package for package, command in needed if shutil.which(command) is None})
     if missing:
         try:
             apt_install(PREFIX, missing)
         except StepError as exc:
             raise EngineUnavailableError(str(exc)) from exc
+    _ensure_compose_v2()
     storage = _storage_driver()
     STATE_DIR.mkdir(parents=True, exist_ok=True)
-    with step(PREFIX, f"start dockerd ({storage}, no bridge, no iptables; log {LOGFILE})"):
+    note_host(NETWORK_NOTE)
+    with step(PREFIX, f"start dockerd ({storage}, default bridge with iptables NAT; log {LOGFILE})"):
         log = LOGFILE.open("ab")
         daemon = subprocess.Popen(
             ["dockerd", f"--storage-driver={storage}", *DOCKERD_ARGS],
@@ -124,11 +143,23 @@ def ensure_engine() -> bool:
             if daemon.poll() is not None or time.monotonic() > deadline:
                 _terminate(daemon.pid)
                 PIDFILE.unlink(missing_ok=True)
+                _undo_network()
                 tail = "\n".join(LOGFILE.read_text(errors="replace").splitlines()[-10:])
                 raise EngineUnavailableError(f"dockerd did not come up (exit {daemon.poll()}):\n{tail}")
             time.sleep(0.5)
     say(PREFIX, f"Docker {version} answers (pid {daemon.pid}, started by this script)")
     return True
+
+
+def _ensure_compose_v2() -> None:
+    """Compose v2 beside v1 where it can be had; a machine without it still runs compose v1."""
+    from _compose_v2 import ensure_compose_v2
+    from debian_images import debian_mirror
+
+    try:
+        ensure_compose_v2(PREFIX, debian_mirror())
+    except StepError as exc:
+        say(PREFIX, f"no compose v2 (`docker compose`); compose v1 (`docker-compose`) only: {exc}")
 
 
 def _storage_driver() -> str:
@@ -145,21 +176,67 @@ def stop_engine() -> bool:
     if pid is None:
         PIDFILE.unlink(missing_ok=True)
         say(PREFIX, "no dockerd started by this script is running; nothing to stop")
+        if NETWORK_NOTE.exists() and engine_version() is None:
+            _undo_network()  # ours died without a stop: its host changes are still there
         return False
-    leftovers = subprocess.run(
-        ["docker", "ps", "-aq", "--filter", f"label={TEST_LABEL}"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    ).stdout.split()
-    if leftovers:
-        say(PREFIX, f"removing {len(leftovers)} container(s) a test run left behind")
-        subprocess.run(["docker", "rm", "-f", *leftovers], capture_output=True, timeout=120, check=False)
+    _remove_test_leftovers()
     with step(PREFIX, f"stop dockerd (pid {pid})"):
         _terminate(pid)
     PIDFILE.unlink(missing_ok=True)
+    _undo_network()
     return True
+
+
+def _docker_lines(*args: str) -> list[str]:
+    done = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=60, check=False)
+    return done.stdout.split() if done.returncode == 0 else []
+
+
+def _remove_test_leftovers() -> None:
+    """Remove the containers, networks and volumes that test runs left (a killed run, a failed cleanup)."""
+    containers = set(_docker_lines("ps", "-aq", "--filter", f"label={TEST_LABEL}"))
+    projects = {
+        project
+        for project in _docker_lines(
+            "ps",
+            "-a",
+            "--filter",
+            f"label={COMPOSE_PROJECT_LABEL}",
+            "--format",
+            f'{{{{.Label "{COMPOSE_PROJECT_LABEL}"}}}}',
+        )
+        if project.startswith(TEST_PROJECT_PREFIX)
+    }
+    for project in sorted(projects):
+        containers.update(_docker_lines("ps", "-aq", "--filter", f"label={COMPOSE_PROJECT_LABEL}={project}"))
+    if containers:
+        say(PREFIX, f"removing {len(containers)} container(s) a test run left behind")
+        subprocess.run(
+            ["docker", "rm", "-f", "-v", *sorted(containers)], capture_output=True, timeout=300, check=False
+        )
+    networks = [
+        name
+        for name in _docker_lines("network", "ls", "--format", "{{.Name}}")
+        if name.startswith(TEST_PROJECT_PREFIX)
+    ]
+    volumes = [
+        name
+        for name in _docker_lines("volume", "ls", "--format", "{{.Name}}")
+        if name.startswith(TEST_PROJECT_PREFIX)
+    ]
+    if networks:
+        say(PREFIX, f"removing network(s) a test run left behind: {', '.join(networks)}")
+        subprocess.run(["docker", "network", "rm", *networks], capture_output=True, timeout=120, check=False)
+    if volumes:
+        say(PREFIX, f"removing {len(volumes)} volume(s) a test run left behind")
+        subprocess.run(["docker", "volume", "rm", *volumes], capture_output=True, timeout=120, check=False)
+
+
+def _undo_network() -> None:
+    """Undo what the dockerd this script ran changed on the host (it has exited)."""
+    undone = undo_docker_changes(NETWORK_NOTE)
+    if undone:
+        say(PREFIX, f"undid dockerd's host changes: {'; '.join(undone)}")
 
 
 def _terminate(pid: int, grace: float = 30.0) -> None:

@@ -1,24 +1,31 @@
-"""MkDocs hooks: the reference pages' generated parts, made from the code at every build.
+"""The reference pages' generated parts, made from the code: written into the pages (so they read on
+GitHub too) and refreshed at every site build.
 
-``mkdocs.yml`` names this file under ``hooks:``. A page asks for a generated part with a line that holds
-only a marker comment; the build replaces that line with the Markdown, so the site can never disagree
-with the code:
+A page holds a generated part between two marker comments; ``python scripts/docs_hooks.py --write``
+replaces what lies between them with what the code says now, ``tests/docs/test_generated_blocks.py``
+fails while a page is stale, and ``mkdocs.yml``'s ``hooks:`` refreshes them at build time, so the site
+can never disagree with the code:
 
-* ``<!-- gen:cli -->``: every ``gear`` command with its ``--help`` text, walked from the typer app;
+* ``<!-- gen:cli -->``: every ``gear`` command with its ``--help`` text, walked from the typer app,
+  at 80 columns;
 * ``<!-- gen:settings -->``: every :class:`gear.Settings` field, its ``GEAR_*`` variable, type,
-  default and the attribute docstring below it in ``gear/settings.py``;
+  default, range and the attribute docstring below it in ``gear/settings.py``;
 * ``<!-- gen:cli-env -->``: the environment variables the CLI's options read (``gear broker``'s own);
 * ``<!-- gen:exit-codes -->``: the exit-code table of ``gear --help``;
-* ``<!-- gen:exceptions -->``: every exception of ``gear.errors``, its bases and its CLI exit code;
-* ``<!-- gen:exception-tree -->``: the tree drawn in ``gear.errors``' docstring.
+* ``<!-- gen:exceptions -->``: every exception of ``gear.errors``, its bases and its CLI exit code
+  (linked to the API page on the site);
+* ``<!-- gen:exception-tree -->``: the tree drawn in ``gear.errors``' docstring;
+* ``<!-- gen:metrics -->``: every instrument of ``gear.metrics.names`` with its Prometheus series;
+* ``<!-- gen:api-index -->``, ``<!-- gen:broker-api-index -->``: every public name of ``gear`` and
+  ``gear.broker``, what it is and its source file (the ``:::`` lines are placeholders on GitHub).
 
-``python scripts/docs_hooks.py NAME`` prints one part (``cli``, ``settings``...), to look at it
-without building the site.
+Each part ends with ``<!-- /gen:NAME -->``. ``python scripts/docs_hooks.py NAME`` prints one part.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 import itertools
 import re
@@ -28,11 +35,23 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ("GENERATORS", "on_page_content", "on_page_markdown", "render")
+__all__ = (
+    "GENERATORS",
+    "PAGES",
+    "on_page_content",
+    "on_page_markdown",
+    "on_post_template",
+    "render",
+    "stale",
+    "write",
+)
 
 ROOT = Path(__file__).resolve().parents[1]
-_MARKER = re.compile(r"^<!-- gen:(?P<name>[\w-]+) -->$", re.M)
-_WIDTH = 100  # the terminal width the CLI's help is rendered at
+PAGES = tuple(sorted((ROOT / "docs").rglob("*.md")))
+"""The pages that may hold generated parts."""
+_BLOCK = re.compile(r"^<!-- gen:(?P<name>[\w-]+) -->\n(?P<body>.*?)^<!-- /gen:(?P=name) -->$", re.M | re.S)
+_OPEN = re.compile(r"^<!-- gen:(?P<name>[\w-]+) -->$", re.M)
+_WIDTH = 80  # the terminal width the CLI's help is rendered at: a code block's width on the site
 
 
 def _command(path: tuple[str, ...]) -> Any:
@@ -114,6 +133,22 @@ def _type_name(annotation: Any) -> str:
     return re.sub(r"Annotated\[(.*), NoDecode\]", r"\1", text)
 
 
+def _bounds(metadata: list[Any]) -> str:
+    """A field's range as ``0 < x ≤ 86400`` from its pydantic constraints; ``""`` without any."""
+
+    def number(value: float) -> str:
+        return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
+
+    low = high = ""
+    for item in metadata:
+        kind = type(item).__name__
+        if kind in ("Gt", "Ge"):
+            low = f"{number(item.gt if kind == 'Gt' else item.ge)} {'<' if kind == 'Gt' else '≤'} "
+        elif kind in ("Lt", "Le"):
+            high = f" {'<' if kind == 'Lt' else '≤'} {number(item.lt if kind == 'Lt' else item.le)}"
+    return f"{low}x{high}" if low or high else ""
+
+
 def settings() -> str:
     """The Settings fields as a table."""
     from pydantic_core import PydanticUndefined
@@ -135,6 +170,9 @@ def settings() -> str:
         if name not in docs:
             raise RuntimeError(f"Settings.{name} has no docstring: write one below it in gear/settings.py")
         kinds = " \\| ".join(f"`{part.strip()}`" for part in _type_name(field.annotation).split("|"))
+        bounds = _bounds(field.metadata)
+        if bounds:
+            kinds += f"<br>{bounds}"
         rows.append(
             f"| `{prefix}{name.upper()}`<br>(`{name}`) | {kinds} | {_cell(default)} | {_cell(docs[name])} |"
         )
@@ -174,8 +212,9 @@ def exit_codes() -> str:
     return "\n".join(rows) + "\n"
 
 
-def exceptions() -> str:
-    """Every exception class of ``gear.errors`` with its bases, meaning and exit code."""
+def exceptions(site: bool = False) -> str:
+    """Every exception class of ``gear.errors`` with its bases, meaning and exit code (on the site, each
+    name links to its entry in the Python API page)."""
     import gear.errors
     from gear.cli.output import exit_code_for
 
@@ -192,8 +231,8 @@ def exceptions() -> str:
         also = ", ".join(f"`{n}`" for n in parents + bases) or "`Exception`"
         meaning = (inspect.getdoc(cls) or "").split("\n\n")[0]
         code = exit_code_for(cls.__new__(cls))
-        rows.append(f"| [`{cls.__name__}`][gear.errors.{cls.__name__}] | {also} | {_cell(meaning)} "
-                    f"| {int(code)} |")  # fmt: skip
+        name = f"[`{cls.__name__}`][gear.errors.{cls.__name__}]" if site else f"`{cls.__name__}`"
+        rows.append(f"| {name} | {also} | {_cell(meaning)} | {int(code)} |")
     return "\n".join(rows) + "\n"
 
 
@@ -206,7 +245,68 @@ def exception_tree() -> str:
     return f"```text\n{textwrap.dedent(tree).replace('``', '')}\n```\n"
 
 
-GENERATORS: dict[str, Callable[[], str]] = {
+def _summary(obj: Any) -> str:
+    """The first sentence of ``obj``'s docstring, for a table cell (Sphinx roles as plain code)."""
+    doc = inspect.getdoc(obj) or ""
+    first = " ".join(doc.split("\n\n")[0].split())
+    first = re.split(r"(?<=\.)\s", first)[0]
+    first = re.sub(r":\w+:`~?([^`]+)`", r"`\1`", first)
+    first = re.sub(r"``([^`]+)``", r"`\1`", first)
+    return _cell(first[:-1] + "." if first.endswith(":") else first)
+
+
+def _api_index(module_name: str, names: list[str]) -> str:
+    """One row per public name of ``module_name``: what it is and the file its source is in."""
+    module = importlib.import_module(module_name)
+    rows = ["| name | what it is | source |", "|---|---|---|"]
+    for name in names:
+        obj = getattr(module, name)
+        try:
+            where = Path(inspect.getsourcefile(inspect.unwrap(obj)) or "").resolve()
+        except TypeError:  # a constant: its module holds it
+            where = Path(inspect.getsourcefile(module) or "").resolve()
+        source = f"`{where.relative_to(ROOT).as_posix()}`" if where.is_relative_to(ROOT) else ""
+        rows.append(f"| `{module_name}.{name}` | {_summary(obj)} | {source} |")
+    return "\n".join(rows) + "\n"
+
+
+def api_index() -> str:
+    """Every name of ``gear.__all__``: a table that reads on GitHub too, where the ``:::`` lines of the
+    page are only placeholders for the site."""
+    import gear
+
+    return _api_index("gear", list(gear.__all__))
+
+
+def broker_api_index() -> str:
+    """Every name of ``gear.broker.__all__``, as :func:`api_index`."""
+    import gear.broker
+
+    return _api_index("gear.broker", list(gear.broker.__all__))
+
+
+def metrics() -> str:
+    """Every instrument of ``gear.metrics.names``: measured on the hot path, then read when scraped."""
+    from gear.metrics.names import READ, Instrument, Measured
+
+    measured = [v for v in vars(Measured).values() if isinstance(v, Instrument)]
+    rows = [
+        "| OpenTelemetry name | Prometheus series | kind | labels | what it counts |",
+        "|---|---|---|---|---|",
+    ]
+    for instrument in [*measured, *READ.values()]:
+        labels = ", ".join(f"`{label.prometheus}`" for label in instrument.labels) or "-"
+        rows.append(
+            f"| `{instrument.name}` | `{instrument.prometheus}` | {instrument.kind.value} | {labels} "
+            f"| {_cell(instrument.description)} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+GENERATORS: dict[str, Callable[..., str]] = {
+    "metrics": metrics,
+    "api-index": api_index,
+    "broker-api-index": broker_api_index,
     "exception-tree": exception_tree,
     "cli": cli,
     "settings": settings,
@@ -216,18 +316,56 @@ GENERATORS: dict[str, Callable[[], str]] = {
 }
 
 
-def render(markdown: str) -> str:
-    """``markdown`` with every marker line replaced by its generated part.
+def _generate(name: str, site: bool) -> str:
+    """The part ``name`` as Markdown (ending with one newline).
+
+    Raises:
+        KeyError: no generator has that name.
+    """
+    make = GENERATORS[name]
+    text = make(site=site) if "site" in inspect.signature(make).parameters else make()
+    return text.rstrip("\n") + "\n"
+
+
+def render(markdown: str, *, site: bool = True) -> str:
+    """``markdown`` with every generated part made afresh (``site``: the flavour for the built site).
 
     Raises:
         KeyError: a marker names no generator.
+        ValueError: a part without its end marker.
     """
-    return _MARKER.sub(lambda m: GENERATORS[m.group("name")]().rstrip("\n"), markdown)
+    opened = [m.group("name") for m in _OPEN.finditer(markdown)]
+    closed = [m.group("name") for m in _BLOCK.finditer(markdown)]
+    if opened != closed:
+        missing = sorted(set(opened) - set(closed)) or opened
+        raise ValueError(f"generated part(s) {', '.join(missing)} without <!-- /gen:NAME --> after them")
+    return _BLOCK.sub(
+        lambda m: f"<!-- gen:{m['name']} -->\n{_generate(m['name'], site)}<!-- /gen:{m['name']} -->",
+        markdown,
+    )
+
+
+def stale(pages: tuple[Path, ...] = PAGES) -> list[str]:
+    """The pages (relative to the repository) whose generated parts differ from what the code says."""
+    return [
+        str(page.relative_to(ROOT))
+        for page in pages
+        if (text := page.read_text()) != render(text, site=False)
+    ]
+
+
+def write(pages: tuple[Path, ...] = PAGES) -> list[str]:
+    """Refresh every page's generated parts in place; returns the pages that changed."""
+    changed = stale(pages)
+    for name in changed:
+        page = ROOT / name
+        page.write_text(render(page.read_text(), site=False))
+    return changed
 
 
 def on_page_markdown(markdown: str, **_: Any) -> str:
-    """MkDocs' hook: fill the page's markers."""
-    return render(markdown)
+    """MkDocs' hook: the page's generated parts, made afresh for the site."""
+    return render(markdown, site=True)
 
 
 _ROLE = re.compile(r":(?:class|meth|func|attr|mod|data|exc|obj):<code>(~?)([^<]*)</code>")
@@ -244,6 +382,28 @@ def on_page_content(html: str, **_: Any) -> str:
     return _ROLE.sub(_role, html).replace("::</p>", ":</p>")
 
 
+_ROOTED = re.compile(r'(?P<attr>\b(?:href|src|action)=")/(?P<rest>[^/"][^"]*|)"')
+
+
+def on_post_template(output: str, *, template_name: str, **_: Any) -> str:
+    """MkDocs' hook: ``404.html`` with links relative to the site's root folder, as every other page
+    has them, instead of root-absolute ones (``/assets/...``), which break wherever the site is not
+    served at a domain's root (a ``file://`` folder, a sub-path). It sits in the root folder, so
+    ``assets/...`` is right there."""
+    if template_name != "404.html":
+        return output
+    output = _ROOTED.sub(lambda m: f'{m["attr"]}{m["rest"] or "index.html"}"', output)
+    return re.sub(r'"base":\s*"/"', '"base": "."', output)
+
+
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
-    print(GENERATORS[sys.argv[1]]())
+    if sys.argv[1:] == ["--write"]:
+        for changed in write():
+            print(f"wrote {changed}")
+    elif sys.argv[1:] == ["--check"]:
+        found = stale()
+        print("\n".join(f"stale: {page}" for page in found) or "every generated part is fresh")
+        sys.exit(1 if found else 0)
+    else:
+        print(_generate(sys.argv[1], site=False), end="")

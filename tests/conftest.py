@@ -11,11 +11,17 @@ tests (minutes of traffic each) are skipped unless asked (``GEAR_TEST_SOAK=1`` o
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import re
+import sys
+import textwrap
+import time
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,6 +33,18 @@ from tests.rabbitmq_container import START_TIMEOUT
 def unique(prefix: str) -> str:
     """A name no other test uses (queues and TYPEs on a shared RabbitMQ)."""
     return f"{prefix}{uuid.uuid4().hex[:8]}"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if sys.version_info[:3] == (3, 13, 0):
+        # CPython 3.13.0's asyncio.Server._detach wakes its waiters a second time when a transport it
+        # accepted is garbage-collected after the server closed (TypeError in __del__; fixed in 3.13.1).
+        # Unclosed transports are only a ResourceWarning here (ignored, see pyproject.toml).
+        config.addinivalue_line(
+            "filterwarnings",
+            "ignore:Exception ignored in. <function _SelectorTransport.__del__"
+            ":pytest.PytestUnraisableExceptionWarning",
+        )
 
 
 def pytest_report_header() -> str:
@@ -54,6 +72,16 @@ def _asked(config: pytest.Config, env: str, marker: str) -> bool:
     return re.search(rf"(?<!not )\b{marker}\b", markexpr) is not None
 
 
+def _group(item: pytest.Item, group: str) -> str:
+    """The xdist group of a grouped test: the RabbitMQ 4.3 cluster's tests get one of their own (it is
+    another cluster than the 3.10 one, so both run at once)."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    fixtures = getattr(item, "fixturenames", ())
+    if group == "cluster" and ("cluster43" in fixtures or params.get("any_cluster") == "4.3"):
+        return "cluster43"
+    return group
+
+
 _SLOW_KEY = "slow_tests_left_out"
 _NOTES: list[tuple[str, Any]] = []
 """What this process tells the summary (under xdist, through its first test report)."""
@@ -74,7 +102,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         marked = {m for m in _GROUPS if item.get_closest_marker(m) is not None}
         if marked:
-            item.add_marker(pytest.mark.xdist_group(sorted(marked)[0]))
+            item.add_marker(pytest.mark.xdist_group(_group(item, sorted(marked)[0])))
         if item.get_closest_marker("soak") is not None and not soak:
             item.add_marker(pytest.mark.skip(reason=f"soak tests take minutes: {ENV_SOAK}=1 or -m soak"))
         if item.get_closest_marker("docker") is not None and not containers:
@@ -87,6 +115,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if item.get_closest_marker("timeout") is None:
                 item.add_marker(pytest.mark.timeout(START_TIMEOUT + 60))
             return
+
+
+SPARK_SKIP = (
+    "PySpark is not installed: the test extra leaves it out (491 MB); "
+    "pip install -e '.[spark]' (and Java 17) runs these tests, as CI does"
+)
+
+
+# pytest registers only functions named pytest_*: this one is the second collection_modifyitems hook
+@pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")
+def pytest_collection_modifyitems_without_pyspark(items: list[pytest.Item]) -> None:
+    """Tests marked spark (tests/pipeline marks its own) skip, and say how to run them, where PySpark is
+    not installed: the README's test command does not install it."""
+    if importlib.util.find_spec("pyspark") is not None:
+        return
+    for item in items:
+        if item.get_closest_marker("spark") is not None:
+            item.add_marker(pytest.mark.skip(reason=SPARK_SKIP))
 
 
 _UNGROUPED: list[str] = []
@@ -157,7 +203,10 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.section(f"{len(skipped)} skipped, by reason", sep="-")
         shown = reasons.most_common(8)
         for reason, count in shown:
-            terminalreporter.write_line(f"{count:>5}  {_shorten(reason)}")
+            first, *more = _wrapped(reason) or [""]
+            terminalreporter.write_line(f"{count:>5}  {first}")
+            for line in more:
+                terminalreporter.write_line(f"{'':>5}  {line}")
         rest = sum(reasons.values()) - sum(count for _, count in shown)
         if rest:
             terminalreporter.write_line(
@@ -169,12 +218,34 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
             used.append(value)
     for found in used:
         terminalreporter.write_line(f"RabbitMQ under test: {found}")
+    for line in _compose_figures():
+        terminalreporter.write_line(line)
 
 
-def _shorten(reason: str, limit: int = 150) -> str:
-    """The first sentence-ish of a skip reason, at most ``limit`` characters."""
-    text = " ".join(reason.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+_SESSION_BEGAN = time.time()
+
+
+def _compose_figures() -> list[str]:
+    """One line per compose system run in this session (the figures ``tests/examples/compose_run.py``
+    wrote; ``scripts/compose_figures.py`` puts them in the docs), so that CI's log has them."""
+    directory = Path(os.environ.get("GEAR_TEST_ARTIFACTS", "test-artifacts"))
+    lines = []
+    for path in sorted(directory.glob("compose-*.json")):
+        if path.stat().st_mtime < _SESSION_BEGAN:
+            continue
+        run = json.loads(path.read_text())
+        steps = "; ".join(
+            f"{s['step']} {s['seconds']:.1f} s" if s["seconds"] is not None else f"{s['step']}: {s['seen']}"
+            for s in run["steps"]
+        )
+        lines.append(f"compose system ({run['name']}, {run['compose']}): {steps}")
+    return lines
+
+
+def _wrapped(reason: str, width: int = 100) -> list[str]:
+    """A skip reason in full, wrapped into lines of at most ``width`` characters (never cut: the end of
+    a reason is usually what to do)."""
+    return textwrap.wrap(" ".join(reason.split()), width, break_long_words=False, break_on_hyphens=False)
 
 
 @pytest.fixture(scope="session")

@@ -147,6 +147,20 @@ def test_only_the_brokers_server_does_io() -> None:
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
+_NO_IO = ("asyncio", "socket", "ssl", "selectors", "threading", "logging", "time")
+
+
+@pytest.mark.parametrize("package", ["amqp", "wire"])
+def test_the_protocol_cores_do_no_io_keep_no_time_and_log_nothing(package: str) -> None:
+    """``gear.wire`` and the client core ``gear.amqp`` are sans-I/O: bytes in, events and bytes out;
+    the socket, the event loop, the clock and the log belong to the shell (``gear.link``)."""
+    offenders = {
+        path.name: sorted(m for m in _imports(path) if m.split(".")[0] in _NO_IO)
+        for path in (ROOT / "gear" / package).glob("*.py")
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
 def test_the_cli_uses_only_public_names() -> None:
     """``gear/cli/`` is glue over the public API: ``gear``'s facade, ``gear.broker``, ``gear.contract``,
     ``gear.pipeline``."""
@@ -165,6 +179,9 @@ def test_the_cli_uses_only_public_names() -> None:
         "gear.deadletter": {"ParkedLetter", "list_dead_letters"},
         "gear.topology": {"dead_letter_queue"},
         "gear.doctor": set(importlib.import_module("gear.doctor").__all__),
+        "gear.limits": set(importlib.import_module("gear.limits").__all__),
+        "gear.management": {"Management", "ManagementUnavailableError"},
+        "gear.prune": set(importlib.import_module("gear.prune").__all__),
     }
     wrong = []
     for path in sorted((ROOT / "gear" / "cli").glob("*.py")):
@@ -228,11 +245,12 @@ def test_the_calling_and_serving_sides_do_not_know_each_other() -> None:
 _LAYERS = {
     "tracing": (),
     "metrics": ("gear.tracing", "gear.eventloop", "gear.version"),
-    "broker": ("gear.wire", "gear.redact", "gear.eventloop"),  # wire: the bottom layer both ends share
+    "broker": ("gear.wire", "gear.timers", "gear.redact", "gear.eventloop"),  # wire, timers: both ends
     "pipeline": ("gear.tracing",),
     "wire": (),
     "amqp": ("gear.wire",),
-    "link": ("gear.alarms", "gear.amqp", "gear.errors", "gear.redact", "gear.topology"),
+    # the wire layer's values (typed methods, Publish, Properties): what the link hands the core
+    "link": ("gear.timers", "gear.amqp", "gear.wire", "gear.errors", "gear.redact", "gear.topology"),
 }
 
 
@@ -248,21 +266,23 @@ def test_each_layer_imports_only_what_the_layer_picture_allows(package: str) -> 
     assert {k: v for k, v in wrong.items() if v} == {}
 
 
-def test_no_other_amqp_client_is_used_and_pamqp_only_below_the_sdk() -> None:
-    """Gear is its own AMQP client: aiormq and aio-pika are peers in tests and benchmarks only, and
-    pamqp (the codec) is used by the wire layer, the client core, its shell and the broker."""
-    below = ("gear/wire/", "gear/amqp/", "gear/link/", "gear/broker/")
+def test_no_other_amqp_client_or_codec_is_used() -> None:
+    """Gear is its own AMQP client with its own codec (``gear.wire``): aiormq and aio-pika are peers in
+    tests and benchmarks only, pamqp the codec's peer in its tests and the source of its generated spec."""
     wrong = {}
     for path in (ROOT / "gear").rglob("*.py"):
-        name = path.relative_to(ROOT).as_posix()
-        clients = ("aiormq", "aio_pika") if name.startswith(below) else ("aiormq", "aio_pika", "pamqp")
-        found = sorted(m for m in _imports(path) if m.split(".")[0] in clients)
+        found = sorted(m for m in _imports(path) if m.split(".")[0] in ("aiormq", "aio_pika", "pamqp"))
         if found:
-            wrong[name] = found
+            wrong[path.relative_to(ROOT).as_posix()] = found
     assert wrong == {}
 
 
-_PARSERS = ("gear.wire.frames.FrameReader", "pamqp.frame.unmarshal", "pamqp.decode", "gear.wire.table")
+_PARSERS = (
+    "gear.wire.frames.FrameReader",
+    "gear.wire.methods",
+    "gear.wire.properties.decode_properties",
+    "gear.wire.table",
+)
 
 
 def test_no_module_outside_the_protocol_cores_parses_frames() -> None:
@@ -435,7 +455,8 @@ def test_every_install_hint_names_the_distribution() -> None:
 
 @pytest.mark.slow
 def test_the_wheel_installs_gear_alone_with_both_commands(tmp_path: Path) -> None:
-    """Only ``gear`` (with ``gear.cli`` and ``gear.examples`` inside) goes into site-packages."""
+    """Only ``gear`` (with ``gear.cli`` and ``gear.examples`` inside) goes into site-packages, with the
+    LICENSE beside its metadata."""
     build = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(ROOT)]
     done = subprocess.run(build, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -446,6 +467,9 @@ def test_the_wheel_installs_gear_alone_with_both_commands(tmp_path: Path) -> Non
         entry_points = archive.read(f"{info}/entry_points.txt").decode()
     assert {n.split("/")[0] for n in names} == {"gear", info}
     assert {"gear/cli/main.py", "gear/examples/demo.py", "gear/py.typed"} <= set(names)
+    with zipfile.ZipFile(wheel) as archive:  # the license travels with the code (issue 40)
+        assert archive.read(f"{info}/licenses/LICENSE") == (ROOT / "LICENSE").read_bytes()
+        assert "License-Expression: MIT" in archive.read(f"{info}/METADATA").decode()
     assert "gear = gear.cli.main:app" in entry_points
     assert "gear-rpc = gear.cli.main:app" in entry_points
 
@@ -462,3 +486,10 @@ def test_the_classifiers_name_the_pythons_ci_runs() -> None:
     assert declared == in_ci
     lowest = min(declared, key=lambda v: tuple(map(int, v.split("."))))
     assert project["requires-python"] == f">={lowest}"
+
+
+def test_the_docs_extra_formats_signatures() -> None:
+    """mkdocstrings lays the API's signatures out only with ruff or black installed: the docs extra
+    brings one, so `pip install -e '.[docs]' && mkdocs serve` shows them readable (issue 40)."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert any(re.match(r"(ruff|black)\b", requirement) for requirement in extras["docs"])

@@ -2,7 +2,8 @@
 //
 // The same job as Gear's: a topic exchange, the request routed by key to the server's queue, the reply
 // routed by key to the caller's queue, publisher confirms and mandatory on requests and replies, manual
-// acks (the server acks a request once its reply is confirmed). Built by benchmarks/gobench.py from
+// acks (the server acks a request once its reply is confirmed, as Gear's does; serve-ack-at-publish acks
+// it as soon as the reply is published, the lighter shape). Built by benchmarks/gobench.py from
 // Debian's packages (golang-go, golang-github-rabbitmq-amqp091-go-dev) in GOPATH mode.
 //
 // Confirms are read from NotifyPublish, each publish numbered under a lock before it is sent: Debian's
@@ -10,6 +11,7 @@
 // its Wait never returns (a race fixed in later releases).
 //
 //	rpcbench serve  URL EXCHANGE KEY          prints "ready", then serves until stdin closes
+//	rpcbench serve-ack-at-publish URL EXCHANGE KEY   the same, acking each request when its reply is sent
 //	rpcbench client URL EXCHANGE SERVER_KEY   prints "ready", then answers commands on stdin:
 //	    call            one call; prints {"latency_ns": N}
 //	    load C MILLIS   C calls in flight for MILLIS ms; prints {"in_time": N, "latencies_ns": [...], "cpu_ns": N}
@@ -122,7 +124,10 @@ func exitWithStdin(last func()) {
 	}()
 }
 
-func serve(url, exchange, key string) {
+// serve answers each request with a confirmed, mandatory reply. ackAtPublish false: the request is acked
+// when the broker confirms the reply (a reply lost with the server's link is asked again: Gear's job);
+// true: it is acked at once when the reply is published (lighter: a reply lost in flight is lost).
+func serve(url, exchange, key string, ackAtPublish bool) {
 	p := open(url, exchange)
 	ch := p.ch
 	must(ch.Qos(256, 0, false))
@@ -150,7 +155,12 @@ func serve(url, exchange, key string) {
 		}
 		request := d
 		reply := amqp.Publishing{ContentType: "application/json", CorrelationId: d.CorrelationId, Body: d.Body}
-		p.publish(exchange, d.ReplyTo, reply, func(bool) { must(request.Ack(false)) })
+		if ackAtPublish {
+			p.publish(exchange, d.ReplyTo, reply, func(bool) {})
+			must(request.Ack(false))
+		} else {
+			p.publish(exchange, d.ReplyTo, reply, func(bool) { must(request.Ack(false)) })
+		}
 		if trace != "" {
 			published := monotonic()
 			id, _ := strconv.ParseInt(d.CorrelationId, 16, 64)
@@ -306,12 +316,14 @@ func runClient(url, exchange, target string) {
 
 func main() {
 	if len(os.Args) != 5 {
-		fmt.Fprintln(os.Stderr, "usage: rpcbench serve|client URL EXCHANGE KEY")
+		fmt.Fprintln(os.Stderr, "usage: rpcbench serve|serve-ack-at-publish|client URL EXCHANGE KEY")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
 	case "serve":
-		serve(os.Args[2], os.Args[3], os.Args[4])
+		serve(os.Args[2], os.Args[3], os.Args[4], false)
+	case "serve-ack-at-publish":
+		serve(os.Args[2], os.Args[3], os.Args[4], true)
 	case "client":
 		runClient(os.Args[2], os.Args[3], os.Args[4])
 	default:

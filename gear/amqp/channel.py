@@ -6,13 +6,17 @@ A channel is ``opening`` (``channel.open`` sent), ``open``, ``closing`` (the cli
 ``channel.close``) or ``closed``. Every synchronous method the client sends appends the set of
 replies it allows to a FIFO; a reply that is not allowed by the oldest entry is a protocol error (503),
 as is any method the broker may not send a client. Frames the broker sends on its own (deliveries,
-returns, confirms, a consumer cancel, ``channel.close``, ``channel.flow``) never touch the FIFO.
+returns, confirms, a consumer cancel, ``channel.close``, ``channel.flow``) never touch the FIFO. Each
+entry keeps the caller's ``waiter`` (any value: the shell's future), handed back in the
+:class:`~gear.amqp.events.MethodReply` or, when the channel closes first, in
+:class:`~gear.amqp.events.ChannelClosed`: the one queue of pending replies.
 
 Content: ``basic.deliver`` and ``basic.return`` are followed by exactly one content header and body
 frames adding up to the size it declares; anything else in between (a method, a second header, a body
 frame too long, a body shorter than declared) is a 505 protocol error. A property list that does not
 decode is not a protocol error: the message is handed up marked ``malformed`` (it came from some
-publisher, not from the broker's framing) and can only be rejected.
+publisher, not from the broker's framing) and can only be rejected. A delivery is settled by a call on
+the channel with its tag (:meth:`ClientChannel.ack`, ``nack``, ``reject``).
 
 Closing follows the spec both ways. When the broker closes the channel, ``close-ok`` is sent at once
 and the channel is closed. When the client closes it, everything the broker sends on it except
@@ -23,34 +27,41 @@ broker's reason is reported, and the channel stays ``closing`` until the broker'
 
 from __future__ import annotations
 
-import logging
 import struct
 from collections import deque
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any
 
-from pamqp import commands
-
-from gear.amqp import methods
-from gear.amqp.errors import ChannelClosedError, ProtocolError
-from gear.amqp.message import Consumer, Delivery, Returned, Settle
+from gear.amqp.errors import ChannelClosedError, ProtocolError, read_method
+from gear.amqp.events import ChannelClosed, Confirm, ConsumerCancelled, Delivery, Event, MethodReply, Returned
+from gear.wire import spec
+from gear.wire.content import Publish, encode_publish
 from gear.wire.frames import FRAME_BODY, FRAME_HEADER, FRAME_METHOD
+from gear.wire.methods import (
+    ack_fields,
+    ack_frame,
+    deliver_fields,
+    encode_method,
+    method_name,
+    nack_frame,
+    reject_frame,
+    return_fields,
+)
 from gear.wire.properties import Properties, decode_properties
+from gear.wire.table import FieldError
 
-__all__ = ("ChannelHandler", "ChannelState", "ClientChannel")
-
-log = logging.getLogger("gear.amqp")
+__all__ = ("ChannelState", "ClientChannel")
 
 _INDEX = struct.Struct(">I")
 _HEADER_START = struct.Struct(">HHQH")
-_CLOSE = commands.Channel.Close.index
-_CLOSE_OK = commands.Channel.CloseOk.index
-_OPEN_OK = commands.Channel.OpenOk.index
-_FLOW = commands.Channel.Flow.index
-_CANCEL = commands.Basic.Cancel.index
-_CANCEL_OK = commands.Basic.CancelOk.index
-_BY_NAME = {methods.method_name(index): index for index in commands.INDEX_MAPPING}
+_CLOSE = spec.Channel.Close.index
+_CLOSE_OK = spec.Channel.CloseOk.index
+_DELIVER = spec.Basic.Deliver.index
+_RETURN = spec.Basic.Return.index
+_ACK = spec.Basic.Ack.index
+_NACK = spec.Basic.Nack.index
+_CONFIRMS = frozenset((_ACK, _NACK))
 _FRAME_NAMES = {FRAME_METHOD: "method", FRAME_HEADER: "content header", FRAME_BODY: "content body"}
 
 
@@ -63,27 +74,14 @@ class ChannelState(StrEnum):
     CLOSED = "closed"
 
 
-class ChannelHandler(Protocol):
-    """What the owner of a channel is told (each call is inline, during ``receive``)."""
-
-    def on_reply(self, method: Any) -> None:
-        """The reply (a pamqp method) to the oldest synchronous method still awaiting one."""
-
-    def on_confirm(self, delivery_tag: int, multiple: bool, ack: bool) -> None:
-        """A publisher confirm: ``basic.ack`` (``ack``) or ``basic.nack``."""
-
-    def on_return(self, returned: Returned) -> None:
-        """A mandatory publish came back unroutable (its confirm follows)."""
-
-    def on_cancelled(self, consumer_tag: str) -> None:
-        """The broker cancelled a consumer (its queue was deleted, say)."""
-
-    def on_closed(self, code: int, text: str, by_broker: bool) -> None:
-        """The channel closed (once): by the broker (its reason), or the client's close completed."""
+_OPEN = ChannelState.OPEN
+_CLOSING = ChannelState.CLOSING
+_CLOSED = ChannelState.CLOSED
+"""The states the read and publish paths test, as module constants (an enum member is a slow lookup)."""
 
 
 class _Content:
-    """A message being assembled: its method's fields, then its header, then body frames."""
+    """A message being assembled: its method's arguments, then its header, then body frames."""
 
     __slots__ = ("fields", "malformed", "parts", "properties", "remaining", "returned")
 
@@ -97,10 +95,11 @@ class _Content:
 
 
 class ClientChannel:
-    """A channel's protocol state; frames go out through ``send`` (the connection's outbox)."""
+    """A channel's protocol state; frames go out through ``send`` (the connection's outbox), what the
+    broker sends comes back as events from the connection's ``receive``."""
 
     def __init__(
-        self, number: int, handler: ChannelHandler, send: Callable[[bytes], None], max_body: int
+        self, number: int, send: Callable[[bytes], None], max_body: int, frame_max: int, waiter: object = None
     ) -> None:
         self.number = number
         self.state = ChannelState.OPENING
@@ -108,16 +107,17 @@ class ClientChannel:
         """``confirm.select`` was sent: publishes are numbered and confirmed."""
         self.published = 0
         """The sequence number of the last publish since ``confirm.select``."""
-        self._handler = handler
         self._send = send
         self._max_body = max_body
-        self._awaiting: deque[frozenset[int]] = deque()
-        self._consumers: dict[str, tuple[str, Consumer, Settle]] = {}
+        self._frame_max = frame_max
+        self._awaiting: deque[tuple[frozenset[int], object]] = deque()
+        self._consumers: dict[str, str] = {}
+        """consumer tag -> queue."""
         self._content: _Content | None = None
         self._reported = False
         self._close_reason: tuple[int, str, bool] = (200, "closed by the client", False)
-        send(methods.encode_method(number, commands.Channel.Open()))
-        self._awaiting.append(frozenset({_OPEN_OK}))
+        send(encode_method(number, spec.Channel.Open()))
+        self._awaiting.append((frozenset(spec.Channel.Open.responses), waiter))
 
     # -- outbound --------------------------------------------------------------------------------
 
@@ -131,41 +131,50 @@ class ClientChannel:
             code, text, by_broker = self._close_reason
             raise ChannelClosedError(code, text, by_broker=by_broker)
 
-    def call(self, method: Any) -> None:
-        """Send a method (a pamqp instance); a synchronous one awaits its reply (``on_reply``).
+    def call(self, method: spec.Method, waiter: object = None) -> None:
+        """Send a method; a synchronous one awaits its reply, a
+        :class:`~gear.amqp.events.MethodReply` carrying ``waiter``.
 
         Raises:
             ChannelClosedError: the channel is closing or closed.
-            ValueError: an argument pamqp refuses.
+            FieldError: an argument AMQP cannot carry (a name over 255 bytes, say).
         """
         self._check_usable()
-        frame = methods.encode_method(self.number, method)
-        if isinstance(method, commands.Confirm.Select):
+        frame = encode_method(self.number, method)
+        if isinstance(method, spec.Confirm.Select):
             self.confirming = True
             self.published = 0
-        if method.synchronous and not getattr(method, "nowait", False):
-            self._awaiting.append(frozenset(_BY_NAME[name] for name in method.valid_responses))
+        if method.responses and not getattr(method, "nowait", False):
+            self._awaiting.append((frozenset(method.responses), waiter))
         self._send(frame)
 
-    def consume(self, queue: str, consumer_tag: str, consumer: Consumer, settle: Settle) -> None:
+    def consume(
+        self, queue: str, consumer_tag: str, arguments: dict[str, Any] | None = None, waiter: object = None
+    ) -> None:
         """Start consuming ``queue`` under ``consumer_tag`` (chosen by the client, so deliveries that
-        follow ``consume-ok`` in the same read already find their consumer).
+        follow ``consume-ok`` in the same read already find their consumer), with ``arguments``
+        (``x-priority``...); ``consume-ok`` is the reply carrying ``waiter``.
 
         Raises:
             ChannelClosedError: the channel is closing or closed.
         """
         self._check_usable()
-        self._consumers[consumer_tag] = (queue, consumer, settle)
-        self.call(commands.Basic.Consume(queue=queue, consumer_tag=consumer_tag))
+        self._consumers[consumer_tag] = queue
+        self.call(
+            spec.Basic.Consume(queue=queue, consumer_tag=consumer_tag, arguments=arguments or {}), waiter
+        )
 
-    def publish(self, frames: bytes) -> int:
-        """Send the frames of one ``basic.publish``; its sequence number in confirm mode, else 0.
+    def publish(self, publish: Publish) -> int:
+        """Send one message (``basic.publish``, its content header and body frames, in one write); its
+        sequence number in confirm mode, else 0.
 
         Raises:
+            FieldError: a name or property AMQP cannot carry (nothing was sent).
             ChannelClosedError: the channel is closing or closed (nothing was sent: frames after a
                 ``close`` would make the broker close the whole connection).
         """
-        if self.state is not ChannelState.OPEN:
+        frames = encode_publish(self.number, publish, self._frame_max)
+        if self.state is not _OPEN:
             self._check_usable()
         self._send(frames)
         if self.confirming:
@@ -175,16 +184,23 @@ class ClientChannel:
 
     def ack(self, delivery_tag: int, multiple: bool = False) -> bool:
         """Acknowledge a delivery; False (nothing sent) unless the channel is open."""
+        if self.state is not _OPEN:
+            return False
+        self._send(ack_frame(self.number, delivery_tag, multiple))
+        return True
+
+    def nack(self, delivery_tag: int, multiple: bool = False, requeue: bool = True) -> bool:
+        """Refuse a delivery (``basic.nack``); False (nothing sent) unless the channel is open."""
         if self.state is not ChannelState.OPEN:
             return False
-        self._send(methods.ack_frame(self.number, delivery_tag, multiple))
+        self._send(nack_frame(self.number, delivery_tag, multiple, requeue))
         return True
 
     def reject(self, delivery_tag: int, requeue: bool) -> bool:
         """Reject a delivery; False (nothing sent) unless the channel is open."""
-        if self.state is not ChannelState.OPEN:
+        if self.state is not _OPEN:
             return False
-        self._send(methods.reject_frame(self.number, delivery_tag, requeue))
+        self._send(reject_frame(self.number, delivery_tag, requeue))
         return True
 
     def close(self, code: int = 200, text: str = "Normal shutdown") -> None:
@@ -194,27 +210,23 @@ class ClientChannel:
         self.state = ChannelState.CLOSING
         self._close_reason = (code, text, False)
         self._content = None
-        self._send(
-            methods.encode_method(
-                self.number,
-                commands.Channel.Close(reply_code=code, reply_text=text[:255], class_id=0, method_id=0),
-            )
-        )
+        self._send(encode_method(self.number, spec.Channel.Close(code, text[:255], 0, 0)))
 
     # -- inbound ---------------------------------------------------------------------------------
 
-    def receive(self, kind: int, data: bytes | bytearray, start: int, end: int) -> None:
-        """One frame for this channel: its payload is ``data[start:end]`` (read in place).
+    def receive(self, kind: int, data: bytes | bytearray, start: int, end: int, events: list[Event]) -> None:
+        """One frame for this channel: its payload is ``data[start:end]`` (read in place); what it
+        completes is appended to ``events``.
 
         Raises:
             ProtocolError: the broker broke the protocol on this channel.
         """
         content = self._content
         if content is not None:
-            self._content_frame(content, kind, data, start, end)
+            self._content_frame(content, kind, data, start, end, events)
             return
         if kind != FRAME_METHOD:
-            if self.state is ChannelState.CLOSING:
+            if self.state is _CLOSING:
                 return  # the content of a message sent before the broker saw our close
             raise ProtocolError(
                 505,
@@ -223,62 +235,62 @@ class ClientChannel:
         if end - start < 4:
             raise ProtocolError(502, f"method frame of {end - start} bytes on channel {self.number}")
         index = _INDEX.unpack_from(data, start)[0]
-        if self.state is ChannelState.CLOSING and index != _CLOSE and index != _CLOSE_OK:
+        if self.state is _CLOSING and index != _CLOSE and index != _CLOSE_OK:
             return
-        if index == methods.DELIVER:
-            self._content = _Content(methods.decode_deliver(data, start, end), False)
-        elif index == methods.ACK or index == methods.NACK:
-            if not self.confirming:
-                name = methods.method_name(index)
-                raise ProtocolError(503, f"{name} on channel {self.number}, which is not in confirm mode")
-            tag, multiple = methods.decode_ack(data, start, end)
-            self._notify(self._handler.on_confirm, tag, multiple, index == methods.ACK)
-        elif index == methods.RETURN:
-            self._content = _Content(methods.decode_return(data, start, end), True)
-        else:
-            self._method(index, methods.decode_method(data[start:end]))
+        try:
+            if index == _DELIVER:
+                self._content = _Content(deliver_fields(data, start, end), False)
+            elif index in _CONFIRMS:
+                if not self.confirming:
+                    name = method_name(index)
+                    raise ProtocolError(503, f"{name} on channel {self.number}, which is not in confirm mode")
+                tag, multiple = ack_fields(data, start, end)
+                events.append(Confirm(self.number, tag, multiple, index == _NACK))
+            elif index == _RETURN:
+                self._content = _Content(return_fields(data, start, end), True)
+            else:
+                self._method(read_method(data, start, end), events)
+        except FieldError as exc:
+            raise ProtocolError(502, str(exc)) from exc
 
-    def _method(self, index: int, method: Any) -> None:
-        if index == _CLOSE:
-            self._send(methods.encode_method(self.number, commands.Channel.CloseOk()))
+    def _method(self, method: spec.Method, events: list[Event]) -> None:
+        if isinstance(method, spec.Channel.Close):
+            self._send(encode_method(self.number, spec.Channel.CloseOk()))
             closing = self.state is ChannelState.CLOSING
             if not closing:
                 self.state = ChannelState.CLOSED
-            self._closed(method.reply_code, method.reply_text, by_broker=True)
-        elif index == _CLOSE_OK:
+            self._closed(method.reply_code, method.reply_text, True, events)
+        elif isinstance(method, spec.Channel.CloseOk):
             if self.state is not ChannelState.CLOSING:
                 raise ProtocolError(503, f"channel.close-ok on channel {self.number}, which was not closing")
             self.state = ChannelState.CLOSED
             code, text, by_broker = self._close_reason
-            self._closed(code, text, by_broker=by_broker)
-        elif index == _FLOW:
-            self._send(methods.encode_method(self.number, commands.Channel.FlowOk(active=method.active)))
-        elif index == _CANCEL:
-            if self._consumers.pop(method.consumer_tag, None) is not None:
-                self._notify(self._handler.on_cancelled, method.consumer_tag)
+            self._closed(code, text, by_broker, events)
+        elif isinstance(method, spec.Channel.Flow):
+            self._send(encode_method(self.number, spec.Channel.FlowOk(active=method.active)))
+        elif isinstance(method, spec.Basic.Cancel):
+            queue = self._consumers.pop(method.consumer_tag, None)
+            if queue is not None:
+                events.append(ConsumerCancelled(self.number, method.consumer_tag, queue))
             if not method.nowait:
-                self._send(
-                    methods.encode_method(
-                        self.number, commands.Basic.CancelOk(consumer_tag=method.consumer_tag)
-                    )
-                )
+                self._send(encode_method(self.number, spec.Basic.CancelOk(consumer_tag=method.consumer_tag)))
         else:
-            if not self._awaiting or index not in self._awaiting[0]:
+            if not self._awaiting or method.index not in self._awaiting[0][0]:
                 raise ProtocolError(503, f"unexpected {method.name} on channel {self.number}")
-            self._awaiting.popleft()
-            if index == _OPEN_OK:
+            waiter = self._awaiting.popleft()[1]
+            if isinstance(method, spec.Channel.OpenOk):
                 self.state = ChannelState.OPEN
-            elif index == _CANCEL_OK:
+            elif isinstance(method, spec.Basic.CancelOk):
                 self._consumers.pop(method.consumer_tag, None)
-            self._notify(self._handler.on_reply, method)
+            events.append(MethodReply(self.number, method, waiter))
 
     def _content_frame(
-        self, content: _Content, kind: int, data: bytes | bytearray, start: int, end: int
+        self, content: _Content, kind: int, data: bytes | bytearray, start: int, end: int, events: list[Event]
     ) -> None:
         if kind == FRAME_HEADER and content.remaining < 0:
             if end - start < 14:
                 raise ProtocolError(502, f"content header of {end - start} bytes on channel {self.number}")
-            class_id, _, size, flags = _HEADER_START.unpack_from(data, start)
+            class_id, _, size, _ = _HEADER_START.unpack_from(data, start)
             if class_id != 60:
                 raise ProtocolError(505, f"content header for class {class_id} on channel {self.number}")
             if size > self._max_body:
@@ -286,13 +298,13 @@ class ClientChannel:
                     501, f"content body of {size} bytes announced, over the limit of {self._max_body}"
                 )
             try:
-                content.properties = decode_properties(data, start + 14, flags, end)
-            except (ValueError, UnicodeDecodeError) as exc:
+                content.properties = decode_properties(data, start + 12, end)
+            except FieldError as exc:
                 content.properties = Properties()
                 content.malformed = f"content properties do not decode: {exc}"
             content.remaining = size
             if size == 0:
-                self._complete(content, b"")
+                self._complete(content, b"", events)
         elif kind == FRAME_BODY and content.remaining > 0:
             length = end - start
             if length > content.remaining:
@@ -306,7 +318,7 @@ class ClientChannel:
             content.remaining -= length
             if not content.remaining:
                 parts = content.parts
-                self._complete(content, parts[0] if len(parts) == 1 else b"".join(parts))
+                self._complete(content, parts[0] if len(parts) == 1 else b"".join(parts), events)
         else:
             expected = "content header" if content.remaining < 0 else "content body"
             got = _FRAME_NAMES.get(kind, "heartbeat")
@@ -314,56 +326,49 @@ class ClientChannel:
                 505, f"expected a {expected} frame on channel {self.number}, got a {got} frame"
             )
 
-    def _complete(self, content: _Content, body: bytes) -> None:
+    def _complete(self, content: _Content, body: bytes, events: list[Event]) -> None:
         self._content = None
         properties = content.properties
         assert properties is not None
         if content.returned:
             code, text, exchange, routing_key = content.fields
-            returned = Returned(code, text, exchange, routing_key, properties, body, content.malformed)
-            self._notify(self._handler.on_return, returned)
+            events.append(
+                Returned(self.number, code, text, exchange, routing_key, properties, body, content.malformed)
+            )
             return
         tag, delivery_tag, redelivered, exchange, routing_key = content.fields
-        entry = self._consumers.get(tag)
-        if entry is None:  # a consumer cancelled meanwhile: give it back to the queue at once
+        queue = self._consumers.get(tag)
+        if queue is None:  # a consumer cancelled meanwhile: give it back to the queue at once
             self.reject(delivery_tag, True)
             return
-        queue, consumer, settle = entry
-        delivery = Delivery(
-            queue,
-            tag,
-            delivery_tag,
-            redelivered,
-            exchange,
-            routing_key,
-            properties,
-            body,
-            settle,
-            content.malformed,
+        events.append(
+            Delivery(
+                self.number,
+                queue,
+                tag,
+                delivery_tag,
+                redelivered,
+                exchange,
+                routing_key,
+                properties,
+                body,
+                content.malformed,
+            )
         )
-        try:
-            consumer(delivery)
-        except Exception:  # a bug above must not stop the connection's reader
-            log.exception("the consumer of %r failed on a delivery", queue)
 
-    def _closed(self, code: int, text: str, *, by_broker: bool) -> None:
+    def _closed(self, code: int, text: str, by_broker: bool, events: list[Event]) -> None:
         self._content = None
         self._consumers.clear()
+        waiters = tuple(waiter for _, waiter in self._awaiting)
         self._awaiting.clear()
         if by_broker:
             self._close_reason = (code, text, True)
         if not self._reported:
             self._reported = True
-            self._notify(self._handler.on_closed, code, text, by_broker)
+            events.append(ChannelClosed(self.number, code, text, by_broker, waiters))
 
-    def connection_closed(self, code: int, text: str, by_broker: bool) -> None:
+    def connection_closed(self, code: int, text: str, by_broker: bool, events: list[Event]) -> None:
         """The connection closed under this channel."""
         self.state = ChannelState.CLOSED
         self._close_reason = (code, text, by_broker)
-        self._closed(code, text, by_broker=by_broker)
-
-    def _notify(self, callback: Callable[..., None], *args: Any) -> None:
-        try:
-            callback(*args)
-        except Exception:  # a bug above must not stop the connection's reader
-            log.exception("channel %d: %s failed", self.number, getattr(callback, "__name__", callback))
+        self._closed(code, text, by_broker, events)

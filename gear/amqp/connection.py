@@ -1,36 +1,36 @@
-"""The AMQP 0-9-1 client connection, sans I/O: bytes in, calls to its handlers, bytes to send.
+"""The AMQP 0-9-1 client connection, sans I/O: bytes in, events out, bytes to send.
 
 Theory of operation
 -------------------
 The owner (an I/O shell) calls :meth:`ClientConnection.initiate`, writes :meth:`data_to_send` to the
-socket, feeds every byte it reads to :meth:`receive`, and writes what that produced. Nothing here
-reads a clock or a socket; the shell decides when to send heartbeats (:meth:`heartbeat`) and judges
-liveness from the count of frames :meth:`receive` parsed: a broker sends no heartbeats while other
-frames flow, so a link with traffic is alive by definition, and one that sends only garbage is dead.
+socket, feeds every byte it reads to :meth:`receive`, acts on the events that returns
+(:mod:`gear.amqp.events`), and writes what was queued. Nothing here reads a clock or a socket, logs,
+or calls back into the shell; the shell decides when to send heartbeats (:meth:`send_heartbeat`) and
+judges liveness from :attr:`frames_received`: a broker sends no heartbeats while other frames flow,
+so a link with traffic is alive by definition, and one that sends only garbage is dead.
 
 States: ``handshake`` (protocol header sent; ``start``/``start-ok``, ``tune``/``tune-ok``,
 ``open``/``open-ok``), ``open``, ``closing`` (the client sent ``connection.close``) and ``closed``.
 
 Anything that breaks the protocol (framing, a frame on a channel that is not open, an unexpected
 method, content out of order, bytes that are not AMQP 0-9-1 at all) ends the connection at once:
-``receive`` queues ``connection.close`` with the reason, reports ``on_closed`` to the handlers, and
-raises :class:`~gear.amqp.ProtocolError`. The shell sends the close and drops the socket. Bytes
-received after that are ignored; the reader never holds more than one frame's worth past what it
-handed out (a frame over ``frame_max`` is refused from its header).
+``receive`` queues ``connection.close`` with the reason and ends its events with
+:class:`~gear.amqp.events.ConnectionClosed` (the client's reply code, and what the broker sent in
+words), then a :class:`~gear.amqp.events.ChannelClosed` per channel. The shell sends the close and
+drops the socket. Bytes received after that are ignored; the reader never holds more than one frame's
+worth past what it handed out (a frame over ``frame_max`` is refused from its header).
 """
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any
 
-from pamqp import commands
-
-from gear.amqp import methods
-from gear.amqp.channel import ChannelHandler, ChannelState, ClientChannel
-from gear.amqp.errors import ConnectionClosedError, ProtocolError
+from gear.amqp.channel import ChannelState, ClientChannel
+from gear.amqp.errors import ConnectionClosedError, ProtocolError, read_method
+from gear.amqp.events import Blocked, ConnectionClosed, Event, Opened, Unblocked
+from gear.wire import spec
 from gear.wire.frames import (
     FRAME_HEARTBEAT,
     FRAME_METHOD,
@@ -39,10 +39,9 @@ from gear.wire.frames import (
     FrameError,
     FrameReader,
 )
+from gear.wire.methods import encode_method, method_name
 
-__all__ = ("CLIENT_CAPABILITIES", "ClientConnection", "ConnectionHandler", "ConnectionState", "Credentials")
-
-log = logging.getLogger("gear.amqp")
+__all__ = ("CLIENT_CAPABILITIES", "ClientConnection", "ConnectionState", "Credentials")
 
 CLIENT_CAPABILITIES = {
     "publisher_confirms": True,
@@ -57,14 +56,9 @@ CLIENT_CAPABILITIES = {
 
 _PRE_TUNE_FRAME_MAX = 16384
 """The largest frame accepted before ``tune`` (a ``connection.start`` is well under 2 KiB)."""
-_START = commands.Connection.Start.index
-_SECURE = commands.Connection.Secure.index
-_TUNE = commands.Connection.Tune.index
-_OPEN_OK = commands.Connection.OpenOk.index
-_CLOSE = commands.Connection.Close.index
-_CLOSE_OK = commands.Connection.CloseOk.index
-_BLOCKED = commands.Connection.Blocked.index
-_UNBLOCKED = commands.Connection.Unblocked.index
+_START = spec.Connection.Start.index
+_TUNE = spec.Connection.Tune.index
+_OPEN_OK = spec.Connection.OpenOk.index
 
 
 class ConnectionState(StrEnum):
@@ -74,6 +68,11 @@ class ConnectionState(StrEnum):
     OPEN = "open"
     CLOSING = "closing"
     CLOSED = "closed"
+
+
+_CLOSED = ConnectionState.CLOSED
+_CHANNEL_CLOSED = ChannelState.CLOSED
+"""The states the read path tests, as module constants (an enum member is a slow lookup)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,23 +93,6 @@ class Credentials:
         return cls("EXTERNAL", b"")
 
 
-class ConnectionHandler(Protocol):
-    """What the owner of a connection is told (each call is inline, during ``receive``)."""
-
-    def on_open(self) -> None:
-        """The handshake finished (``connection.open-ok``)."""
-
-    def on_blocked(self, reason: str) -> None:
-        """``connection.blocked``: the broker stopped reading publishes (memory or disk alarm)."""
-
-    def on_unblocked(self) -> None:
-        """``connection.unblocked``."""
-
-    def on_closed(self, code: int, text: str, by_broker: bool) -> None:
-        """The connection closed (once): the broker closed it, the client's close completed, or the
-        broker broke the protocol (``by_broker`` False, ``code`` the client's reply code)."""
-
-
 def _negotiate(client: int, server: int) -> int:
     """RabbitMQ's rule: 0 on either side means the other side's value, else the smaller."""
     if client == 0 or server == 0:
@@ -123,7 +105,6 @@ class ClientConnection:
 
     def __init__(
         self,
-        handler: ConnectionHandler,
         *,
         credentials: Credentials,
         vhost: str = "/",
@@ -134,7 +115,6 @@ class ClientConnection:
         max_body: int = 512 * 1024 * 1024,
     ) -> None:
         self.state = ConnectionState.HANDSHAKE
-        self._handler = handler
         self._credentials = credentials
         self._vhost = vhost
         self._client_properties = {
@@ -152,6 +132,8 @@ class ClientConnection:
         self._step = _START
         """The handshake method awaited next: start, tune, then open-ok."""
         self._reported = False
+        self.frames_received = 0
+        """Complete frames parsed so far (heartbeats included): the shell's liveness measure."""
         self._close_reason = (200, "Normal shutdown")
         self.server_properties: dict[str, Any] = {}
         """What the broker said of itself in ``connection.start`` (product, version, capabilities)."""
@@ -192,8 +174,9 @@ class ClientConnection:
 
     # -- channels and control --------------------------------------------------------------------
 
-    def open_channel(self, handler: ChannelHandler) -> ClientChannel:
-        """Open a channel on the lowest free number; ``channel.open-ok`` comes as ``on_reply``.
+    def open_channel(self, waiter: object = None) -> ClientChannel:
+        """Open a channel on the lowest free number; ``channel.open-ok`` is its first
+        :class:`~gear.amqp.events.MethodReply`, carrying ``waiter``.
 
         Raises:
             ConnectionClosedError: the connection is not open.
@@ -213,7 +196,7 @@ class ClientConnection:
         else:
             raise ValueError(f"all {limit} channels are in use")
         self._next_channel = number + 1
-        channel = ClientChannel(number, handler, self._write, self._max_body)
+        channel = ClientChannel(number, self._write, self._max_body, self.frame_max, waiter)
         self._channels[number] = channel
         return channel
 
@@ -222,34 +205,39 @@ class ClientConnection:
         if self.state is ConnectionState.OPEN:
             self._out.append(HEARTBEAT_FRAME)
 
-    def close(self, code: int = 200, text: str = "Normal shutdown") -> None:
-        """Start the closing handshake (``connection.close``); ``on_closed`` follows ``close-ok``.
+    def close(self, code: int = 200, text: str = "Normal shutdown") -> list[Event]:
+        """Start the closing handshake (``connection.close``); ``close-ok`` brings
+        :class:`~gear.amqp.events.ConnectionClosed`.
 
         Before the handshake finished there is nothing to close politely: the connection is closed
-        at once (the shell drops the socket).
+        at once (the events say so; the shell drops the socket).
         """
+        events: list[Event] = []
         if self.state is ConnectionState.OPEN:
             self.state = ConnectionState.CLOSING
             self._close_reason = (code, text)
-            close = commands.Connection.Close(reply_code=code, reply_text=text[:255], class_id=0, method_id=0)
-            self._out.append(methods.encode_method(0, close))
+            self._out.append(encode_method(0, spec.Connection.Close(code, text[:255], 0, 0)))
         elif self.state is ConnectionState.HANDSHAKE:
-            self._closed(code, text, by_broker=False)
+            self._closed(code, text, False, events)
+        return events
 
-    def connection_lost(self, text: str) -> None:
-        """The socket closed: every channel and the connection are closed (``on_closed`` once)."""
-        self._closed(0, text, by_broker=False)
+    def connection_lost(self, text: str) -> list[Event]:
+        """The socket closed: the connection and every channel are closed (reported once)."""
+        events: list[Event] = []
+        self._closed(0, text, False, events)
+        return events
 
     # -- input -----------------------------------------------------------------------------------
 
-    def receive(self, data: bytes) -> int:
-        """Parse ``data`` and act on every complete frame in it; returns how many there were.
+    def receive(self, data: bytes) -> list[Event]:
+        """Parse ``data`` and act on every complete frame in it; what happened, in order.
 
-        Raises:
-            ProtocolError: the broker broke the protocol (the connection is now closed).
+        A broker that breaks the protocol ends the list with the connection's close (see the module
+        docstring); nothing is raised.
         """
-        if self.state is ConnectionState.CLOSED:
-            return 0
+        events: list[Event] = []
+        if self.state is _CLOSED:
+            return events
         reader = self._reader
         reader.feed(data)
         frames = 0
@@ -257,7 +245,7 @@ class ClientConnection:
             if self._step == _START:
                 self._check_not_a_protocol_header()
             channels = self._channels
-            while not self._finished():
+            while self.state is not _CLOSED:
                 span = reader.next_span()
                 if span is None:
                     break
@@ -266,25 +254,22 @@ class ClientConnection:
                 buf = reader.buffer
                 channel = channels.get(number)
                 if channel is not None:
-                    channel.receive(kind, buf, start, end)
-                    if channel.state is ChannelState.CLOSED:  # (a handler may have closed everything)
-                        channels = self._channels
-                        channels.pop(number, None)
+                    channel.receive(kind, buf, start, end, events)
+                    if channel.state is _CHANNEL_CLOSED:
+                        del channels[number]
                     continue
                 payload = bytes(buf[start:end])
                 if number == 0:
-                    self._connection_frame(kind, payload)
+                    self._connection_frame(kind, payload, events)
                     channels = self._channels
                     continue
                 raise ProtocolError(504, f"{_describe(kind, payload)} on channel {number}, which is not open")
         except FrameError as exc:
-            self._fail(ProtocolError(501, exc.text))
+            self._fail(ProtocolError(501, exc.text), events)
         except ProtocolError as exc:
-            self._fail(exc)
-        return frames
-
-    def _finished(self) -> bool:
-        return self.state is ConnectionState.CLOSED
+            self._fail(exc, events)
+        self.frames_received += frames
+        return events
 
     def _check_not_a_protocol_header(self) -> None:
         head = self._reader.peek(8)
@@ -295,47 +280,42 @@ class ClientConnection:
                 501, f"the broker answered with protocol header {head!r}: it does not speak AMQP 0-9-1"
             )
 
-    def _fail(self, error: ProtocolError) -> None:
+    def _fail(self, error: ProtocolError, events: list[Event]) -> None:
         if self.state is not ConnectionState.CLOSED:
-            close = commands.Connection.Close(
-                reply_code=error.code, reply_text=str(error)[:255], class_id=0, method_id=0
-            )
-            self._out.append(methods.encode_method(0, close))
-            self._closed(error.code, f"the broker broke the protocol: {error}", by_broker=False)
+            self._out.append(encode_method(0, spec.Connection.Close(error.code, str(error)[:255], 0, 0)))
+            self._closed(error.code, f"the broker broke the protocol: {error}", False, events)
         self._reader.discard()
-        raise error
 
-    def _connection_frame(self, kind: int, payload: bytes) -> None:
+    def _connection_frame(self, kind: int, payload: bytes, events: list[Event]) -> None:
         if kind == FRAME_HEARTBEAT:
             return
         if kind != FRAME_METHOD:
             raise ProtocolError(505, f"{_describe(kind, payload)} on channel 0")
-        method = methods.decode_method(payload)
-        index = method.index
-        if index == _CLOSE:
-            self._out.append(methods.encode_method(0, commands.Connection.CloseOk()))
-            self._closed(method.reply_code, method.reply_text, by_broker=True)
-        elif index == _CLOSE_OK and self.state is ConnectionState.CLOSING:
-            self._closed(*self._close_reason, by_broker=False)
+        method = read_method(payload)
+        if isinstance(method, spec.Connection.Close):
+            self._out.append(encode_method(0, spec.Connection.CloseOk()))
+            self._closed(method.reply_code, method.reply_text, True, events)
+        elif isinstance(method, spec.Connection.CloseOk) and self.state is ConnectionState.CLOSING:
+            self._closed(*self._close_reason, False, events)
         elif self.state is ConnectionState.CLOSING:
             return  # anything else after our close is discarded
-        elif index == _BLOCKED and self.state is ConnectionState.OPEN:
-            self._notify(self._handler.on_blocked, str(method.reason or ""))
-        elif index == _UNBLOCKED and self.state is ConnectionState.OPEN:
-            self._notify(self._handler.on_unblocked)
+        elif isinstance(method, spec.Connection.Blocked) and self.state is ConnectionState.OPEN:
+            events.append(Blocked(method.reason))
+        elif isinstance(method, spec.Connection.Unblocked) and self.state is ConnectionState.OPEN:
+            events.append(Unblocked())
         elif self.state is ConnectionState.HANDSHAKE:
-            self._handshake(index, method)
+            self._handshake(method, events)
         else:
             raise ProtocolError(503, f"unexpected {method.name} on channel 0")
 
-    def _handshake(self, index: int, method: Any) -> None:
-        if index == _SECURE:
+    def _handshake(self, method: spec.Method, events: list[Event]) -> None:
+        if isinstance(method, spec.Connection.Secure):
             raise ProtocolError(
                 540, "the broker sent a SASL challenge (connection.secure); Gear does not answer those"
             )
-        if index != self._step:
+        if method.index != self._step:
             raise ProtocolError(503, f"unexpected {method.name} during the handshake")
-        if index == _START:
+        if isinstance(method, spec.Connection.Start):
             self._step = _TUNE
             if (method.version_major, method.version_minor) != (0, 9):
                 raise ProtocolError(
@@ -349,14 +329,14 @@ class ClientConnection:
                     f"this connection uses {self._credentials.mechanism}",
                 )
             self.server_properties = dict(method.server_properties or {})
-            start_ok = commands.Connection.StartOk(
+            start_ok = spec.Connection.StartOk(
                 client_properties=self._client_properties,
                 mechanism=self._credentials.mechanism,
-                response=self._credentials.response.decode("latin-1"),
+                response=self._credentials.response,
                 locale="en_US",
             )
-            self._out.append(methods.encode_method(0, start_ok))
-        elif index == _TUNE:
+            self._out.append(encode_method(0, start_ok))
+        elif isinstance(method, spec.Connection.Tune):
             self._step = _OPEN_OK
             heartbeat, frame_max, channel_max = self._wanted
             self.heartbeat = _negotiate(heartbeat, method.heartbeat)
@@ -365,39 +345,33 @@ class ClientConnection:
             if self.frame_max < 4096:
                 raise ProtocolError(501, f"the broker proposed frame_max {method.frame_max}, under 4096")
             self._reader.frame_max = self.frame_max
-            tune_ok = commands.Connection.TuneOk(
+            tune_ok = spec.Connection.TuneOk(
                 channel_max=self.channel_max, frame_max=self.frame_max, heartbeat=self.heartbeat
             )
-            self._out.append(methods.encode_method(0, tune_ok))
-            self._out.append(methods.encode_method(0, commands.Connection.Open(virtual_host=self._vhost)))
+            self._out.append(encode_method(0, tune_ok))
+            self._out.append(encode_method(0, spec.Connection.Open(virtual_host=self._vhost)))
         else:
             self.state = ConnectionState.OPEN
-            self._notify(self._handler.on_open)
+            events.append(Opened())
 
-    def _closed(self, code: int, text: str, *, by_broker: bool) -> None:
-        """The connection is closed: its handler hears first, then every channel's (so a channel's
-        owner can tell its channel went down with the connection)."""
+    def _closed(self, code: int, text: str, by_broker: bool, events: list[Event]) -> None:
+        """The connection is closed: reported first, then every channel (so a channel's owner can tell
+        its channel went down with the connection)."""
         self.state = ConnectionState.CLOSED
         if not self._reported:
             self._reported = True
-            self._notify(self._handler.on_closed, code, text, by_broker)
+            events.append(ConnectionClosed(code, text, by_broker))
         channels, self._channels = self._channels, {}
         for channel in channels.values():
-            channel.connection_closed(code, text, by_broker)
-
-    def _notify(self, callback: Any, *args: Any) -> None:
-        try:
-            callback(*args)
-        except Exception:  # a bug above must not stop the connection's reader
-            log.exception("connection handler %s failed", getattr(callback, "__name__", callback))
+            channel.connection_closed(code, text, by_broker, events)
 
 
-def _words(value: Any) -> list[str]:
+def _words(value: str | bytes) -> list[str]:
     text = value.decode("latin-1") if isinstance(value, bytes | bytearray) else str(value or "")
     return text.split()
 
 
 def _describe(kind: int, payload: bytes) -> str:
     if kind == FRAME_METHOD and len(payload) >= 4:
-        return methods.method_name(int.from_bytes(payload[:4], "big"))
+        return method_name(int.from_bytes(payload[:4], "big"))
     return {2: "a content header", 3: "a content body", 8: "a heartbeat"}.get(kind, f"a frame of type {kind}")

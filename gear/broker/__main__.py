@@ -42,6 +42,9 @@ def main(argv: list[str] | None = None) -> None:
         default=1_800_000,
         help="ms a delivery may stay unacknowledged before its channel is closed (0: no limit; 30 min)",
     )
+    parser.add_argument(
+        "--management-port", type=int, default=None, help="serve a read-only management HTTP API here"
+    )
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
@@ -52,6 +55,7 @@ def main(argv: list[str] | None = None) -> None:
         max_connections=args.max_connections,
         data_dir=args.data_dir,
         consumer_timeout=args.consumer_timeout or None,
+        management_port=args.management_port,
     )
     with contextlib.suppress(KeyboardInterrupt):
         run(

@@ -18,28 +18,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pamqp import commands
-
 from gear.broker import consume, declare
 from gear.broker.access import Grants
-from gear.broker.codec import (
-    FastAck,
-    FastPublish,
-    ack_frame,
-    content_frames,
-    delivery,
-    method_id_of,
-    nack_frame,
-    return_frame,
-)
+from gear.broker.checks import check_properties
 from gear.broker.credit import CreditLedger
 from gear.broker.delivery_timeout import DeliveryTimeout
 from gear.broker.errors import AMQPError, resource
 from gear.broker.message import Entry, Message, sender_selected
-from gear.broker.properties import check_properties, rewrite_properties
 from gear.broker.queue import Consumer, Queue
 from gear.broker.replies import ReplyConsumers
 from gear.broker.vhost import VirtualHost
+from gear.wire import spec
+from gear.wire.content import content_frames, delivery
+from gear.wire.methods import ack_frame, method_id_of, nack_frame, return_frame
+from gear.wire.properties import splice_properties
 
 __all__ = ("REPLY_TO", "Channel", "ChannelLimits", "ChannelOwner")
 
@@ -67,7 +59,7 @@ class ChannelOwner(Protocol):
 
     def send(self, data: bytes) -> None: ...
 
-    def send_method(self, channel: int, method: Any) -> None: ...
+    def send_method(self, channel: int, method: spec.Method) -> None: ...
 
     def flush_later(self) -> None:
         """Have the connection flush at the end of this turn (confirms are waiting)."""
@@ -123,7 +115,7 @@ class Channel:
         self.closing = False
         self.released = False
         # content assembly
-        self._publish: FastPublish | None = None
+        self._publish: spec.Basic.Publish | None = None
         self._props = b""
         self._size = 0
         self._parts: list[bytes] = []
@@ -132,7 +124,7 @@ class Channel:
         # confirms and transactions
         self.confirm_mode = False
         self.tx_mode = False
-        self.tx_publishes: list[tuple[FastPublish, Message]] = []
+        self.tx_publishes: list[tuple[spec.Basic.Publish, Message]] = []
         self.tx_settles: list[tuple[str, int, bool, bool]] = []
         self._seq = 0
         self._unconfirmed: dict[int, int] = {}
@@ -154,22 +146,22 @@ class Channel:
         self.ledger = CreditLedger(limits.credit)
 
     # -- dispatch ---------------------------------------------------------------------------------
-    def handle_method(self, method: Any) -> None:
+    def handle_method(self, method: spec.Method) -> None:
         """Run one method; errors get the method's class and method ids."""
         if self.closing:
-            if isinstance(method, commands.Channel.CloseOk):
+            if isinstance(method, spec.Channel.CloseOk):
                 self.closing = False
                 self.conn.channel_closed(self)
-            elif isinstance(method, commands.Channel.Close):
+            elif isinstance(method, spec.Channel.Close):
                 # Crossing closes: answer, and keep discarding until the client's close-ok comes.
-                self.conn.send_method(self.number, commands.Channel.CloseOk())
+                self.conn.send_method(self.number, spec.Channel.CloseOk())
             return
         if self._publish is not None:
             raise AMQPError(505, "expected content header for class 60, got non content header frame instead")
-        if type(method) is FastPublish:
+        if type(method) is spec.Basic.Publish:
             self._start_publish(method)
             return
-        if type(method) is FastAck:
+        if type(method) is spec.Basic.Ack:
             consume.settle(self, "ack", method.delivery_tag, method.multiple, False)
             return
         handler = _HANDLERS.get(type(method))
@@ -184,7 +176,7 @@ class Channel:
             raise
 
     # -- content assembly and publishing ----------------------------------------------------------
-    def _start_publish(self, method: FastPublish) -> None:
+    def _start_publish(self, method: spec.Basic.Publish) -> None:
         if method.immediate:
             raise AMQPError(540, "immediate=true", class_id=60, method_id=40)
         if not self.grants.unrestricted:
@@ -286,7 +278,7 @@ class Channel:
             return
         self.publish(method, message)
 
-    def publish(self, method: FastPublish, message: Message) -> None:
+    def publish(self, method: spec.Basic.Publish, message: Message) -> None:
         """Route one complete message: return if unroutable and mandatory, enqueue, track the confirm."""
         seq = 0
         vhost = self.vhost
@@ -347,7 +339,7 @@ class Channel:
             return message
         if self.reply_key is None:
             raise AMQPError(406, "fast reply consumer does not exist", class_id=60, method_id=40)
-        raw = rewrite_properties(props, reply_to=_REPLY_PREFIX + self.reply_key)
+        raw = splice_properties(message.properties, reply_to=_REPLY_PREFIX + self.reply_key)
         return message.with_properties(raw, message.exchange, message.routing_key, message.checked.ttl)
 
     def _direct_reply(self, message: Message) -> bool:
@@ -496,9 +488,7 @@ class Channel:
         if self.consumers.get(consumer.tag) is consumer:
             self.forget_consumer(consumer)
             if self.conn.client_capabilities.get("consumer_cancel_notify") and not self.closing:
-                self.conn.send_method(
-                    self.number, commands.Basic.Cancel(consumer_tag=consumer.tag, nowait=True)
-                )
+                self.conn.send_method(self.number, spec.Basic.Cancel(consumer_tag=consumer.tag, nowait=True))
 
     @property
     def where(self) -> str:
@@ -512,7 +502,7 @@ class Channel:
         self.closing = True
         self.conn.send_method(
             self.number,
-            commands.Channel.Close(
+            spec.Channel.Close(
                 reply_code=error.code,
                 reply_text=error.text,
                 class_id=error.class_id,
@@ -541,42 +531,42 @@ class Channel:
         self.ledger.blocked_on.clear()
 
 
-def _channel_close(channel: Channel, method: commands.Channel.Close) -> None:
+def _channel_close(channel: Channel, method: spec.Channel.Close) -> None:
     channel.release()
-    channel.conn.send_method(channel.number, commands.Channel.CloseOk())
+    channel.conn.send_method(channel.number, spec.Channel.CloseOk())
     channel.conn.channel_closed(channel)
 
 
-def _channel_close_ok(channel: Channel, method: commands.Channel.CloseOk) -> None:
+def _channel_close_ok(channel: Channel, method: spec.Channel.CloseOk) -> None:
     return  # stray close-ok on an open channel: RabbitMQ ignores it
 
 
-def _channel_open(channel: Channel, method: commands.Channel.Open) -> None:
+def _channel_open(channel: Channel, method: spec.Channel.Open) -> None:
     raise AMQPError(504, "second 'channel.open' seen")
 
 
-def _channel_flow(channel: Channel, method: commands.Channel.Flow) -> None:
+def _channel_flow(channel: Channel, method: spec.Channel.Flow) -> None:
     if not method.active:
         raise AMQPError(540, "active=false")
-    channel.conn.send_method(channel.number, commands.Channel.FlowOk(active=True))
+    channel.conn.send_method(channel.number, spec.Channel.FlowOk(active=True))
 
 
-def _confirm_select(channel: Channel, method: commands.Confirm.Select) -> None:
+def _confirm_select(channel: Channel, method: spec.Confirm.Select) -> None:
     if channel.tx_mode:
         raise AMQPError(406, "cannot switch from tx to confirm mode")
     channel.confirm_mode = True
     if not method.nowait:
-        channel.conn.send_method(channel.number, commands.Confirm.SelectOk())
+        channel.conn.send_method(channel.number, spec.Confirm.SelectOk())
 
 
-def _tx_select(channel: Channel, method: commands.Tx.Select) -> None:
+def _tx_select(channel: Channel, method: spec.Tx.Select) -> None:
     if channel.confirm_mode:
         raise AMQPError(406, "cannot switch from confirm to tx mode")
     channel.tx_mode = True
-    channel.conn.send_method(channel.number, commands.Tx.SelectOk())
+    channel.conn.send_method(channel.number, spec.Tx.SelectOk())
 
 
-def _tx_commit(channel: Channel, method: commands.Tx.Commit) -> None:
+def _tx_commit(channel: Channel, method: spec.Tx.Commit) -> None:
     if not channel.tx_mode:
         raise AMQPError(406, "channel is not transactional")
     settles, channel.tx_settles = channel.tx_settles, []
@@ -585,26 +575,26 @@ def _tx_commit(channel: Channel, method: commands.Tx.Commit) -> None:
     publishes, channel.tx_publishes = channel.tx_publishes, []
     for publish, message in publishes:
         channel.publish(publish, message)
-    channel.conn.send_method(channel.number, commands.Tx.CommitOk())
+    channel.conn.send_method(channel.number, spec.Tx.CommitOk())
 
 
-def _tx_rollback(channel: Channel, method: commands.Tx.Rollback) -> None:
+def _tx_rollback(channel: Channel, method: spec.Tx.Rollback) -> None:
     if not channel.tx_mode:
         raise AMQPError(406, "channel is not transactional")
     channel.tx_publishes = []
     channel.tx_settles = []
-    channel.conn.send_method(channel.number, commands.Tx.RollbackOk())
+    channel.conn.send_method(channel.number, spec.Tx.RollbackOk())
 
 
 _HANDLERS: dict[type, MethodHandler] = {
-    commands.Channel.Close: _channel_close,
-    commands.Channel.CloseOk: _channel_close_ok,
-    commands.Channel.Open: _channel_open,
-    commands.Channel.Flow: _channel_flow,
-    commands.Confirm.Select: _confirm_select,
-    commands.Tx.Select: _tx_select,
-    commands.Tx.Commit: _tx_commit,
-    commands.Tx.Rollback: _tx_rollback,
+    spec.Channel.Close: _channel_close,
+    spec.Channel.CloseOk: _channel_close_ok,
+    spec.Channel.Open: _channel_open,
+    spec.Channel.Flow: _channel_flow,
+    spec.Confirm.Select: _confirm_select,
+    spec.Tx.Select: _tx_select,
+    spec.Tx.Commit: _tx_commit,
+    spec.Tx.Rollback: _tx_rollback,
     **declare.HANDLERS,
     **consume.HANDLERS,
 }

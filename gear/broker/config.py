@@ -87,10 +87,20 @@ class BrokerConfig:
     memory_paging_ratio: float = 0.5
     """With ``data_dir``: above this fraction of the memory watermark, queues page message bodies out
     to disk and read them back on delivery (RabbitMQ's ``vm_memory_high_watermark_paging_ratio``)."""
+    management_port: int | None = None
+    """Port of a read-only subset of RabbitMQ's management HTTP API (``gear prune`` and ``gear doctor``
+    read it), on ``host``; 0 picks a free one (see ``Broker.management_port``). None: no API."""
 
     def __post_init__(self) -> None:
-        if self.frame_max < 4096:
-            raise ValueError(f"frame_max must be at least 4096, got {self.frame_max}")
+        _check_range("port", self.port, 0, 65535)
+        if self.management_port is not None:
+            _check_range("management_port", self.management_port, 0, 65535)
+        _check_range("heartbeat", self.heartbeat, 0, 65535)
+        _check_range("handshake_timeout", self.handshake_timeout, 0.001, 86_400.0)
+        if self.max_connections is not None:
+            _check_range("max_connections", self.max_connections, 1, 1_000_000)
+        if not 4096 <= self.frame_max <= 2**31 - 1:
+            raise ValueError(f"frame_max must be from 4096 to {2**31 - 1}, got {self.frame_max}")
         if not 1 <= self.channel_max <= 65535:
             raise ValueError(f"channel_max must be in 1..65535, got {self.channel_max}")
         if not 1 <= self.max_message_size <= MAX_MESSAGE_SIZE_LIMIT:
@@ -180,6 +190,16 @@ class BrokerConfig:
         if unknown:
             raise TypeError(f"unknown broker option(s): {', '.join(sorted(unknown))}")
         return cls(**fields)
+
+
+def _check_range(name: str, value: float, low: float, high: float) -> None:
+    """Refuse ``value`` unless it is a finite number in ``[low, high]`` (bools are not numbers here).
+
+    Raises:
+        ValueError: naming ``name`` and the range.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise ValueError(f"{name} must be a number from {low:g} to {high:g}, got {value!r}")
 
 
 def _total_memory() -> int:

@@ -2,9 +2,10 @@
 
 Theory of operation
 -------------------
-A :class:`Connection` is sans-I/O. The shell calls :meth:`feed` with received bytes and later writes
-whatever :meth:`take_output` returns; it stops reading the socket while :attr:`reading` is False and
-closes it once :attr:`finished` is True. Time arrives through :meth:`tick`.
+A :class:`Connection` is sans-I/O. The shell calls :meth:`receive` with received bytes and later writes
+whatever :meth:`data_to_send` returns (the verbs of the client core, :mod:`gear.amqp`); it stops reading
+the socket while :attr:`reading` is False and closes it once :attr:`finished` is True. Time arrives
+through :meth:`tick`.
 
 States, in order: ``header`` (waiting for the 8-byte protocol header) -> ``start-ok`` -> ``tune-ok`` ->
 ``open`` (waiting for ``connection.open``) -> ``running`` -> ``closing`` -> ``closed``. ``closing`` is
@@ -57,11 +58,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from pamqp import commands
-
 from gear.broker.access import Grants, LoginRefusedError
 from gear.broker.channel import Channel, ChannelLimits
-from gear.broker.codec import decode_method, encode_method, method_id_of
+from gear.broker.checks import read_method
 from gear.broker.errors import AMQPError
 from gear.broker.handshake import (
     ACCEPTED_HEADERS,
@@ -72,7 +71,8 @@ from gear.broker.handshake import (
     server_properties,
 )
 from gear.broker.status import ConnectionStatus
-from gear.broker.timers import Timer
+from gear.timers import Timer
+from gear.wire import spec
 from gear.wire.frames import (
     FRAME_BODY,
     FRAME_HEADER,
@@ -83,6 +83,7 @@ from gear.wire.frames import (
     FrameError,
     FrameReader,
 )
+from gear.wire.methods import encode_method, method_id_of
 
 if TYPE_CHECKING:
     from gear.broker.core import BrokerCore
@@ -178,8 +179,8 @@ class Connection:
         """Flush this connection's output at the end of the turn."""
         self.core.mark_dirty(self)
 
-    def send_method(self, channel: int, method: Any) -> None:
-        """Queue one pamqp method frame."""
+    def send_method(self, channel: int, method: spec.Method) -> None:
+        """Queue one method frame."""
         self.send(encode_method(channel, method))
 
     def before_flush(self) -> None:
@@ -188,7 +189,7 @@ class Connection:
             if channel.confirms_pending:
                 channel.flush_confirms()
 
-    def take_output(self) -> bytes:
+    def data_to_send(self) -> bytes:
         """Everything queued since the last call, as one buffer."""
         if not self._out:
             return b""
@@ -227,7 +228,7 @@ class Connection:
         return self.state not in ("header", "closing") and not self.finished
 
     # -- input ------------------------------------------------------------------------------------
-    def feed(self, data: bytes) -> None:
+    def receive(self, data: bytes) -> None:
         """Take received bytes and process every complete frame (unless flow or alarm stops it)."""
         if self.finished:
             return
@@ -301,7 +302,7 @@ class Connection:
         self.state = "start-ok"
         self.send_method(
             0,
-            commands.Connection.Start(
+            spec.Connection.Start(
                 server_properties=server_properties(),
                 mechanisms=offered_mechanisms(self.certificate_user),
                 locales="en_US",
@@ -311,7 +312,7 @@ class Connection:
 
     def _frame(self, ftype: int, channel_id: int, payload: bytes) -> None:
         if ftype == FRAME_METHOD:
-            method = decode_method(payload)
+            method = read_method(payload)
             if channel_id == 0:
                 self._connection_method(method)
                 return
@@ -340,54 +341,54 @@ class Connection:
     def _closing_frame(self, ftype: int, channel_id: int, payload: bytes) -> None:
         if ftype != FRAME_METHOD or channel_id != 0:
             return
-        method = decode_method(payload)
-        if isinstance(method, commands.Connection.Close):
-            self.send_method(0, commands.Connection.CloseOk())  # crossed closes: the client waits for it
-        elif isinstance(method, commands.Connection.CloseOk):
+        method = read_method(payload)
+        if isinstance(method, spec.Connection.Close):
+            self.send_method(0, spec.Connection.CloseOk())  # crossed closes: the client waits for it
+        elif isinstance(method, spec.Connection.CloseOk):
             self._drop()
 
     # -- connection class -------------------------------------------------------------------------
-    def _connection_method(self, method: Any) -> None:
+    def _connection_method(self, method: spec.Method) -> None:
         state = self.state
-        if isinstance(method, commands.Connection.StartOk) and state == "start-ok":
+        if isinstance(method, spec.Connection.StartOk) and state == "start-ok":
             self._start_ok(method)
-        elif isinstance(method, commands.Connection.TuneOk) and state == "tune-ok":
+        elif isinstance(method, spec.Connection.TuneOk) and state == "tune-ok":
             self._tune_ok(method)
-        elif isinstance(method, commands.Connection.Open) and state == "open":
+        elif isinstance(method, spec.Connection.Open) and state == "open":
             vhost = method.virtual_host or "/"
             if vhost not in self.core.vhosts:
                 raise AMQPError(530, f"vhost {vhost} not found", class_id=10, method_id=40)
             self.grants = self._vhost_grants(vhost, class_id=10, method_id=40)
             self.vhost_name = vhost
             self.state = "running"
-            self.send_method(0, commands.Connection.OpenOk())
+            self.send_method(0, spec.Connection.OpenOk())
             self._heartbeat_timer()
             if self.alarm_pending:
                 self.alarm_changed(True)
-        elif isinstance(method, commands.Connection.Close):
-            self.send_method(0, commands.Connection.CloseOk())
+        elif isinstance(method, spec.Connection.Close):
+            self.send_method(0, spec.Connection.CloseOk())
             self._enter_closing()  # the client closes the socket (frames it pipelined are discarded)
-        elif isinstance(method, commands.Connection.CloseOk):
+        elif isinstance(method, spec.Connection.CloseOk):
             self._drop()
-        elif isinstance(method, commands.Connection.Blocked | commands.Connection.Unblocked):
+        elif isinstance(method, spec.Connection.Blocked | spec.Connection.Unblocked):
             return
-        elif isinstance(method, commands.Connection.UpdateSecret) and state == "running":
+        elif isinstance(method, spec.Connection.UpdateSecret) and state == "running":
             # RabbitMQ's internal user database keeps no secret state to refresh: it re-checks the
             # vhost access (permissions may have changed) and answers update-secret-ok.
             self.grants = self._vhost_grants(self.vhost_name, class_id=10, method_id=70)
             for channel in self.channels.values():
                 channel.grants = self.grants
-            self.send_method(0, commands.Connection.UpdateSecretOk())
+            self.send_method(0, spec.Connection.UpdateSecretOk())
         else:
-            cid, mid = method_id_of(method) if hasattr(method, "index") else (0, 0)
+            cid, mid = method_id_of(method)
             raise AMQPError(
                 503,
-                f"unexpected method {getattr(method, 'name', '?')} in state {state!r}",
+                f"unexpected method {method.name} in state {state!r}",
                 class_id=cid,
                 method_id=mid,
             )
 
-    def _start_ok(self, method: commands.Connection.StartOk) -> None:
+    def _start_ok(self, method: spec.Connection.StartOk) -> None:
         props = method.client_properties if isinstance(method.client_properties, dict) else {}
         caps = props.get("capabilities")
         self.client_capabilities = dict(caps) if isinstance(caps, dict) else {}
@@ -422,7 +423,7 @@ class Connection:
         config = self.core.config
         self.send_method(
             0,
-            commands.Connection.Tune(
+            spec.Connection.Tune(
                 channel_max=config.channel_max, frame_max=config.frame_max, heartbeat=config.heartbeat
             ),
         )
@@ -443,7 +444,7 @@ class Connection:
             )
         return grants
 
-    def _tune_ok(self, method: commands.Connection.TuneOk) -> None:
+    def _tune_ok(self, method: spec.Connection.TuneOk) -> None:
         check_tune(method, self.core.config)
         self.frame_max = method.frame_max
         self.channel_max = method.channel_max
@@ -451,8 +452,8 @@ class Connection:
         self._reader.frame_max = self.frame_max
         self.state = "open"
 
-    def _open_channel(self, channel_id: int, method: Any) -> None:
-        if not isinstance(method, commands.Channel.Open):
+    def _open_channel(self, channel_id: int, method: spec.Method) -> None:
+        if not isinstance(method, spec.Channel.Open):
             cid, mid = method_id_of(method)
             raise AMQPError(
                 504, f"expected 'channel.open' on channel {channel_id}", class_id=cid, method_id=mid
@@ -480,7 +481,7 @@ class Connection:
             ),
             replies=core.replies,
         )
-        self.send_method(channel_id, commands.Channel.OpenOk())
+        self.send_method(channel_id, spec.Channel.OpenOk())
 
     def channel_closed(self, channel: Channel) -> None:
         """A channel finished closing; its number may be reused."""
@@ -503,7 +504,7 @@ class Connection:
             return
         self.send_method(
             0,
-            commands.Connection.Close(
+            spec.Connection.Close(
                 reply_code=error.code,
                 reply_text=error.text,
                 class_id=error.class_id,
@@ -521,7 +522,7 @@ class Connection:
             return
         forced = AMQPError(320, reason)
         self.send_method(
-            0, commands.Connection.Close(reply_code=320, reply_text=forced.text, class_id=0, method_id=0)
+            0, spec.Connection.Close(reply_code=320, reply_text=forced.text, class_id=0, method_id=0)
         )
         self._enter_closing()
 
@@ -587,7 +588,7 @@ class Connection:
             self.alarm_blocked = True
             if self.client_capabilities.get("connection.blocked") and not self.sent_blocked:
                 self.sent_blocked = True
-                self.send_method(0, commands.Connection.Blocked(reason=self.core.blocked_reason))
+                self.send_method(0, spec.Connection.Blocked(reason=self.core.blocked_reason))
 
     def publish_seen(self) -> None:
         """A publish was completed (counted for the status view)."""
@@ -600,7 +601,7 @@ class Connection:
             return
         if self.sent_blocked:
             self.sent_blocked = False
-            self.send_method(0, commands.Connection.Unblocked())
+            self.send_method(0, spec.Connection.Unblocked())
         if self.alarm_blocked:
             self.alarm_blocked = False
             self._last_recv = self.core.now

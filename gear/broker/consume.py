@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, cast
 
-from pamqp import commands
-
-from gear.broker.codec import consume_ok_frame, content_frames, get_ok_frame
 from gear.broker.declare import generated_name, lookup_queue, queue_name
 from gear.broker.errors import AMQPError, resource
 from gear.broker.message import Entry
 from gear.broker.queue import Consumer, Queue
+from gear.wire import spec
+from gear.wire.content import content_frames
+from gear.wire.methods import get_ok_frame
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -22,14 +22,14 @@ __all__ = ("HANDLERS", "apply_settle", "release", "settle")
 REPLY_TO = "amq.rabbitmq.reply-to"
 
 
-def _qos(channel: Channel, method: commands.Basic.Qos) -> None:
+def _qos(channel: Channel, method: spec.Basic.Qos) -> None:
     if method.prefetch_size:
         raise AMQPError(540, f"prefetch_size!=0 ({method.prefetch_size})")
     if method.global_:
         channel.global_prefetch = method.prefetch_count
     else:
         channel.prefetch = method.prefetch_count
-    channel.conn.send_method(channel.number, commands.Basic.QosOk())
+    channel.conn.send_method(channel.number, spec.Basic.QosOk())
     _kick(channel)
 
 
@@ -43,7 +43,7 @@ def _kick(channel: Channel, queues: set[Queue] | None = None) -> None:
             queue.deliver_ready()
 
 
-def _consume(channel: Channel, method: commands.Basic.Consume) -> None:
+def _consume(channel: Channel, method: spec.Basic.Consume) -> None:
     tag = method.consumer_tag or generated_name("amq.ctag")
     if tag in channel.consumers:
         raise AMQPError(530, f"attempt to reuse consumer tag '{tag}'")
@@ -66,11 +66,11 @@ def _consume(channel: Channel, method: commands.Basic.Consume) -> None:
     )
     channel.add_consumer(consumer)
     if not method.nowait:
-        channel.conn.send(consume_ok_frame(channel.number, tag))
+        channel.conn.send_method(channel.number, spec.Basic.ConsumeOk(tag))
     queue.add_consumer(consumer)
 
 
-def _reply_consume(channel: Channel, method: commands.Basic.Consume, tag: str) -> None:
+def _reply_consume(channel: Channel, method: spec.Basic.Consume, tag: str) -> None:
     if not method.no_ack:
         raise AMQPError(406, "reply consumer cannot acknowledge")
     if channel.reply_tag is not None:
@@ -78,10 +78,10 @@ def _reply_consume(channel: Channel, method: commands.Basic.Consume, tag: str) -
     channel.start_reply_consumer(tag)
     channel.add_consumer(Consumer(tag, channel, None, no_ack=True, exclusive=False, prefetch=0, arguments={}))
     if not method.nowait:
-        channel.conn.send(consume_ok_frame(channel.number, tag))
+        channel.conn.send_method(channel.number, spec.Basic.ConsumeOk(tag))
 
 
-def _cancel(channel: Channel, method: commands.Basic.Cancel) -> None:
+def _cancel(channel: Channel, method: spec.Basic.Cancel) -> None:
     consumer = channel.consumers.get(method.consumer_tag or "")
     if consumer is not None:
         channel.forget_consumer(consumer)
@@ -90,20 +90,20 @@ def _cancel(channel: Channel, method: commands.Basic.Cancel) -> None:
         else:
             consumer.queue.remove_consumer(consumer)
     if not method.nowait:
-        channel.conn.send_method(channel.number, commands.Basic.CancelOk(consumer_tag=method.consumer_tag))
+        channel.conn.send_method(channel.number, spec.Basic.CancelOk(consumer_tag=method.consumer_tag))
 
 
-def _cancel_ok(channel: Channel, method: commands.Basic.CancelOk) -> None:
+def _cancel_ok(channel: Channel, method: spec.Basic.CancelOk) -> None:
     return  # a client answering our basic.cancel; RabbitMQ 4.3 tolerates it too
 
 
-def _get(channel: Channel, method: commands.Basic.Get) -> None:
+def _get(channel: Channel, method: spec.Basic.Get) -> None:
     name = queue_name(channel, method.queue)
     channel.grants.check("read", "queue", name)
     queue = lookup_queue(channel, name)
     entry = queue.get()
     if entry is None:
-        channel.conn.send_method(channel.number, commands.Basic.GetEmpty())
+        channel.conn.send_method(channel.number, spec.Basic.GetEmpty())
         return
     channel.next_tag += 1
     tag = channel.next_tag
@@ -177,25 +177,25 @@ def apply_settle(channel: Channel, kind: str, tag: int, multiple: bool, requeue:
     _kick(channel, touched)
 
 
-def _nack(channel: Channel, method: commands.Basic.Nack) -> None:
+def _nack(channel: Channel, method: spec.Basic.Nack) -> None:
     settle(channel, "nack", method.delivery_tag, method.multiple, method.requeue)
 
 
-def _reject(channel: Channel, method: commands.Basic.Reject) -> None:
+def _reject(channel: Channel, method: spec.Basic.Reject) -> None:
     settle(channel, "reject", method.delivery_tag or 0, False, method.requeue)
 
 
-def _ack(channel: Channel, method: commands.Basic.Ack) -> None:
+def _ack(channel: Channel, method: spec.Basic.Ack) -> None:
     settle(channel, "ack", method.delivery_tag, method.multiple, False)
 
 
-def _recover(channel: Channel, method: commands.Basic.Recover | commands.Basic.RecoverAsync) -> None:
+def _recover(channel: Channel, method: spec.Basic.Recover | spec.Basic.RecoverAsync) -> None:
     if not method.requeue:
         raise AMQPError(540, "requeue=false")
     if channel.unacked:
         apply_settle(channel, "nack", 0, True, True)
-    if isinstance(method, commands.Basic.Recover):
-        channel.conn.send_method(channel.number, commands.Basic.RecoverOk())
+    if isinstance(method, spec.Basic.Recover):
+        channel.conn.send_method(channel.number, spec.Basic.RecoverOk())
 
 
 def release(channel: Channel) -> None:
@@ -217,14 +217,14 @@ def release(channel: Channel) -> None:
 
 
 HANDLERS: dict[type, Callable[[Channel, Any], None]] = {
-    commands.Basic.Qos: _qos,
-    commands.Basic.Consume: _consume,
-    commands.Basic.Cancel: _cancel,
-    commands.Basic.CancelOk: _cancel_ok,
-    commands.Basic.Get: _get,
-    commands.Basic.Ack: _ack,
-    commands.Basic.Nack: _nack,
-    commands.Basic.Reject: _reject,
-    commands.Basic.Recover: _recover,
-    commands.Basic.RecoverAsync: _recover,
+    spec.Basic.Qos: _qos,
+    spec.Basic.Consume: _consume,
+    spec.Basic.Cancel: _cancel,
+    spec.Basic.CancelOk: _cancel_ok,
+    spec.Basic.Get: _get,
+    spec.Basic.Ack: _ack,
+    spec.Basic.Nack: _nack,
+    spec.Basic.Reject: _reject,
+    spec.Basic.Recover: _recover,
+    spec.Basic.RecoverAsync: _recover,
 }

@@ -19,8 +19,8 @@ from gear.broker.persist import Persistence, RecoveryReport
 from gear.broker.queue import PublishingChannel, Queue
 from gear.broker.replies import ReplyConsumers
 from gear.broker.status import BrokerStatus, ConnectionStatus, QueueStatus, StoreStatus
-from gear.broker.timers import Timers
 from gear.broker.vhost import VirtualHost
+from gear.timers import Timers
 
 __all__ = ("BrokerCore", "CoreConnection")
 
@@ -63,7 +63,7 @@ class BrokerCore(Generic[C]):
         """Processor time of the broker's thread: a connection's share of parsing per turn is measured
         with it (wall time would count the moments the process was not running)."""
         self.now = clock()
-        self.timers = Timers()
+        self.timers = Timers(log)
         """Every timed event of the broker (heartbeats, timeouts, TTL, ``x-expires``)."""
         self.vhosts = {name: VirtualHost(name, self) for name in config.all_vhosts()}
         self.access = config.access_control()

@@ -6,13 +6,11 @@ import base64
 import os
 from typing import TYPE_CHECKING, Any
 
-from pamqp import commands
-
 from gear.broker import arguments as arguments_rules
-from gear.broker.codec import declare_ok_frame
 from gear.broker.errors import AMQPError, resource
 from gear.broker.exchange import EXCHANGE_TYPES, Exchange
 from gear.broker.queue import Queue
+from gear.wire import spec
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -104,7 +102,7 @@ def _check_exclusive(channel: Channel, queue: Queue) -> None:
         )
 
 
-def _exchange_declare(channel: Channel, method: commands.Exchange.Declare) -> None:
+def _exchange_declare(channel: Channel, method: spec.Exchange.Declare) -> None:
     name = _clean(method.exchange)
     _check_default(name)
     vhost = channel.vhost
@@ -152,10 +150,10 @@ def _exchange_declare(channel: Channel, method: commands.Exchange.Declare) -> No
                 if _text(received) != _text(current):
                     raise _inequivalent(arg, what, received, current)
     if not method.nowait:
-        channel.conn.send_method(channel.number, commands.Exchange.DeclareOk())
+        channel.conn.send_method(channel.number, spec.Exchange.DeclareOk())
 
 
-def _exchange_delete(channel: Channel, method: commands.Exchange.Delete) -> None:
+def _exchange_delete(channel: Channel, method: spec.Exchange.Delete) -> None:
     name = _clean(method.exchange)
     _check_default(name)
     vhost = channel.vhost
@@ -168,7 +166,7 @@ def _exchange_delete(channel: Channel, method: commands.Exchange.Delete) -> None
             raise AMQPError(406, resource("exchange", name, vhost.name) + " in use")
         vhost.delete_exchange(exchange)
     if not method.nowait:
-        channel.conn.send_method(channel.number, commands.Exchange.DeleteOk())
+        channel.conn.send_method(channel.number, spec.Exchange.DeleteOk())
 
 
 def _check_binding(channel: Channel, kind: str, destination: str, source: str) -> None:
@@ -180,17 +178,17 @@ def _check_binding(channel: Channel, kind: str, destination: str, source: str) -
     channel.grants.check("read", "exchange", source)
 
 
-def _exchange_bind(channel: Channel, method: commands.Exchange.Bind) -> None:
+def _exchange_bind(channel: Channel, method: spec.Exchange.Bind) -> None:
     _check_binding(channel, "exchange", method.destination, method.source)
     destination = _exchange(channel, method.destination)
     source = _exchange(channel, method.source)
     channel.vhost.bind(source, destination, method.routing_key, method.arguments or {})
     channel.vhost.binding_changed(source, destination)
     if not method.nowait:
-        channel.conn.send_method(channel.number, commands.Exchange.BindOk())
+        channel.conn.send_method(channel.number, spec.Exchange.BindOk())
 
 
-def _exchange_unbind(channel: Channel, method: commands.Exchange.Unbind) -> None:
+def _exchange_unbind(channel: Channel, method: spec.Exchange.Unbind) -> None:
     _check_binding(channel, "exchange", method.destination, method.source)
     destination = channel.vhost.exchanges.get(method.destination)
     source = channel.vhost.exchanges.get(method.source)
@@ -202,10 +200,10 @@ def _exchange_unbind(channel: Channel, method: commands.Exchange.Unbind) -> None
         channel.vhost.binding_changed(source, destination)
         channel.vhost.maybe_auto_delete(source)
     if not method.nowait:
-        channel.conn.send_method(channel.number, commands.Exchange.UnbindOk())
+        channel.conn.send_method(channel.number, spec.Exchange.UnbindOk())
 
 
-def _queue_declare(channel: Channel, method: commands.Queue.Declare) -> None:
+def _queue_declare(channel: Channel, method: spec.Queue.Declare) -> None:
     vhost = channel.vhost
     name = _clean(method.queue)
     conn = channel.conn
@@ -272,17 +270,16 @@ def _queue_declare(channel: Channel, method: commands.Queue.Declare) -> None:
     _declare_ok(channel, method, queue)
 
 
-def _declare_ok(channel: Channel, method: commands.Queue.Declare, queue: Queue) -> None:
+def _declare_ok(channel: Channel, method: spec.Queue.Declare, queue: Queue) -> None:
     channel.last_queue = queue.name
     if not method.nowait:
-        channel.conn.send(
-            declare_ok_frame(
-                channel.number, queue.name, len(queue.ready) + len(queue.inbox), len(queue.consumers)
-            )
+        channel.conn.send_method(
+            channel.number,
+            spec.Queue.DeclareOk(queue.name, len(queue.ready) + len(queue.inbox), len(queue.consumers)),
         )
 
 
-def _reply_to_declare(channel: Channel, name: str, method: commands.Queue.Declare) -> None:
+def _reply_to_declare(channel: Channel, name: str, method: spec.Queue.Declare) -> None:
     key = name[len(REPLY_TO) + 1 :]
     alive = name == REPLY_TO or channel.replies.alive(key)
     if not method.passive:
@@ -290,7 +287,7 @@ def _reply_to_declare(channel: Channel, name: str, method: commands.Queue.Declar
     if not alive:
         raise AMQPError(404, "no " + resource("queue", name, channel.vhost.name))
     if not method.nowait:
-        channel.conn.send(declare_ok_frame(channel.number, name, 0, 1 if key else 0))
+        channel.conn.send_method(channel.number, spec.Queue.DeclareOk(name, 0, 1 if key else 0))
 
 
 def _bind_target(channel: Channel, name: str, exchange_name: str) -> tuple[Queue, Exchange]:
@@ -302,15 +299,15 @@ def _bind_target(channel: Channel, name: str, exchange_name: str) -> tuple[Queue
     return queue, _exchange(channel, exchange_name)
 
 
-def _queue_bind(channel: Channel, method: commands.Queue.Bind) -> None:
+def _queue_bind(channel: Channel, method: spec.Queue.Bind) -> None:
     queue, exchange = _bind_target(channel, method.queue, method.exchange)
     channel.vhost.bind(exchange, queue, method.routing_key, method.arguments or {})
     channel.vhost.binding_changed(exchange, queue)
     if not method.nowait:
-        channel.conn.send_method(channel.number, commands.Queue.BindOk())
+        channel.conn.send_method(channel.number, spec.Queue.BindOk())
 
 
-def _queue_unbind(channel: Channel, method: commands.Queue.Unbind) -> None:
+def _queue_unbind(channel: Channel, method: spec.Queue.Unbind) -> None:
     # Unbinding is idempotent in RabbitMQ: a missing queue, exchange or binding is not an error.
     name = _clean(method.queue) or channel.last_queue
     _check_binding(channel, "queue", name, method.exchange)
@@ -326,19 +323,19 @@ def _queue_unbind(channel: Channel, method: commands.Queue.Unbind) -> None:
     ):
         vhost.binding_changed(exchange, queue)
         vhost.maybe_auto_delete(exchange)
-    channel.conn.send_method(channel.number, commands.Queue.UnbindOk())
+    channel.conn.send_method(channel.number, spec.Queue.UnbindOk())
 
 
-def _queue_purge(channel: Channel, method: commands.Queue.Purge) -> None:
+def _queue_purge(channel: Channel, method: spec.Queue.Purge) -> None:
     name = queue_name(channel, _clean(method.queue))
     channel.grants.check("read", "queue", name)
     queue = lookup_queue(channel, name)
     count = queue.purge()
     if not method.nowait:
-        channel.conn.send_method(channel.number, commands.Queue.PurgeOk(message_count=count))
+        channel.conn.send_method(channel.number, spec.Queue.PurgeOk(message_count=count))
 
 
-def _queue_delete(channel: Channel, method: commands.Queue.Delete) -> None:
+def _queue_delete(channel: Channel, method: spec.Queue.Delete) -> None:
     name = _clean(method.queue) or channel.last_queue
     if not name:
         raise AMQPError(404, "no previously declared queue")
@@ -354,17 +351,17 @@ def _queue_delete(channel: Channel, method: commands.Queue.Delete) -> None:
             raise AMQPError(406, what + " is not empty")
         count = channel.vhost.delete_queue(queue)
     if not method.nowait:
-        channel.conn.send_method(channel.number, commands.Queue.DeleteOk(message_count=count))
+        channel.conn.send_method(channel.number, spec.Queue.DeleteOk(message_count=count))
 
 
 HANDLERS: dict[type, Callable[[Channel, Any], None]] = {
-    commands.Exchange.Declare: _exchange_declare,
-    commands.Exchange.Delete: _exchange_delete,
-    commands.Exchange.Bind: _exchange_bind,
-    commands.Exchange.Unbind: _exchange_unbind,
-    commands.Queue.Declare: _queue_declare,
-    commands.Queue.Bind: _queue_bind,
-    commands.Queue.Unbind: _queue_unbind,
-    commands.Queue.Purge: _queue_purge,
-    commands.Queue.Delete: _queue_delete,
+    spec.Exchange.Declare: _exchange_declare,
+    spec.Exchange.Delete: _exchange_delete,
+    spec.Exchange.Bind: _exchange_bind,
+    spec.Exchange.Unbind: _exchange_unbind,
+    spec.Queue.Declare: _queue_declare,
+    spec.Queue.Bind: _queue_bind,
+    spec.Queue.Unbind: _queue_unbind,
+    spec.Queue.Purge: _queue_purge,
+    spec.Queue.Delete: _queue_delete,
 }

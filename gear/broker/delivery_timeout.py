@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from gear.broker.errors import AMQPError
 from gear.broker.queue import Queue
-from gear.broker.timers import Timer, Timers
+from gear.timers import Timer, Timers
 
 __all__ = ("DeliveryTimeout", "WatchedChannel")
 

@@ -6,7 +6,9 @@ here; the virtual host follows exchange destinations and deduplicates queues.
 
 Topic rules follow ``rabbit_db_topic_exchange``: keys split on ``.`` and the empty key is zero words, so
 empty words are real words. ``*`` matches exactly one word (possibly empty); ``#`` matches zero or more.
-Topic results are cached per routing key and the cache is dropped whenever a binding changes.
+Topic exchanges route with a trie of their binding keys (``gear.broker.topic``): the cost grows with the
+routing key's words, not with the bindings. Results are cached per routing key; a binding change drops
+only the cached keys it can change (for a key without wildcards, that key alone).
 """
 
 from __future__ import annotations
@@ -15,11 +17,14 @@ from collections.abc import Callable, Hashable, Mapping
 from functools import lru_cache
 from typing import Any
 
+from gear.broker.topic import TopicTrie
+
 __all__ = ("EXCHANGE_TYPES", "Binding", "Exchange", "headers_match", "split_words", "topic_match")
 
 EXCHANGE_TYPES = frozenset({"direct", "fanout", "topic", "headers"})
 _Identity = tuple[Hashable, str, tuple[tuple[str, str], ...]]
 _CACHE_LIMIT = 4096
+_WILDCARDS = frozenset({"*", "#"})
 
 
 def split_words(key: str) -> tuple[str, ...]:
@@ -119,6 +124,9 @@ class Exchange:
         "_by_destination",
         "_cache",
         "_direct",
+        "_order",
+        "_serial",
+        "_trie",
         "alternate",
         "arguments",
         "auto_delete",
@@ -150,6 +158,10 @@ class Exchange:
         self._by_destination: dict[Hashable, dict[_Identity, Binding]] = {}
         self._direct: dict[str, dict[Hashable, int]] = {}
         """Routing key -> destination -> how many bindings (different arguments) join them."""
+        self._order: dict[Hashable, int] = {}
+        """Destination -> a number that grows with each new destination (results keep binding order)."""
+        self._serial = 0
+        self._trie = TopicTrie()
         self._cache: dict[str, tuple[Hashable, ...]] = {}
 
     @property
@@ -164,10 +176,17 @@ class Exchange:
         if ident in self._bindings:
             return False
         self._bindings[ident] = binding
-        self._by_destination.setdefault(destination, {})[ident] = binding
+        mine = self._by_destination.get(destination)
+        if mine is None:
+            mine = self._by_destination[destination] = {}
+            self._order[destination] = self._serial
+            self._serial += 1
+        mine[ident] = binding
         joined = self._direct.setdefault(key, {})
         joined[destination] = joined.get(destination, 0) + 1
-        self._cache.clear()
+        if self.kind == "topic":
+            self._trie.add(split_words(key), destination)
+            self._forget_routes(key)
         return True
 
     def unbind(self, destination: Hashable, key: str, arguments: Mapping[str, Any]) -> bool:
@@ -179,8 +198,8 @@ class Exchange:
         del mine[binding.identity()]
         if not mine:
             del self._by_destination[destination]
-        self._forget_direct(binding)
-        self._cache.clear()
+            del self._order[destination]
+        self._forget(binding)
         return True
 
     def unbind_destination(self, destination: Hashable) -> int:
@@ -188,13 +207,17 @@ class Exchange:
         mine = self._by_destination.pop(destination, None)
         if not mine:
             return 0
+        del self._order[destination]
         for ident, binding in mine.items():
             del self._bindings[ident]
-            self._forget_direct(binding)
-        self._cache.clear()
+            self._forget(binding)
         return len(mine)
 
-    def _forget_direct(self, binding: Binding) -> None:
+    def _forget(self, binding: Binding) -> None:
+        """Remove one binding (already out of the binding maps) from the routing structures."""
+        if self.kind == "topic":
+            self._trie.remove(split_words(binding.key), binding.destination)
+            self._forget_routes(binding.key)
         joined = self._direct[binding.key]
         left = joined[binding.destination] - 1
         if left:
@@ -203,6 +226,18 @@ class Exchange:
             del joined[binding.destination]
             if not joined:
                 del self._direct[binding.key]
+
+    def _forget_routes(self, key: str) -> None:
+        """Drop the cached routes a binding with ``key`` can change: the key itself when it has no
+        wildcard (the common case: instance queues), else every cached routing key it matches."""
+        cache = self._cache
+        if not cache:
+            return
+        if _WILDCARDS.isdisjoint(split_words(key)):
+            cache.pop(key, None)
+            return
+        for routing_key in [k for k in cache if topic_match(key, k)]:
+            del cache[routing_key]
 
     def has_bindings(self) -> bool:
         """True while any binding has this exchange as source."""
@@ -229,11 +264,9 @@ class Exchange:
         if kind == "topic":
             cached = self._cache.get(routing_key)
             if cached is None:
-                cached = tuple(
-                    dict.fromkeys(
-                        b.destination for b in self._bindings.values() if topic_match(b.key, routing_key)
-                    )
-                )
+                matched = self._trie.match(split_words(routing_key))
+                order = self._order.__getitem__
+                cached = tuple(matched) if len(matched) < 2 else tuple(sorted(matched, key=order))
                 if len(self._cache) >= _CACHE_LIMIT:
                     self._cache.clear()
                 self._cache[routing_key] = cached

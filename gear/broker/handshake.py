@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pamqp import commands
-
 from gear.broker.config import BrokerConfig
 from gear.broker.errors import AMQPError
+from gear.wire import spec
 from gear.wire.frames import PROTOCOL_HEADER
 from gear.wire.table import FieldError, decode_table
 
@@ -77,7 +76,7 @@ def plain_credentials(response: str | bytes | None) -> tuple[str, str] | None:
     return parts[1].decode("utf-8", "replace"), parts[2].decode("utf-8", "replace")
 
 
-def check_tune(method: commands.Connection.TuneOk, config: BrokerConfig) -> None:
+def check_tune(method: spec.Connection.TuneOk, config: BrokerConfig) -> None:
     """RabbitMQ's ``validate_negotiated_integer_value`` for frame_max and channel_max.
 
     Raises:

@@ -1,6 +1,6 @@
 """Messages as the broker holds them: raw property bytes plus body.
 
-A publish's properties are checked when it arrives (:func:`gear.broker.properties.check_properties`):
+A publish's properties are checked when it arrives (:func:`gear.broker.checks.check_properties`):
 what the queues need (TTL, priority, persistence) is kept on the message, the raw bytes are forwarded
 verbatim, and the rare rules that need other values (headers exchanges, ``CC``/``BCC``, dead-lettering,
 direct reply-to) decode the checked bytes on demand, which cannot fail.
@@ -16,7 +16,8 @@ from __future__ import annotations
 import datetime
 from typing import TYPE_CHECKING, Any
 
-from gear.broker.properties import Checked, Properties, decode_properties, rewrite_properties
+from gear.broker.checks import Checked
+from gear.wire.properties import Properties, decode_properties, splice_properties
 
 if TYPE_CHECKING:
     from gear.broker.store import Store
@@ -115,7 +116,9 @@ class Message:
         """The properties, decoded (kept while the message is being routed, see :meth:`routed`)."""
         decoded = self._decoded
         if decoded is None:
-            decoded = self._decoded = decode_properties(self.properties)
+            decoded = self._decoded = decode_properties(
+                self.properties, 0, len(self.properties), lenient=True
+            )
         return decoded
 
     def routed(self) -> None:
@@ -183,7 +186,7 @@ def sender_selected(message: Message) -> tuple[list[str], Message]:
             keys.extend(_text(v) for v in values if isinstance(v, str | bytes))
     if "BCC" not in headers:
         return keys, message
-    raw = rewrite_properties(message.decoded, drop_headers=("BCC",))
+    raw = splice_properties(message.properties, drop_headers=("BCC",))
     return keys, message.with_properties(raw, message.exchange, message.routing_key, message.checked.ttl)
 
 
@@ -235,7 +238,7 @@ def dead_lettered(
     changed["x-last-death-reason"] = reason
     changed["x-last-death-queue"] = queue
     changed["x-last-death-exchange"] = message.exchange
-    raw = rewrite_properties(old, set_headers=changed, drop_expiration=True)
+    raw = splice_properties(message.properties, set_headers=changed, drop_expiration=True)
     return message.with_properties(
         raw, exchange, routing_key if routing_key is not None else message.routing_key, None
     )

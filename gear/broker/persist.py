@@ -22,10 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
+from gear.broker.checks import check_properties
 from gear.broker.errors import AMQPError
 from gear.broker.exchange import Exchange
 from gear.broker.message import Message
-from gear.broker.properties import check_properties
 from gear.broker.store import Store, StoredMessage
 from gear.broker.store.store import Recovery
 

@@ -29,7 +29,7 @@ from gear.broker.credit import CreditMeter
 from gear.broker.exchange import Exchange
 from gear.broker.expiry import QueueTimers
 from gear.broker.message import Entry, Message, dead_lettered
-from gear.broker.timers import Timers
+from gear.timers import Timers
 
 __all__ = (
     "Consumer",

@@ -27,6 +27,7 @@ from urllib.parse import quote
 from gear.broker.config import BrokerConfig
 from gear.broker.connection import Connection
 from gear.broker.core import BrokerCore
+from gear.broker.management import Management
 from gear.broker.persist import RecoveryReport
 from gear.broker.status import BrokerStatus
 from gear.broker.tls import certificate_user, server_context
@@ -35,6 +36,8 @@ __all__ = ("DISK_CHECK_INTERVAL", "Broker", "DiskFree", "running", "serve")
 
 log = logging.getLogger("gear.broker")
 _TICK = 0.1
+_HTTP_WAIT = 10.0
+"""Seconds a management API client has to send its request."""
 #: Seconds between free-disk-space readings when a ``disk_free_limit`` is set.
 DISK_CHECK_INTERVAL = 1.0
 
@@ -93,7 +96,7 @@ class _Protocol(asyncio.Protocol):
         if conn is None:
             return
         self.broker.received = True
-        conn.feed(data)
+        conn.receive(data)
         self.sync_reading()
 
     def sync_reading(self) -> None:
@@ -153,6 +156,7 @@ class Broker:
         self._next_disk_check = 0.0
         self.protocols: dict[Connection, _Protocol] = {}
         self._server: asyncio.Server | None = None
+        self._management: asyncio.Server | None = None
         self._ticker: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._flush_scheduled = False
@@ -185,6 +189,17 @@ class Broker:
         user, password = next(iter(plain.items()))
         return f"{scheme}://{quote(user, safe='')}:{quote(password, safe='')}@{self.config.host}:{self.port}/"
 
+    @property
+    def management_port(self) -> int:
+        """The bound port of the management API.
+
+        Raises:
+            RuntimeError: the broker is not started, or has no management API (``management_port``).
+        """
+        if self._management is None:
+            raise RuntimeError("the broker is not started or has no management API")
+        return int(self._management.sockets[0].getsockname()[1])
+
     async def start(self) -> None:
         """Bind and start accepting connections."""
         loop = asyncio.get_running_loop()
@@ -200,6 +215,14 @@ class Broker:
             ssl=tls,
             ssl_handshake_timeout=self.config.handshake_timeout if tls else None,
         )
+        if self.config.management_port is not None:
+            api = Management(self.core)
+            self._management = await asyncio.start_server(
+                lambda r, w: _answer_http(api, r, w),
+                self.config.host,
+                self.config.management_port,
+                reuse_address=True,
+            )
         self.check_disk()
         self._ticker = loop.create_task(self._tick_forever())
         log.info("gear broker listening on %s:%s%s", self.config.host, self.port, " (TLS)" if tls else "")
@@ -220,6 +243,10 @@ class Broker:
                     proto.transport.abort()
             await self._server.wait_closed()
             self._server = None
+        if self._management is not None:
+            self._management.close()
+            await self._management.wait_closed()
+            self._management = None
         while self._sync is not None:  # let a group commit in flight finish
             await asyncio.wait({self._sync})
             await asyncio.sleep(0)
@@ -257,7 +284,7 @@ class Broker:
             proto = self.protocols.get(conn)
             if proto is None:
                 continue
-            data = conn.take_output()
+            data = conn.data_to_send()
             transport = proto.transport
             if transport is None or transport.is_closing():
                 continue
@@ -368,6 +395,20 @@ class Broker:
     def recovery(self) -> RecoveryReport | None:
         """What starting on ``data_dir`` recovered (None without a data directory)."""
         return self.core.recovery
+
+
+async def _answer_http(api: Management, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Read one HTTP request's head and write the management API's answer, then close."""
+    try:
+        async with asyncio.timeout(_HTTP_WAIT):
+            head = await reader.readuntil(b"\r\n\r\n")
+        peer = writer.get_extra_info("peername")
+        writer.write(api.respond(head, str(peer[0]) if isinstance(peer, tuple) else ""))
+        await writer.drain()
+    except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError):
+        pass  # a client that sent no whole request (or left) gets nothing
+    finally:
+        writer.close()
 
 
 @contextlib.asynccontextmanager

@@ -16,8 +16,8 @@ from typing import Any, Protocol
 from gear.broker.exchange import Exchange
 from gear.broker.message import Message
 from gear.broker.queue import Queue, QueueStore
-from gear.broker.timers import Timers
 from gear.broker.totals import MessageTotals
+from gear.timers import Timers
 
 __all__ = ("SYSTEM_EXCHANGES", "VhostServices", "VirtualHost")
 

@@ -16,6 +16,7 @@ from gear import mask_url
 from gear.cli.options import LogLevelOpt, log_level
 from gear.cli.output import ExitCode, configure_logging, fail
 from gear.cli.signals import run_until_signal
+from gear.limits import MAX_COUNT
 
 __all__ = ("broker", "hash_password_command", "parse_size", "parse_user", "parse_watermark", "register")
 
@@ -118,6 +119,7 @@ def broker(
         int | None,
         typer.Option(
             min=1,
+            max=MAX_COUNT,
             help="At this many connections, new sockets are accepted but never answered, like RabbitMQ "
             "at its socket limit (to test clients' handshake timeouts).",
             show_default=False,
@@ -200,6 +202,16 @@ def broker(
             show_default=False,
         ),
     ] = None,
+    management_port: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            max=65535,
+            help="Serve a read-only subset of RabbitMQ's management HTTP API on this port (on --bind): "
+            "queues, exchanges, bindings, as `gear prune` and `gear doctor --management-url` read them.",
+            show_default=False,
+        ),
+    ] = None,
     prometheus_per_object: Annotated[
         bool,
         typer.Option(
@@ -254,6 +266,8 @@ def broker(
     options["max_message_size"] = parse_size(max_message_size, "--max-message-size")
     if disk_free_limit is not None:
         options["disk_free_limit"] = parse_size(disk_free_limit, "--disk-free-limit")
+    if management_port is not None:
+        options["management_port"] = management_port
     if data_dir is not None:
         try:
             data_dir.mkdir(parents=True, exist_ok=True)

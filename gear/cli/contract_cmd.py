@@ -14,7 +14,7 @@ import typer
 import gear
 from gear.cli.options import JsonOpt
 from gear.cli.output import ExitCode, Renderer, fail, map_errors
-from gear.cli.serve import load_service
+from gear.cli.usercode import TargetError, build_service, load_target
 from gear.contract import Change, asyncapi_document, diff_documents, is_contract
 
 __all__ = ("app", "diff", "export")
@@ -54,23 +54,16 @@ def _source(target: str) -> Any:
     """What ``module:attr`` names: a contract class, or a service (built if it is a factory).
 
     Raises:
-        ValueError: it is neither.
+        TargetError: it is neither, cannot be imported, or its code raised (where it did).
     """
-    found = load_service(target)
-    if is_contract(found) or isinstance(found, gear.Service):
+    found = load_target(target)
+    if is_contract(found):
         return found
-    if callable(found) and not inspect.isclass(found):
-        built = found()
-        if inspect.isawaitable(built):
-            built = gear.run(_awaited(built))
-        if isinstance(built, gear.Service):
-            return built
-        raise ValueError(f"calling {target} returned {type(built).__name__}, not a gear.Service")
-    raise ValueError(f"{target} is not a gear.Contract (class X(gear.Contract, Protocol)) nor a gear.Service")
-
-
-async def _awaited(value: Any) -> Any:
-    return await value
+    if inspect.isclass(found):
+        raise TargetError(
+            f"{target} is not a gear.Contract (class X(gear.Contract, Protocol)) nor a gear.Service"
+        )
+    return gear.run(build_service(found, target))
 
 
 def _document(target: str, type_: str | None, exchange: str) -> dict[str, Any]:
@@ -104,13 +97,25 @@ def export(
     version: Annotated[
         str | None, typer.Option("--version", help="info.version (default: the contract's version=).")
     ] = None,
+    server: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--server",
+            metavar="URL",
+            help="A broker URL for the document's servers section (repeatable; the password is left "
+            "out). Default: one server whose host and port are variables.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Write the AsyncAPI 3.0 document (JSON) of a contract, or of a service's registered handlers:
     channels for the four address forms, request/reply operations, payload, reply and error schemas,
     AMQP bindings."""
     with map_errors():
         try:
-            document = asyncapi_document(_source(target), type=type_, exchange=exchange, version=version)
+            document = asyncapi_document(
+                _source(target), type=type_, exchange=exchange, version=version, servers=server or ()
+            )
         except ValueError as exc:
             fail(str(exc), ExitCode.USAGE)
         text = json.dumps(document, indent=2) + "\n"

@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import typer
 
 import gear
-from gear.cli.options import JsonOpt, TraceOpt
+from gear.cli.options import JsonOpt, TraceOpt, given_urls
 from gear.cli.output import ExitCode, Renderer, fail, map_errors
 from gear.cli.signals import run_until_signal
 from gear.cli.traces import run_analysis
@@ -91,7 +91,7 @@ def demo(
     if serve:
         if report is not None or as_json:
             fail("--serve runs until Ctrl-C: it takes neither --report nor --json", ExitCode.USAGE)
-        _serve(url or [], repos=repos, ctrls=ctrls, http_port=http_port, bind=bind, trace=trace)
+        _serve(given_urls(url), repos=repos, ctrls=ctrls, http_port=http_port, bind=bind, trace=trace)
         return
     lines: list[str] = []
     if report is not None:  # the report's own traces, whatever --trace or GEAR_TRACE say
@@ -106,7 +106,7 @@ def demo(
 
     run = _entry(DEMO_ENTRY)
     with map_errors(out):
-        checks = gear.run(run(url or [], repos=repos, ctrls=ctrls, trace=trace, say=say))
+        checks = gear.run(run(given_urls(url), repos=repos, ctrls=ctrls, trace=trace, say=say))
     failed = [name for name, passed in checks.items() if not passed]
     document: dict[str, Any] = {"ok": not failed, "checks": checks, "report": lines}
     if trace:

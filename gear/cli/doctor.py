@@ -10,6 +10,7 @@ import gear
 from gear.cli.options import ExchangeOpt, JsonOpt
 from gear.cli.output import ExitCode, Renderer, fail, map_errors
 from gear.doctor import Diagnosis, Status, diagnose
+from gear.limits import MAX_SECONDS
 
 __all__ = ("doctor", "register")
 
@@ -17,7 +18,9 @@ _MARK = {Status.OK: "ok", Status.WARN: "WARN", Status.FAIL: "FAIL", Status.UNKNO
 
 
 def doctor(
-    url: Annotated[str, typer.Argument(help="The broker's AMQP URL, e.g. amqp://guest:guest@localhost/.")],
+    url: Annotated[
+        str, typer.Argument(metavar="URL", help="The broker's AMQP URL, e.g. amqp://guest:guest@localhost/.")
+    ],
     exchange: ExchangeOpt = "gear",
     management: Annotated[
         str | None,
@@ -36,18 +39,26 @@ def doctor(
     ] = True,
     max_message_bytes: Annotated[
         int | None,
-        typer.Option(help="Gear's size limit to check (default GEAR_MAX_MESSAGE_BYTES or 16 MiB)."),
+        typer.Option(
+            min=1024,
+            max=512 * 1024 * 1024,
+            help="Gear's size limit to check (default GEAR_MAX_MESSAGE_BYTES or 16 MiB).",
+        ),
     ] = None,
     longest_deadline: Annotated[
         float | None,
         typer.Option(
-            help="The longest deadline a handler may run to, in seconds (default GEAR_TIMEOUT or 30)."
+            min=0.001,
+            max=MAX_SECONDS,
+            help="The longest deadline a handler may run to, in seconds (default GEAR_TIMEOUT or 30).",
         ),
     ] = None,
     quorum: Annotated[
         bool | None, typer.Option(help="Gear runs with quorum=True (default GEAR_QUORUM).")
     ] = None,
-    timeout: Annotated[float, typer.Option(min=0.1, help="Seconds for the connection and each step.")] = 10.0,
+    timeout: Annotated[
+        float, typer.Option(min=0.1, max=MAX_SECONDS, help="Seconds for the connection and each step.")
+    ] = 10.0,
     as_json: JsonOpt = False,
 ) -> None:
     """Check the broker at URL against what Gear needs: release, feature flags, deprecated features in use,

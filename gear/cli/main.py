@@ -17,6 +17,7 @@ from gear.cli import (
     dead_letters,
     demo,
     doctor,
+    prune,
     rpc_commands,
     send,
     serve,
@@ -24,12 +25,14 @@ from gear.cli import (
     traces,
 )
 from gear.cli.output import EXIT_CODES_HELP, configure_logging
+from gear.cli.usage import GearGroup
 from gear.version import DISTRIBUTION, version
 
 __all__ = ("app", "main")
 
 app = typer.Typer(
     name="gear",
+    cls=GearGroup,  # usage errors end in Gear's one line (and a JSON document with --json)
     help=(
         "Gear: RPC over RabbitMQ with four address forms.\n\n"
         "REPO.host2 = one instance (point-to-point), CTRL = any one instance (round-robin), "
@@ -54,7 +57,15 @@ def _print_version(wanted: bool) -> None:
 @app.callback()
 def _options(
     verbose: Annotated[
-        int, typer.Option("--verbose", "-v", count=True, help="Show log messages (-v warnings, -vv debug).")
+        int,
+        typer.Option(
+            "--verbose",
+            "-v",
+            count=True,
+            max=3,
+            clamp=True,
+            help="Show log messages (-v warnings, -vv debug).",
+        ),
     ] = 0,
     show_version: Annotated[
         bool,
@@ -77,6 +88,7 @@ broker_cmd.register(app)
 topology.register(app)
 dead_letters.register(app)
 doctor.register(app)
+prune.register(app)
 demo.register(app)
 app.add_typer(traces.app, name="traces")
 app.add_typer(contract_cmd.app, name="contract")

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from gear.cli.client import Target
+from gear.limits import MAX_SECONDS
 
 __all__ = (
     "DEFAULT_URL",
@@ -27,6 +28,7 @@ __all__ = (
     "TimeoutOpt",
     "TraceOpt",
     "UrlOpt",
+    "given_urls",
     "load_payload",
     "log_level",
     "target",
@@ -52,7 +54,9 @@ ExchangeOpt = Annotated[
         "--exchange", envvar="GEAR_EXCHANGE", help="The topic exchange Gear uses (env GEAR_EXCHANGE)."
     ),
 ]
-MethodArg = Annotated[str, typer.Argument(help="The remote method name.", show_default=False)]
+MethodArg = Annotated[
+    str, typer.Argument(metavar="METHOD", help="The remote method name.", show_default=False)
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout, for scripts.")]
 TraceOpt = Annotated[
     str | None,
@@ -68,7 +72,7 @@ TraceOpt = Annotated[
 
 def _timeout(meaning: str) -> Any:
     """The ``--timeout``/``-t`` option, with help that says what the command waits for."""
-    return typer.Option("--timeout", "-t", min=0.001, help=meaning)
+    return typer.Option("--timeout", "-t", min=0.001, max=MAX_SECONDS, help=meaning)
 
 
 TimeoutOpt = Annotated[float, _timeout("Seconds to wait for the reply (the call's deadline).")]
@@ -104,13 +108,30 @@ DataFileOpt = Annotated[
 ]
 
 
+def given_urls(given: list[str] | None) -> list[str]:
+    """The broker URLs given with ``--url`` (or ``GEAR_URL``); ``[]`` when none was given.
+
+    Commas separate URLs as in :class:`gear.Settings`; click already split ``GEAR_URL`` on whitespace.
+
+    Raises:
+        typer.BadParameter: ``--url`` was given but holds no URL (``--url ''``): an empty value must
+            not quietly mean the default broker.
+    """
+    found = [u.strip() for item in (given or []) for u in item.split(",") if u.strip()]
+    if given and not found:
+        raise typer.BadParameter(
+            "empty: give a broker URL such as amqp://guest:guest@localhost/", param_hint="--url"
+        )
+    return found
+
+
 def urls(given: list[str] | None) -> list[str]:
     """The broker URLs to try: the options, else ``GEAR_URL``, else the default.
 
-    Commas separate URLs as in :class:`gear.Settings`; click already split ``GEAR_URL`` on whitespace.
+    Raises:
+        typer.BadParameter: ``--url ''`` (see :func:`given_urls`).
     """
-    found = [u.strip() for item in (given or []) for u in item.split(",") if u.strip()]
-    return found or [DEFAULT_URL]
+    return given_urls(given) or [DEFAULT_URL]
 
 
 def log_level(name: str) -> int:

@@ -41,6 +41,7 @@ __all__ = (
     "ExitCode",
     "configure_logging",
     "Renderer",
+    "error_document",
     "exit_code_for",
     "fail",
     "jsonable",
@@ -73,9 +74,8 @@ _MEANING: Mapping[ExitCode, str] = MappingProxyType(
         ExitCode.INTERNAL: "unexpected error (a bug: please report it with the traceback)",
         ExitCode.USAGE: "bad usage or input: unknown option, invalid address, TYPE, HOST or JSON",
         ExitCode.CONNECT: "cannot connect to the broker, or the connection was lost",
-        ExitCode.TIMEOUT: "no reply before the deadline (gather, nodes: someone did not answer in time)",
-        ExitCode.UNROUTABLE: "unroutable: no queue bound for the address (no such instance), or the "
-        "broker nacked it",
+        ExitCode.TIMEOUT: "no reply before the deadline (gather, nodes: someone did not answer)",
+        ExitCode.UNROUTABLE: "unroutable: no queue bound for the address (no such instance) or a nack",
         ExitCode.REMOTE: "the remote handler raised an error",
         ExitCode.METHOD_NOT_FOUND: "the remote instance has no handler for that method",
         ExitCode.BAD_PAYLOAD: "the remote handler rejected the payload (validation failed)",
@@ -121,27 +121,11 @@ def _one_line(exc: BaseException) -> str:
     if isinstance(exc, ValidationError):  # settings read by the service's module (gear.Settings())
         return Settings.explain(exc)
     text = mask_secrets(" ".join(str(exc).split())) or type(exc).__name__
-    if isinstance(exc, BadPayloadError):
-        return f"remote error: {text} ({_validation_summary(exc.details)})"
-    if isinstance(exc, RemoteError):
+    if isinstance(exc, RemoteError):  # a BadPayloadError's text names the fields that failed
         return f"remote error: {text}"
     if isinstance(exc, GearError):
         return text
     return f"{type(exc).__name__}: {text}"
-
-
-def _validation_summary(details: Mapping[str, Any], limit: int = 3) -> str:
-    """``value: Field required; key: ...`` from pydantic errors carried in a BadPayload reply."""
-    errors = details.get("errors")
-    if not isinstance(errors, list) or not errors:
-        return "no details"
-    parts = []
-    for error in errors[:limit]:
-        if isinstance(error, Mapping):
-            where = ".".join(str(p) for p in error.get("loc", ())) or "payload"
-            parts.append(f"{where}: {error.get('msg', '?')}")
-    more = f"; and {len(errors) - limit} more" if len(errors) > limit else ""
-    return "; ".join(parts) + more
 
 
 def jsonable(value: Any) -> Any:
@@ -195,12 +179,19 @@ class Renderer:
             typer.echo(fmt.format(*row).rstrip())
 
 
-def fail(message: str, code: ExitCode, renderer: Renderer | None = None) -> NoReturn:
-    """End the command with a one-line message on stderr (and a JSON error document with ``--json``)."""
+def error_document(kind: str, message: str, code: ExitCode, **more: Any) -> dict[str, Any]:
+    """The JSON document of a failed command: ``{"ok": false, "error": {"type", "message", "exit_code"}}``."""
+    return {"ok": False, "error": {"type": kind, "message": message, "exit_code": int(code), **more}}
+
+
+def fail(message: str, code: ExitCode, renderer: Renderer | None = None, kind: str = "Error") -> NoReturn:
+    """End the command with a one-line message on stderr, or with ``--json`` the JSON error document on
+    stdout instead (``kind`` is its ``type``)."""
     message = mask_secrets(message)
     if renderer is not None and renderer.as_json:
-        renderer.document({"ok": False, "error": {"message": message, "exit_code": int(code)}})
-    typer.echo(f"gear: {message}", err=True)
+        renderer.document(error_document(kind, message, code))
+    else:
+        typer.echo(f"gear: {message}", err=True)
     raise typer.Exit(int(code))
 
 
@@ -224,15 +215,12 @@ def map_errors(renderer: Renderer | None = None) -> Iterator[None]:
         if code is ExitCode.INTERNAL:
             raise
         if renderer is not None and renderer.as_json:
-            error: dict[str, Any] = {
-                "type": type(exc).__name__,
-                "message": _one_line(exc),
-                "exit_code": int(code),
-            }
+            more: dict[str, Any] = {}
             if isinstance(exc, RemoteError):
-                error.update(remote_type=exc.type, details=jsonable(exc.details))
-            renderer.document({"ok": False, "error": error})
-        typer.echo(f"gear: {_one_line(exc)}", err=True)
+                more.update(remote_type=exc.type, details=jsonable(exc.details))
+            renderer.document(error_document(type(exc).__name__, _one_line(exc), code, **more))
+        else:
+            typer.echo(f"gear: {_one_line(exc)}", err=True)
         raise typer.Exit(int(code)) from None
 
 

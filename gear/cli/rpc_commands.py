@@ -30,13 +30,28 @@ from gear.cli.options import (
     target,
 )
 from gear.cli.output import ExitCode, Renderer, fail, map_errors
+from gear.limits import MAX_COUNT
 
 __all__ = ("PING_METHOD", "register", "run_call", "run_cast", "run_gather")
 
 PING_METHOD = "gear.ping"
 """The method every Service answers on its own; `gear nodes` and gather's census use it."""
 
-AddressArg = Annotated[str, typer.Argument(help="REPO.host2, CTRL, CTRL.* or *.*", show_default=False)]
+
+def _address_arg(forms: str) -> Any:
+    """The ADDRESS argument, with help that lists only the address forms the command takes."""
+    return typer.Argument(metavar="ADDRESS", help=forms, show_default=False)
+
+
+OneAddressArg = Annotated[
+    str, _address_arg("REPO.host2 (that instance) or CTRL (any one CTRL instance, round-robin).")
+]
+FanoutAddressArg = Annotated[
+    str, _address_arg("CTRL.* (every CTRL instance) or *.* (every instance of every type).")
+]
+AnyAddressArg = Annotated[
+    str, _address_arg("REPO.host2 (that instance), CTRL (any one), CTRL.* (every CTRL) or *.* (every one).")
+]
 
 
 def parse_address(text: str, out: Renderer) -> Address:
@@ -156,16 +171,18 @@ def run_gather(
         }
         for r in sorted(replies, key=lambda r: str(r.sender))
     ]
-    out.document(
-        {
-            "ok": not errors and not missing and (expected is None or len(replies) >= expected),
-            "address": str(address),
-            "method": method,
-            "replies": rows,
-            "missing": missing,
-            "expected": expected,
-        }
-    )
+    problem = _gather_problem(method, address, to.timeout, len(replies), len(errors), missing, expected)
+    document: dict[str, Any] = {
+        "ok": problem is None,
+        "address": str(address),
+        "method": method,
+        "replies": rows,
+        "missing": missing,
+        "expected": expected,
+    }
+    if problem is not None:
+        document["error"] = {"type": "Error", "message": problem[0], "exit_code": int(problem[1])}
+    out.document(document)
     table: list[list[str]] = [
         [
             str(row["sender"]),
@@ -175,19 +192,35 @@ def run_gather(
         for row in rows
     ]
     table += [[sender, "no reply", f"alive, but no answer within {to.timeout:g}s"] for sender in missing]
-    if not table:  # one line says it all
-        typer.echo(f"gear: nobody answered {method} on {address} within {to.timeout:g}s", err=True)
-        raise typer.Exit(int(ExitCode.TIMEOUT))
-    out.table(["instance", "status", "result"], table)
-    out.line(f"{len(replies)} replied, {len(errors)} with an error, {len(missing)} did not answer in time")
+    if table:  # else the error line says it all
+        out.table(["instance", "status", "result"], table)
+        out.line(
+            f"{len(replies)} replied, {len(errors)} with an error, {len(missing)} did not answer in time"
+        )
+    if problem is not None:
+        if not out.as_json:
+            typer.echo(f"gear: {problem[0]}", err=True)
+        raise typer.Exit(int(problem[1]))
 
-    if not replies or missing or (expected is not None and len(replies) < expected):
-        what = f"{len(replies)} of {expected}" if expected is not None else f"{len(replies)} replies"
-        typer.echo(f"gear: {method} on {address}: {what} within {to.timeout:g}s", err=True)
-        raise typer.Exit(int(ExitCode.TIMEOUT))
+
+def _gather_problem(
+    method: str,
+    address: Address,
+    timeout: float,
+    replied: int,
+    errors: int,
+    missing: list[str],
+    expected: int | None,
+) -> tuple[str, ExitCode] | None:
+    """What went wrong in a gather, as its line and exit code; ``None`` when every instance answered."""
+    if not replied and not missing:
+        return f"nobody answered {method} on {address} within {timeout:g}s", ExitCode.TIMEOUT
+    if not replied or missing or (expected is not None and replied < expected):
+        what = f"{replied} of {expected}" if expected is not None else f"{replied} replies"
+        return f"{method} on {address}: {what} within {timeout:g}s", ExitCode.TIMEOUT
     if errors:
-        typer.echo(f"gear: {len(errors)} instance(s) answered {method} with an error", err=True)
-        raise typer.Exit(int(ExitCode.REMOTE))
+        return f"{errors} instance(s) answered {method} with an error", ExitCode.REMOTE
+    return None
 
 
 def _broker_of(svc: gear.Service) -> str:
@@ -218,7 +251,7 @@ def _error_text(row: dict[str, Any]) -> str:
 
 
 def call(
-    address: AddressArg,
+    address: OneAddressArg,
     method: MethodArg,
     data: DataOpt = None,
     data_file: DataFileOpt = None,
@@ -235,7 +268,7 @@ def call(
 
 
 def cast(
-    address: AddressArg,
+    address: AnyAddressArg,
     method: MethodArg,
     data: DataOpt = None,
     data_file: DataFileOpt = None,
@@ -252,13 +285,14 @@ def cast(
 
 
 def gather(
-    address: AddressArg,
+    address: FanoutAddressArg,
     method: MethodArg,
     data: DataOpt = None,
     data_file: DataFileOpt = None,
     timeout: GatherTimeoutOpt = 2.0,
     expected: Annotated[
-        int | None, typer.Option(min=1, help="Stop as soon as this many replied.", show_default=False)
+        int | None,
+        typer.Option(min=1, max=MAX_COUNT, help="Stop as soon as this many replied.", show_default=False),
     ] = None,
     url: UrlOpt = None,
     exchange: ExchangeOpt = "gear",
@@ -279,7 +313,7 @@ def gather(
 
 def nodes(
     type_: Annotated[
-        str | None, typer.Argument(metavar="[TYPE]", help="Only this TYPE (default: every type).")
+        str | None, typer.Argument(metavar="TYPE", help="Only this TYPE (default: every type).")
     ] = None,
     timeout: PingTimeoutOpt = 1.0,
     url: UrlOpt = None,

@@ -39,7 +39,7 @@ app = typer.Typer(
 )
 
 TypeArg = Annotated[str, typer.Argument(metavar="TYPE", help="Service TYPE, e.g. REPO.", show_default=False)]
-HostArg = Annotated[str, typer.Argument(help="The instance's HOST.", show_default=False)]
+HostArg = Annotated[str, typer.Argument(metavar="HOST", help="The instance's HOST.", show_default=False)]
 CallOpt = Annotated[bool, typer.Option("--call", help="Wait for the reply (or every reply, for fan-out).")]
 
 

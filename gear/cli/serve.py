@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import os
-import sys
 from typing import Annotated, Any
 
 import typer
 
 import gear
-from gear.cli.options import LogLevelOpt, TraceOpt, UrlOpt, log_level
+from gear.cli.options import LogLevelOpt, TraceOpt, UrlOpt, given_urls, log_level
 from gear.cli.output import ExitCode, configure_logging, fail, map_errors
 from gear.cli.output import masked_url as _masked
+from gear.cli.usercode import TargetError, build_service, load_target
 
 __all__ = ("load_service", "register", "serve")
 
@@ -22,40 +20,10 @@ def load_service(target: str) -> Any:
     """Import ``module:attr`` and return what it names: a Service, or a callable that builds one.
 
     Raises:
-        ValueError: if ``target`` is not ``module:attr``, or it cannot be imported or found.
+        TargetError: if ``target`` is not ``module:attr``, or it cannot be imported or found; a
+            :class:`~gear.cli.usercode.UserCodeError` when the module itself raised at import.
     """
-    module_name, sep, attr = target.partition(":")
-    if not sep or not module_name or not attr:
-        raise ValueError(f"expected module:attr (e.g. gear.examples.repo:create_service), got {target!r}")
-    # Like `python -m`, let a module in the current directory be found.
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        raise ValueError(f"cannot import {module_name!r}: {exc}") from None
-    try:
-        found = module
-        for part in attr.split("."):
-            found = getattr(found, part)
-    except AttributeError:
-        raise ValueError(f"module {module_name!r} has no attribute {attr!r}") from None
-    return found
-
-
-async def _build(found: Any) -> gear.Service:
-    if isinstance(found, gear.Service):
-        return found
-    if inspect.isclass(found):
-        raise ValueError(f"{found.__name__} is a class, not a gear.Service or a function that builds one")
-    if callable(found):
-        built = found()
-        if inspect.isawaitable(built):
-            built = await built
-        if isinstance(built, gear.Service):
-            return built
-        raise ValueError(f"calling it returned {type(built).__name__}, not a gear.Service")
-    raise ValueError(f"it is a {type(found).__name__}, not a gear.Service or a callable that builds one")
+    return load_target(target)
 
 
 def serve(
@@ -90,7 +58,7 @@ def serve(
     gear.Settings pick them up. On SIGTERM /readyz turns 503 at once, then the drain starts.
     """
     settings = (
-        ("GEAR_URL", ",".join(url or ())),
+        ("GEAR_URL", ",".join(given_urls(url))),
         ("GEAR_TYPE", type_),
         ("GEAR_HOST", host),
         ("GEAR_TRACE", trace),
@@ -101,11 +69,14 @@ def serve(
             os.environ[name] = value
     try:
         found = load_service(target)
-    except ValueError as exc:
+    except TargetError as exc:
         fail(str(exc), ExitCode.USAGE)
 
     async def main() -> gear.Service:
-        svc = await _build(found)
+        try:
+            svc = await build_service(found, target)
+        except TargetError as exc:
+            fail(str(exc), ExitCode.USAGE)
         typer.echo(
             f"gear serve: starting {svc.address} on {_hosts(svc)}; Ctrl-C or SIGTERM stops it", err=True
         )

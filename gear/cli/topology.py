@@ -9,6 +9,7 @@ import typer
 from gear import Settings, Topology
 from gear.cli.options import JsonOpt
 from gear.cli.output import ExitCode, Renderer, fail
+from gear.limits import MAX_SECONDS
 
 __all__ = ("register", "topology")
 
@@ -16,12 +17,18 @@ __all__ = ("register", "topology")
 def topology(
     type_: Annotated[str, typer.Argument(metavar="TYPE", help="Service TYPE, e.g. REPO.")],
     host: Annotated[
-        str | None, typer.Argument(help="Instance HOST (default: this machine's short host name).")
+        str | None,
+        typer.Argument(metavar="HOST", help="Instance HOST (default: this machine's short host name)."),
     ] = None,
     exchange: Annotated[str, typer.Option(help="The topic exchange.")] = "gear",
     quorum: Annotated[bool, typer.Option(help="Declare the shared TYPE queue as a quorum queue.")] = False,
     instance_queue_ttl: Annotated[
-        float, typer.Option(help="Seconds the TYPE.HOST queue outlives its instance (x-expires).")
+        float,
+        typer.Option(
+            min=0.001,
+            max=7 * MAX_SECONDS,
+            help="Seconds the TYPE.HOST queue outlives its instance (x-expires).",
+        ),
     ] = 600.0,
     client: Annotated[
         bool, typer.Option("--client", help="A calling-only instance (like the CLI): no shared queue.")

@@ -75,7 +75,10 @@ def run_analysis(
 def analyze(
     path: Annotated[
         str,
-        typer.Argument(help="A trace file or directory of *.jsonl files (local, or a URL Spark can read)."),
+        typer.Argument(
+            metavar="PATH",
+            help="A trace file or directory of *.jsonl files (local, or a URL Spark can read).",
+        ),
     ],
     out: Annotated[
         str, typer.Option("--out", "-o", help="Directory for the tables, summary.json and report.html.")

@@ -10,6 +10,7 @@ The document describes one service TYPE as the application that *receives* reque
   the error message), or without one for ``@one_way`` methods (casts);
 * messages: request, gather, cast, reply and error messages with Gear's headers, the payload and
   result schemas from pydantic, and the error envelope with each declared error's own schema;
+* servers: the broker (given URLs without their credentials, else a host and port to fill in);
 * ``x-gear``: the methods with their request and reply schemas and declared errors, which
   ``gear contract diff`` compares.
 """
@@ -23,11 +24,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import TypeAdapter
+from yarl import URL
 
 from gear.address import ALL_WORD
 from gear.contract.spec import MethodSpec, contract_spec, function_spec, is_contract
 from gear.envelope import ATTEMPT, DEADLINE, METHOD, PARENT, STATUS, TRACE, ErrorBody, Kind
 from gear.errors import ConfigurationError
+from gear.redact import mask_url
 
 __all__ = ("ASYNCAPI_VERSION", "Surface", "asyncapi_document", "surface_of")
 
@@ -80,7 +83,12 @@ def surface_of(source: Any, *, type: str | None = None) -> Surface:
 
 
 def asyncapi_document(
-    source: Any, *, type: str | None = None, exchange: str = "gear", version: str | None = None
+    source: Any,
+    *,
+    type: str | None = None,
+    exchange: str = "gear",
+    version: str | None = None,
+    servers: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The AsyncAPI 3.0 document of a contract class or a :class:`gear.Service`, as JSON-able data.
 
@@ -90,9 +98,12 @@ def asyncapi_document(
             service's TYPE, else an address parameter ``{type}``).
         exchange: the topic exchange (``Settings.exchange``).
         version: ``info.version`` (default: the contract's ``version=``).
+        servers: broker URLs for the ``servers`` section (credentials are left out); none: one
+            server whose host and port are variables (``localhost:5672`` by default).
 
     Raises:
-        ConfigurationError: not a contract or service; a type pydantic cannot describe.
+        ConfigurationError: not a contract or service; a type pydantic cannot describe; a server URL
+            that is not ``amqp://`` or ``amqps://``.
     """
     surface = surface_of(source, type=type)
     schemas, payloads, errors = _schemas(surface.methods)
@@ -104,6 +115,7 @@ def asyncapi_document(
     return {
         "asyncapi": ASYNCAPI_VERSION,
         "info": info,
+        "servers": _servers(servers),
         "defaultContentType": "application/json",
         "channels": doc.channels,
         "operations": doc.operations,
@@ -122,6 +134,45 @@ def asyncapi_document(
             },
         },
     }
+
+
+def _servers(urls: Sequence[str]) -> dict[str, Any]:
+    """The ``servers`` section: one AMQP 0-9-1 server per broker URL, without its credentials.
+
+    Raises:
+        ConfigurationError: a URL that is not ``amqp://`` or ``amqps://`` with a host.
+    """
+    if not urls:
+        return {
+            "broker": {
+                "host": "{host}:{port}",
+                "protocol": "amqp",
+                "protocolVersion": "0.9.1",
+                "title": "the broker",
+                "description": "The RabbitMQ (or Gear reference broker) every instance connects to.",
+                "variables": {
+                    "host": {"default": "localhost", "description": "the broker's host"},
+                    "port": {"default": "5672", "description": "its AMQP port (5671 for amqps)"},
+                },
+            }
+        }
+    found: dict[str, Any] = {}
+    for number, url in enumerate(urls, start=1):
+        parsed = URL(url)
+        if parsed.scheme not in ("amqp", "amqps") or not parsed.host:
+            raise ConfigurationError(
+                f"server {mask_url(url)!r} is not an amqp:// or amqps:// URL with a host"
+            )
+        server: dict[str, Any] = {
+            "host": f"{parsed.host}:{parsed.port or (5671 if parsed.scheme == 'amqps' else 5672)}",
+            "protocol": parsed.scheme,
+            "protocolVersion": "0.9.1",
+        }
+        vhost = parsed.path[1:] if len(parsed.path) > 1 else ""
+        if vhost:
+            server["pathname"] = f"/{vhost}"
+        found["broker" if len(urls) == 1 else f"broker{number}"] = server
+    return found
 
 
 def _description(surface: Surface) -> str:
@@ -207,13 +258,18 @@ def _clean(schema: Any) -> Any:
     return schema
 
 
-def _headers(method: str, kind: Kind) -> dict[str, Any]:
+def _headers(method: str, kind: Kind, *, error: bool = False) -> dict[str, Any]:
+    """The headers of a request, cast or reply; a reply's ``x-gear-status`` is ``error`` on an error
+    reply, and absent on a result."""
     properties: dict[str, Any] = {
         METHOD: {"type": "string", "const": method, "description": "the method name"},
     }
+    if kind is Kind.REPLY and error:
+        properties[STATUS] = {"type": "string", "const": "error", "description": "this reply is an error"}
+        return {"type": "object", "properties": properties, "required": [METHOD, STATUS]}
     if kind is Kind.REPLY:
-        properties[STATUS] = {"type": "string", "enum": ["error"], "description": "present on errors only"}
-        return {"type": "object", "properties": properties, "required": [METHOD]}
+        absent = {"required": [STATUS], "description": "x-gear-status is absent: the reply is a result"}
+        return {"type": "object", "properties": properties, "required": [METHOD], "not": absent}
     if kind is not Kind.CAST:
         properties[DEADLINE] = {"type": "integer", "description": "the absolute deadline, unix ms"}
     properties[ATTEMPT] = {"type": "integer", "minimum": 2, "description": "republish attempt (2nd on)"}
@@ -371,7 +427,7 @@ class _Document:
                     "summary": "An error reply: "
                     + (f"the declared {', '.join(declared)}, or " if declared else "")
                     + "Gear's MethodNotFound, BadPayload, or what the handler raised",
-                    "headers": _headers(name, Kind.REPLY),
+                    "headers": _headers(name, Kind.REPLY, error=True),
                     "payload": {"anyOf": [*alternatives, {"$ref": f"#/components/schemas/{_ENVELOPE}"}]},
                     "correlationId": _CORRELATION,
                     "bindings": {"amqp": {"messageType": Kind.REPLY.value, "bindingVersion": _AMQP}},

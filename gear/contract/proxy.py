@@ -29,8 +29,9 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 from pydantic import TypeAdapter, ValidationError
 
 from gear.address import Address
-from gear.contract.spec import ContractError, ContractSpec, MethodSpec, contract_spec
+from gear.contract.spec import ContractError, ContractSpec, MethodSpec, contract_spec, details_problem
 from gear.errors import BadResultError, ConfigurationError, GearError, RemoteError
+from gear.limits import seconds
 from gear.reply import Reply, validation_errors
 
 if TYPE_CHECKING:
@@ -110,15 +111,31 @@ class _Plan:
         except ValidationError as exc:
             raise BadResultError(address, self.name, result, {"errors": validation_errors(exc)}) from None
 
-    def error(self, exc: RemoteError) -> RemoteError:
-        """A remote error as its declared class, when the method declares it."""
+    def error(self, exc: RemoteError, address: str) -> GearError:
+        """A remote error as its declared class, when the method declares it; ``BadResultError`` when
+        it does, but its details do not fit the error's ``details_model``."""
         declared = self.declared.get(exc.type)
-        return exc if declared is None else declared(exc.message, exc.details)
+        if declared is None:
+            return exc
+        error = declared(exc.message, exc.details)
+        problem = details_problem(error)
+        if problem is None:
+            return error
+        body = {"type": exc.type, "message": exc.message, "details": exc.details}
+        found = type(error).details_model
+        assert found is not None  # a problem needs a model
+        try:
+            found.model_validate(exc.details)
+        except ValidationError as invalid:
+            bad = BadResultError(address, self.name, body, {"errors": validation_errors(invalid)})
+            bad.args = (f"the {exc.type} error of {self.name!r} on {address!r} arrived, but {problem}",)
+            return bad
+        return error
 
     def answer(self, reply: Reply, address: str) -> Answer[Any]:
         """One gathered reply as an :class:`Answer`."""
         if reply.error is not None:
-            return Answer(reply.sender, None, self.error(reply.error))
+            return Answer(reply.sender, None, self.error(reply.error, address))
         try:
             return Answer(reply.sender, self.finish(reply.result, address))
         except BadResultError as exc:
@@ -146,7 +163,7 @@ def _call(plan: _Plan) -> Callable[..., Awaitable[Any]]:
             result = await self._rpc.call(self._address, name, payload, timeout=self._timeout)
         except RemoteError as exc:
             if exc.type in declared:
-                raise plan.error(exc) from None
+                raise plan.error(exc, self._address) from None
             raise
         try:
             return validate(result)
@@ -229,8 +246,8 @@ def make_proxy(rpc: RPC, contract: Callable[..., C], address: str, timeout: floa
 
 
 def _check_timeout(timeout: float | None) -> None:
-    if timeout is not None and not timeout > 0:
-        raise ConfigurationError(f"timeout must be > 0 seconds, not {timeout!r}")
+    if timeout is not None:
+        seconds(timeout)  # a finite number of seconds in range, as rpc.call takes
 
 
 def _as_proxy(obj: object) -> _Proxy:
@@ -355,7 +372,7 @@ async def call_with_callback(
 
     def deliver(value: Any) -> Awaitable[None] | None:
         if isinstance(value, RemoteError):
-            value = plan.error(value)
+            value = plan.error(value, address)
         elif not isinstance(value, BaseException):
             try:
                 value = plan.finish(value, address)
@@ -389,7 +406,7 @@ def call_sync(method: Callable[..., Awaitable[Any]], payload: Any = _MISSING) ->
     try:
         result = sync.call(proxy._address, plan.name, _payload(plan, payload), timeout=proxy._timeout)
     except RemoteError as exc:
-        raise plan.error(exc) from None
+        raise plan.error(exc, proxy._address) from None
     return plan.finish(result, proxy._address)
 
 

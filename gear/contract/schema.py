@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ("accepts", "describe", "essential", "inline")
+__all__ = ("accepts", "describe", "essential", "inline", "wire_schema")
 
 _RECURSIVE = "x-gear-recursive"
 _NOTES = ("title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly")
@@ -42,12 +42,30 @@ def inline(schema: Any, defs: Mapping[str, Any], _stack: tuple[str, ...] = ()) -
 
 def essential(schema: Any) -> Any:
     """``schema`` without what does not change which values it accepts (titles, descriptions,
-    defaults, examples)."""
+    defaults, examples); a property named like one of them (``title``) stays."""
     if isinstance(schema, list):
         return [essential(item) for item in schema]
     if not isinstance(schema, dict):
         return schema
-    return {k: essential(v) for k, v in schema.items() if k not in _NOTES}
+    kept: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in _NOTES:
+            continue
+        if key in ("properties", "$defs", "definitions") and isinstance(value, dict):
+            kept[key] = {name: essential(item) for name, item in value.items()}
+        else:
+            kept[key] = essential(value)
+    return kept
+
+
+def wire_schema(schema: Any) -> Any:
+    """What a JSON Schema (as pydantic writes it, ``$defs`` and all) lets through on the wire: its
+    references inlined, its titles, descriptions and defaults dropped. Two type hints whose wire
+    schemas are equal accept the same JSON, whatever their classes are called or say of themselves."""
+    if not isinstance(schema, dict):
+        return schema
+    defs = schema.get("$defs", {})
+    return essential(inline({k: v for k, v in schema.items() if k != "$defs"}, defs))
 
 
 def _alternatives(schema: Any) -> list[Any]:

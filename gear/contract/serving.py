@@ -5,20 +5,58 @@ before anything is registered, so a service never starts with half a contract. T
 subclass the contract (then ``mypy`` checks its signatures too) or just have the methods; each may be
 ``async def`` or a plain ``def`` (run in the thread pool, like any plain handler). A signature differs
 when the payload is missing or extra, or when the payload or return type accepts other JSON than the
-contract's (the types are compared as equal hints, else by their JSON Schemas).
+contract's (the types are compared as equal hints, else by what their JSON Schemas let through on the
+wire: a payload class of another name or docstring with the same fields is the same payload).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from pydantic import TypeAdapter
 
-from gear.contract.spec import NO_PAYLOAD, MethodSpec, contract_spec, function_spec, is_contract
-from gear.errors import ConfigurationError
+from gear.contract.schema import accepts, wire_schema
+from gear.contract.spec import (
+    NO_PAYLOAD,
+    ContractError,
+    MethodSpec,
+    contract_spec,
+    details_problem,
+    function_spec,
+    is_contract,
+)
+from gear.errors import ConfigurationError, GearError
 
-__all__ = ("implementation_of",)
+__all__ = ("ContractViolationError", "error_check", "implementation_of")
+
+log = logging.getLogger("gear.contract")
+
+
+class ContractViolationError(GearError):
+    """What a caller gets (as a ``RemoteError`` of this type) instead of a declared error whose details
+    do not fit its ``details_model``: the server refused to send it."""
+
+
+def error_check(owner: str, method: str) -> Callable[[Exception], Exception]:
+    """The error filter of ``owner.method`` (see ``Handler.on_error``): a :class:`ContractError` whose
+    details do not fit its ``details_model`` is logged and replaced by a :class:`ContractViolationError`;
+    anything else passes as it is."""
+
+    def check(exc: Exception) -> Exception:
+        if not isinstance(exc, ContractError):
+            return exc
+        problem = details_problem(exc)
+        if problem is None:
+            return exc
+        text = (
+            f"{owner}.{method} raised {type(exc).__name__}, but {problem}: not sent as {type(exc).__name__}"
+        )
+        log.error("%s; fix the details or the model", text)
+        return ContractViolationError(text)
+
+    return check
 
 
 def implementation_of(contract: Any, implementation: object) -> list[tuple[MethodSpec, Callable[..., Any]]]:
@@ -70,12 +108,14 @@ def _member(implementation: object, name: str) -> Callable[..., Any] | None:
 
 
 def _same(got: Any, want: Any) -> bool:
-    """True when two type hints accept the same JSON: equal, or with equal JSON Schemas."""
+    """True when two type hints accept the same JSON: equal, or with the same wire schema (what the
+    JSON Schemas let through, compared without class names, titles, docstrings or defaults)."""
     if got is NO_PAYLOAD or want is NO_PAYLOAD:
         return got is want
     if got == want:
         return True
     try:
-        return bool(TypeAdapter(got).json_schema() == TypeAdapter(want).json_schema())
+        mine, theirs = (wire_schema(TypeAdapter(hint).json_schema()) for hint in (got, want))
     except Exception:
         return False
+    return bool(mine == theirs or (accepts(mine, theirs) and accepts(theirs, mine)))

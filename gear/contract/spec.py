@@ -23,6 +23,7 @@ is typed as the contract itself. :func:`contract_spec` reads a contract into a :
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import types
 import typing
@@ -30,10 +31,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from gear.address import validate_type
-from gear.errors import ConfigurationError, GearError, RemoteError
+from gear.errors import ConfigurationError, GearError, RemoteError, validation_summary
 from gear.handler import check_method_name
 
 __all__ = (
@@ -43,6 +44,7 @@ __all__ = (
     "ContractSpec",
     "MethodSpec",
     "contract_spec",
+    "details_problem",
     "function_spec",
     "is_contract",
     "one_way",
@@ -92,19 +94,46 @@ class ContractError(RemoteError):
     it, it travels as a typed error reply (its class name is the wire type) and a proxy raises it
     again as the same class. ``str()`` is the message.
 
+    With a ``details_model``, both ends hold the details to it: the server refuses to send an error
+    whose details do not fit (it logs why and the caller gets a ``ContractViolationError`` instead),
+    and a caller whose declared error arrives with details that do not fit gets ``BadResultError``.
+
     Attributes:
-        details_model: optionally, the pydantic model of ``details`` (documented in AsyncAPI).
+        details_model: optionally, the pydantic model of ``details`` (also in the AsyncAPI document).
+        details: the details as JSON (what travels).
+        data: the details as an instance of ``details_model`` (``None`` without one); annotate it in
+            the subclass (``data: OutOfStockDetails``) for mypy to know its type.
     """
 
     details_model: ClassVar[type[BaseModel] | None] = None
+    data: Any
 
     def __init__(self, message: str = "", details: Mapping[str, Any] | BaseModel | None = None) -> None:
         GearError.__init__(self, message)
         self.type = type(self).__name__
         self.message = message
+        model = type(self).details_model
+        self.data = details if model is not None and isinstance(details, model) else None
         if isinstance(details, BaseModel):
             details = details.model_dump(mode="json")
         self.details = dict(details or {})
+        if model is not None and self.data is None:
+            with contextlib.suppress(ValidationError):  # details_problem() says what does not fit
+                self.data = model.model_validate(self.details)
+
+
+def details_problem(error: ContractError) -> str | None:
+    """What in ``error``'s details does not fit its ``details_model``, in one line (``field: what``);
+    ``None`` when they fit or the class declares no model."""
+    model = type(error).details_model
+    if model is None or error.data is not None:
+        return None
+    try:
+        model.model_validate(error.details)
+    except ValidationError as exc:
+        found = validation_summary({"errors": exc.errors(include_url=False, include_input=False)})
+        return f"its details do not fit {model.__name__} ({found or 'invalid'})"
+    return None
 
 
 def one_way(func: F) -> F:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
+from gear.doctor.cluster import cluster_nodes, consumer_disconnected, net_ticktime, quorum_health
 from gear.doctor.facts import Facts
+from gear.doctor.finding import Finding, Status
 from gear.topology import DEAD_LETTER_KEY, dead_letter_notify_queue, dead_letter_queue
 
 __all__ = ("CHECKS", "DEFAULT_CONSUMER_TIMEOUT_MS", "Finding", "Status", "run_checks")
@@ -37,29 +37,6 @@ NOT_USED_BY_GEAR = {
     "management_metrics_collection": "not a client setting",
 }
 """Deprecated features and why Gear does not depend on them."""
-
-
-class Status(StrEnum):
-    """How one check stands for Gear."""
-
-    OK = "ok"
-    WARN = "warn"
-    FAIL = "fail"
-    UNKNOWN = "unknown"
-
-
-@dataclass(frozen=True, slots=True)
-class Finding:
-    """One check's result."""
-
-    check: str
-    status: Status
-    found: str
-    """What the doctor saw, in words."""
-    change: str = ""
-    """What to change (empty when nothing)."""
-    data: dict[str, Any] = field(default_factory=dict)
-    """The same in numbers and names, for ``--json``."""
 
 
 def broker(facts: Facts) -> Finding:
@@ -288,6 +265,10 @@ CHECKS: tuple[Callable[[Facts], Finding], ...] = (
     delivery_limits,
     heartbeat,
     connection_limits,
+    cluster_nodes,
+    consumer_disconnected,
+    net_ticktime,
+    quorum_health,
 )
 """Every check, in report order."""
 

@@ -55,6 +55,9 @@ class Facts:
     """Gear's queues: every queue bound to Gear's exchange (management API ``/api/queues`` entries)."""
     queue_names: set[str] | None = None
     """Every queue name in the vhost."""
+    nodes: list[dict[str, Any]] | None = None
+    """The cluster's nodes (management API ``/api/nodes``: ``name``, ``running``, ``partitions``,
+    ``net_ticktime``...)."""
 
     @property
     def product(self) -> str:
@@ -181,6 +184,10 @@ def _read_management(api: Management, facts: Facts, exchange: str) -> None:
             if exc.status == 404
             else str(exc)
         )
+    try:
+        facts.nodes = list(api.get("nodes"))
+    except ManagementUnavailableError:
+        facts.nodes = None
     try:
         bindings = api.get("exchanges", api.vhost, exchange, "bindings", "source")
         queues = api.get("queues", api.vhost)

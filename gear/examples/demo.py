@@ -21,7 +21,7 @@ from gear.examples.scenario import run_scenario
 from gear.examples.system import Names, System, running_system
 from gear.examples.web import start_http
 
-__all__ = ("run", "serve", "try_commands")
+__all__ = ("export_line", "run", "serve", "try_commands")
 
 Say = Callable[[str], None]
 
@@ -76,6 +76,17 @@ async def run(
         say("")
         outcome = await run_scenario(system, say)
     return dict(outcome.checks)
+
+
+def export_line(urls: Sequence[str]) -> str:
+    """The shell line that points ``gear`` commands at ``urls``: ``export GEAR_URL=...`` as given, or,
+    when a URL holds a password (never printed), a comment saying to export the URL given to --url.
+
+    Every line the demo prints can be pasted as it is: a masked ``***`` in an export line could not.
+    """
+    if any(gear.mask_url(u) != u for u in urls):
+        return "# export GEAR_URL=<the --url you gave> (not printed here: it holds a password)"
+    return f"export GEAR_URL={shlex.quote(','.join(urls))}"
 
 
 def try_commands(system: System, url: str | None, http: str) -> list[str]:
@@ -137,9 +148,7 @@ async def serve(
             say("")
             say("Try, in another terminal:")
             if urls:
-                say(f"  export GEAR_URL={shlex.quote(','.join(gear.mask_url(u) for u in urls))}")
-                if any(gear.mask_url(u) != u for u in urls):
-                    say("  # put the password in place of ***")
+                say(f"  {export_line(urls)}")
             for line in try_commands(system, None if urls else where[0], http):
                 say(f"  {line}")
             say("")

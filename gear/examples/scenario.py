@@ -200,7 +200,9 @@ async def _errors(system: System, say: Say, outcome: Outcome) -> None:
             await attempt()
         except gear.GearError as exc:
             text = exc.message if isinstance(exc, gear.RemoteError) else str(exc)
-            say(f"   call {address:<{width}} {method:<6} -> {type(exc).__name__}: {text[:80]}")
+            if isinstance(exc, gear.BadPayloadError) and exc.problems:
+                text += f" ({exc.problems})"
+            say(f"   call {address:<{width}} {method:<6} -> {type(exc).__name__}: {text}")
             outcome.check(f"error {expected.__name__}", isinstance(exc, expected))
         else:
             say(f"   call {address} {method} -> no error  UNEXPECTED")
@@ -242,7 +244,7 @@ async def _deadline(system: System, say: Say, outcome: Outcome) -> None:
         elapsed = time.monotonic() - started
         got = f"{type(exc).__name__} ({exc.type})"
         say(f"   CTRL's nested call gave up inside WEB's budget, and WEB got {got}")
-        say(f"   after {elapsed:.1f} s: {exc.message[:80]}")
+        say(f"   after {elapsed:.1f} s: {exc.message}")
         outcome.check("deadline inherited by the nested call", exc.type == "CallTimeoutError")
     except gear.GearError as exc:
         say(f"   WEB got {type(exc).__name__}: {exc}  UNEXPECTED (CTRL should have answered in time)")

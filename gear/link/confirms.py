@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 from enum import Enum
 
-from gear.amqp import ChannelClosedError, Returned
-from gear.link.connection import Channel, ChannelListener
+from gear.amqp import ChannelClosedError, Confirm, Returned
+from gear.link.connection import Channel
+from gear.wire.content import Publish
 
 __all__ = ("Confirms", "Verdict")
 
@@ -26,8 +27,9 @@ class Verdict(Enum):
     NACKED = "nacked"
 
 
-class Confirms(ChannelListener):
-    """The pending publishes of one confirm channel (its listener)."""
+class Confirms:
+    """The pending publishes of one confirm channel (its ``confirms``: the connection's dispatch hands
+    it the channel's confirms, returns and close)."""
 
     def __init__(self, channel: Channel) -> None:
         self._loop = asyncio.get_running_loop()
@@ -35,48 +37,50 @@ class Confirms(ChannelListener):
         self._pending: dict[int, tuple[asyncio.Future[Verdict], str]] = {}
         self._by_message_id: dict[str, int] = {}
         self._closed: ChannelClosedError | None = None
-        channel.listener = self
+        channel.confirms = self
 
     def __len__(self) -> int:
         return len(self._pending)
 
-    def send(self, frames: bytes, message_id: str) -> asyncio.Future[Verdict]:
-        """Publish ``frames`` and return the future of the broker's verdict.
+    def send(self, publish: Publish, message_id: str) -> asyncio.Future[Verdict]:
+        """Publish a message and return the future of the broker's verdict.
 
         The write and the bookkeeping happen in one step with no await, so the sequence number is the
         one the broker gives it. The future fails with :class:`~gear.amqp.ChannelClosedError` if the
         channel closes first.
 
         Raises:
+            FieldError: a name or property AMQP cannot carry (nothing was sent).
             ChannelClosedError: the channel is closing or closed (nothing was sent).
         """
         if self._closed is not None:
             raise self._closed
-        tag = self._channel.publish(frames)
+        tag = self._channel.publish(publish)
         verdict: asyncio.Future[Verdict] = self._loop.create_future()
         self._pending[tag] = (verdict, message_id)
         self._by_message_id[message_id] = tag
         return verdict
 
-    # -- ChannelListener -----------------------------------------------------------------------------
+    # -- what the broker said (from the connection's dispatch) ---------------------------------------
 
-    def on_confirm(self, delivery_tag: int, multiple: bool, ack: bool) -> None:
-        """Settle ``delivery_tag`` (and every earlier one if ``multiple``) as acked or nacked."""
-        verdict = Verdict.ACK if ack else Verdict.NACKED
-        if not multiple:
-            self._settle(delivery_tag, verdict)
+    def confirm(self, confirm: Confirm) -> None:
+        """Settle the confirmed tag (and every earlier one if ``multiple``) as acked or nacked."""
+        verdict = Verdict.NACKED if confirm.nack else Verdict.ACK
+        if not confirm.multiple:
+            self._settle(confirm.delivery_tag, verdict)
             return
-        for tag in [tag for tag in self._pending if tag <= delivery_tag]:
+        last = confirm.delivery_tag
+        for tag in [tag for tag in self._pending if tag <= last]:
             self._settle(tag, verdict)
 
-    def on_return(self, returned: Returned) -> None:
+    def returned(self, returned: Returned) -> None:
         """Settle the publish with the returned message's id as returned."""
         message_id = returned.properties.message_id
         tag = None if message_id is None else self._by_message_id.get(message_id)
         if tag is not None:
             self._settle(tag, Verdict.RETURNED)
 
-    def on_closed(self, error: ChannelClosedError) -> None:
+    def closed(self, error: ChannelClosedError) -> None:
         """Fail every pending publish, and any later one, with the channel's reason."""
         self._closed = error
         pending, self._pending = self._pending, {}

@@ -1,9 +1,12 @@
 """The asyncio side of one AMQP connection: connect, await replies, send heartbeats, close.
 
 :func:`connect` opens the socket (TCP or TLS), runs the handshake of the protocol core
-(:class:`gear.amqp.ClientConnection`) under a timeout, and returns a :class:`Connection`; its
-:class:`Channel` objects await the replies to synchronous methods and pass everything else the broker
-sends on them (confirms, returns, cancelled consumers, the channel's close) to whoever listens.
+(:class:`gear.amqp.ClientConnection`) under a timeout, and returns a :class:`Connection`.
+:meth:`Connection.dispatch` is the one place the core's events (:mod:`gear.amqp.events`) are acted on:
+a reply resolves the future its method was sent with (the core keeps the one queue of them), a
+delivery goes to its consumer, confirms and returns to the channel's :class:`~gear.link.confirms.Confirms`,
+closes resolve the ``closed`` futures, and the rest goes to the owner's ``when_*`` hooks. An exception
+raised while acting on one event is logged and does not stop the others (nor the reader).
 Errors leave this module as Gear's own (``ConnectError``) or as the core's typed closes
 (:class:`~gear.amqp.ChannelClosedError`, :class:`~gear.amqp.ConnectionClosedError`).
 """
@@ -12,32 +15,45 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import ssl
 import urllib.parse
-from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar, cast
 
 from yarl import URL
 
 from gear.amqp import (
+    Blocked,
+    ChannelClosed,
     ChannelClosedError,
     ClientChannel,
     ClientConnection,
     ClosedError,
+    Confirm,
+    ConnectionClosed,
     ConnectionClosedError,
-    Consumer,
+    ConsumerCancelled,
     Credentials,
-    ProtocolError,
+    Delivery,
+    Event,
+    MethodReply,
+    Opened,
     Returned,
-    Settle,
+    Unblocked,
 )
 from gear.errors import ConfigurationError, ConnectError
 from gear.link.stream import Stream
 from gear.redact import mask_url
+from gear.wire import spec
+from gear.wire.content import Publish
 
-__all__ = ("ACK_DELAY", "Channel", "ChannelListener", "Connection", "Endpoint", "connect")
+__all__ = ("ACK_DELAY", "Channel", "ConfirmTracker", "Connection", "Endpoint", "connect", "replies")
+
+Reply = TypeVar("Reply")
+
+log = logging.getLogger("gear.link")
 
 ACK_DELAY = 0.005
 """Seconds an acknowledgement may wait to share a send with the next outgoing frame."""
@@ -93,78 +109,50 @@ class Endpoint:
         return cls(parsed.host, port or (5671 if tls else 5672), tls, vhost, credentials, username, heartbeat)
 
 
-class ChannelListener:
-    """What a channel's user hears about besides replies; override what you need."""
+class ConfirmTracker(Protocol):
+    """What keeps a confirm channel's pending publishes (:class:`gear.link.confirms.Confirms`)."""
 
-    def on_confirm(self, delivery_tag: int, multiple: bool, ack: bool) -> None:
-        """A publisher confirm (``basic.ack``/``basic.nack``)."""
+    def confirm(self, confirm: Confirm) -> None:
+        """The broker acked or nacked publishes."""
 
-    def on_return(self, returned: Returned) -> None:
+    def returned(self, returned: Returned) -> None:
         """A mandatory publish came back unroutable."""
 
-    def on_cancelled(self, consumer_tag: str) -> None:
-        """The broker cancelled a consumer."""
-
-    def on_closed(self, error: ChannelClosedError) -> None:
-        """The channel closed (once)."""
+    def closed(self, error: ChannelClosedError) -> None:
+        """The channel closed."""
 
 
 class Channel:
     """One open channel: synchronous methods awaited, publishes and acks sent through the stream."""
 
-    def __init__(self, connection: Connection) -> None:
+    def __init__(self, connection: Connection, core: ClientChannel) -> None:
         self._connection = connection
         self._stream = connection.stream
-        self._replies: deque[asyncio.Future[Any]] = deque()
-        self.listener = ChannelListener()
-        """Told about confirms, returns, cancelled consumers and the close."""
+        self.core = core
+        self.number = core.number
         self.closed: asyncio.Future[ChannelClosedError] = connection.loop.create_future()
         """Resolves (with the reason) when the channel closes."""
-        self.core: ClientChannel = connection.core.open_channel(self)
-        self.number = self.core.number
+        self.consumers: dict[str, Callable[[Delivery], None]] = {}
+        """consumer tag -> what takes its deliveries, inline."""
+        self.confirms: ConfirmTracker | None = None
+        """The pending publishes of a confirm channel (set by :class:`~gear.link.confirms.Confirms`)."""
 
     @property
     def is_open(self) -> bool:
         """True until the channel closes or starts closing."""
         return self.core.usable and not self.closed.done()
 
-    # -- ChannelHandler (called by the core, inline) ------------------------------------------------
-
-    def on_reply(self, method: Any) -> None:
-        if self._replies:
-            future = self._replies.popleft()
-            if not future.done():
-                future.set_result(method)
-
-    def on_confirm(self, delivery_tag: int, multiple: bool, ack: bool) -> None:
-        self.listener.on_confirm(delivery_tag, multiple, ack)
-
-    def on_return(self, returned: Returned) -> None:
-        self.listener.on_return(returned)
-
-    def on_cancelled(self, consumer_tag: str) -> None:
-        self.listener.on_cancelled(consumer_tag)
-
-    def on_closed(self, code: int, text: str, by_broker: bool) -> None:
-        error = ChannelClosedError(code, text, by_broker=by_broker)
-        replies, self._replies = self._replies, deque()
-        for future in replies:
-            if not future.done():
-                future.set_exception(error)
-                future.exception()  # retrieved: its waiter may have given up
-        if not self.closed.done():
-            self.closed.set_result(error)
-        self.listener.on_closed(error)
-
-    # -- Settle (deliveries taken on this channel) ---------------------------------------------------
+    # -- settling deliveries taken on this channel ---------------------------------------------------
 
     def ack(self, delivery_tag: int) -> bool:
+        """Acknowledge a delivery (sent within :data:`ACK_DELAY`); False when the channel is gone."""
         if not self.core.ack(delivery_tag):
             return False
         self._stream.send_within(ACK_DELAY)
         return True
 
     def reject(self, delivery_tag: int, requeue: bool) -> bool:
+        """Reject a delivery; False when the channel is gone (the broker requeues it)."""
         if not self.core.reject(delivery_tag, requeue):
             return False
         self._stream.send_now()
@@ -172,42 +160,60 @@ class Channel:
 
     # -- sending -------------------------------------------------------------------------------------
 
-    async def call(self, method: Any) -> Any:
-        """Send a synchronous method and return the broker's reply (a pamqp method).
+    async def call(self, method: spec.Sync[Reply]) -> Reply:
+        """Send a synchronous method and return the broker's reply, typed (``spec.Queue.DeclareOk`` for a
+        ``spec.Queue.Declare``).
 
         Raises:
             ChannelClosedError: the channel closed before the reply (the broker's reason).
             ConnectionClosedError: the connection closed before the reply.
         """
-        future: asyncio.Future[Any] = self._connection.loop.create_future()
-        self.core.call(method)
-        self._replies.append(future)
-        self._stream.send_now()
-        return await future
+        return await self.request(method)
 
-    async def consume(
-        self, queue: str, consumer_tag: str, consumer: Consumer, settle: Settle | None = None
-    ) -> None:
-        """Start consuming ``queue``; deliveries go to ``consumer`` inline and are settled through
-        ``settle`` (default: this channel).
-
-        Raises:
-            ChannelClosedError, ConnectionClosedError: as :meth:`call`.
-        """
-        future: asyncio.Future[Any] = self._connection.loop.create_future()
-        self.core.consume(queue, consumer_tag, consumer, settle or self)
-        self._replies.append(future)
-        self._stream.send_now()
-        await future
-
-    def publish(self, frames: bytes) -> int:
-        """Send the frames of one publish (see :func:`gear.amqp.encode_publish`); its sequence number
-        in confirm mode.
+    def request(self, method: spec.Sync[Reply]) -> asyncio.Future[Reply]:
+        """Send a synchronous method without waiting: the future of its reply. Several requests in
+        a row share one round trip (the broker answers a channel's methods in order); see
+        :func:`replies`.
 
         Raises:
             ChannelClosedError: the channel is closing or closed (nothing was sent).
         """
-        sequence = self.core.publish(frames)
+        future: asyncio.Future[Reply] = self._connection.loop.create_future()
+        self.core.call(method, future)
+        self._stream.send_now()
+        return future
+
+    async def consume(
+        self,
+        queue: str,
+        consumer_tag: str,
+        consumer: Callable[[Delivery], None],
+        arguments: dict[str, Any] | None = None,
+    ) -> None:
+        """Start consuming ``queue`` (with the consume ``arguments``); deliveries go to ``consumer``
+        inline, and are settled with :meth:`ack` or :meth:`reject`.
+
+        Raises:
+            ChannelClosedError, ConnectionClosedError: as :meth:`call`.
+        """
+        future: asyncio.Future[spec.Basic.ConsumeOk] = self._connection.loop.create_future()
+        self.core.consume(queue, consumer_tag, arguments, future)
+        self.consumers[consumer_tag] = consumer
+        self._stream.send_now()
+        try:
+            await future
+        except BaseException:
+            self.consumers.pop(consumer_tag, None)
+            raise
+
+    def publish(self, publish: Publish) -> int:
+        """Send one message (encoded by the core, written in one go); its sequence number in confirm mode.
+
+        Raises:
+            FieldError: a name or property AMQP cannot carry (nothing was sent).
+            ChannelClosedError: the channel is closing or closed (nothing was sent).
+        """
+        sequence = self.core.publish(publish)
         self._stream.send_now()
         return sequence
 
@@ -215,10 +221,15 @@ class Channel:
         """Close the channel (``channel.close``, then ``close-ok``), waiting at most ``wait`` s."""
         if not self.core.usable:
             return
-        self.core.close()
-        self._stream.send_now()
+        self.close_soon()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(self.closed), wait)
+
+    def close_soon(self) -> None:
+        """Send ``channel.close`` and return (the ``close-ok`` resolves :attr:`closed` later)."""
+        if self.core.usable:
+            self.core.close()
+            self._stream.send_now()
 
 
 class Connection:
@@ -231,15 +242,13 @@ class Connection:
         self.where = where
         self._endpoint = endpoint
         self.core = ClientConnection(
-            self,
             credentials=endpoint.credentials,
             vhost=endpoint.vhost,
             client_properties={"connection_name": name},
             heartbeat=heartbeat,
         )
-        self.stream = Stream(
-            self.core, self.loop, self._on_protocol_error, self._on_socket_lost, busy_poll=busy_poll
-        )
+        self.stream = Stream(self.core, self.loop, self.dispatch, self._on_socket_lost, busy_poll=busy_poll)
+        self._channels: dict[int, Channel] = {}
         self.opened: asyncio.Future[None] = self.loop.create_future()
         self.closed: asyncio.Future[ClosedError] = self.loop.create_future()
         """Resolves (with the reason) when the connection closes, whoever closed it."""
@@ -247,6 +256,8 @@ class Connection:
         """Called with the reason on ``connection.blocked``."""
         self.when_unblocked: Callable[[], None] | None = None
         """Called on ``connection.unblocked``."""
+        self.when_cancelled: Callable[[ConsumerCancelled], None] | None = None
+        """Called when the broker cancels a consumer."""
         self._beat: asyncio.TimerHandle | None = None
 
     # -- facts ---------------------------------------------------------------------------------------
@@ -280,24 +291,75 @@ class Connection:
         """Seconds since the broker last completed a frame."""
         return self.loop.time() - self.stream.last_frame
 
-    # -- ConnectionHandler (called by the core, inline) ------------------------------------------------
+    # -- the core's events -----------------------------------------------------------------------------
 
-    def on_open(self) -> None:
-        if not self.opened.done():
-            self.opened.set_result(None)
-        if self.core.heartbeat:
-            self._beat = self.loop.call_later(self.core.heartbeat / 2, self._heartbeat)
+    def dispatch(self, events: list[Event]) -> None:
+        """Act on what the core reported, in order (see the module docstring)."""
+        channels = self._channels
+        for event in events:
+            try:
+                if type(event) is Delivery:
+                    channel = channels[event.channel]
+                    consumer = channel.consumers.get(event.consumer_tag)
+                    if consumer is not None:
+                        consumer(event)
+                    else:  # a consume given up on (its setup timed out) that the broker registered
+                        channel.reject(event.delivery_tag, True)
+                elif type(event) is Confirm:
+                    confirms = channels[event.channel].confirms
+                    if confirms is not None:
+                        confirms.confirm(event)
+                else:
+                    self._dispatch_rare(event)
+            except Exception:  # a bug above must not stop the other events, nor the reader
+                log.exception("acting on %s from %s failed", type(event).__name__, self.where)
 
-    def on_blocked(self, reason: str) -> None:
-        if self.when_blocked is not None:
-            self.when_blocked(reason)
+    def _dispatch_rare(self, event: Event) -> None:
+        if isinstance(event, MethodReply):
+            reply = cast("asyncio.Future[spec.Method]", event.waiter)
+            if not reply.done():
+                reply.set_result(event.method)
+        elif isinstance(event, Returned):
+            confirms = self._channels[event.channel].confirms
+            if confirms is not None:
+                confirms.returned(event)
+        elif isinstance(event, ChannelClosed):
+            self._channel_closed(event)
+        elif isinstance(event, ConsumerCancelled):
+            self._channels[event.channel].consumers.pop(event.consumer_tag, None)
+            if self.when_cancelled is not None:
+                self.when_cancelled(event)
+        elif isinstance(event, Blocked):
+            if self.when_blocked is not None:
+                self.when_blocked(event.reason)
+        elif isinstance(event, Unblocked):
+            if self.when_unblocked is not None:
+                self.when_unblocked()
+        elif isinstance(event, Opened):
+            if not self.opened.done():
+                self.opened.set_result(None)
+            if self.core.heartbeat:
+                self._beat = self.loop.call_later(self.core.heartbeat / 2, self._heartbeat)
+        elif isinstance(event, ConnectionClosed):
+            self._connection_closed(event)
 
-    def on_unblocked(self) -> None:
-        if self.when_unblocked is not None:
-            self.when_unblocked()
+    def _channel_closed(self, event: ChannelClosed) -> None:
+        error = ChannelClosedError(event.code, event.text, by_broker=event.by_broker)
+        for waiter in event.waiters:
+            reply = cast("asyncio.Future[spec.Method]", waiter)
+            if not reply.done():
+                reply.set_exception(error)
+                reply.exception()  # retrieved: its waiter may have given up
+        channel = self._channels.pop(event.channel, None)
+        if channel is None:
+            return
+        if not channel.closed.done():
+            channel.closed.set_result(error)
+        if channel.confirms is not None:
+            channel.confirms.closed(error)
 
-    def on_closed(self, code: int, text: str, by_broker: bool) -> None:
-        error = ConnectionClosedError(code, text, by_broker=by_broker)
+    def _connection_closed(self, event: ConnectionClosed) -> None:
+        error = ConnectionClosedError(event.code, event.text, by_broker=event.by_broker)
         if self._beat is not None:
             self._beat.cancel()
             self._beat = None
@@ -306,18 +368,13 @@ class Connection:
             self.opened.exception()
         if not self.closed.done():
             self.closed.set_result(error)
-        if by_broker:
-            self.stream.close()  # close-ok is queued: send it, then the broker closes the socket too
-
-    # -- the stream's events ---------------------------------------------------------------------------
-
-    def _on_protocol_error(self, error: ProtocolError) -> None:
-        # the core closed itself and queued connection.close; give the broker a moment to read it
+        # a close-ok or close (the broker's, or ours for a protocol error) is queued: send it, then
+        # close the socket; a broker that does not close its end is cut off a second later
         self.stream.close()
         self.loop.call_later(1.0, self.stream.abort)
 
     def _on_socket_lost(self, reason: str) -> None:
-        self.core.connection_lost(reason)
+        self.dispatch(self.core.connection_lost(reason))
 
     def _heartbeat(self) -> None:
         interval = self.core.heartbeat / 2
@@ -338,18 +395,28 @@ class Connection:
             ConnectionClosedError: the connection is closed (or closes meanwhile).
             ChannelClosedError: the broker refused the channel.
         """
-        channel = Channel(self)
-        future: asyncio.Future[Any] = self.loop.create_future()
-        channel._replies.append(future)
-        self.stream.send_now()
-        await future
+        channel, opened = self.open_channel()
+        await opened
         return channel
+
+    def open_channel(self) -> tuple[Channel, asyncio.Future[spec.Channel.OpenOk]]:
+        """Open a channel without waiting: the channel, usable at once (methods sent on it follow
+        ``channel.open`` in order), and the future of its ``open-ok``.
+
+        Raises:
+            ConnectionClosedError: the connection is closed.
+        """
+        future: asyncio.Future[spec.Channel.OpenOk] = self.loop.create_future()
+        channel = Channel(self, self.core.open_channel(future))
+        self._channels[channel.number] = channel
+        self.stream.send_now()
+        return channel, future
 
     async def close(self, wait: float) -> None:
         """Close politely (``connection.close``, then ``close-ok``), waiting at most ``wait`` s;
         then drop the socket."""
         if not self.closed.done():
-            self.core.close()
+            self.dispatch(self.core.close())
             self.stream.flush()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(self.closed), wait)
@@ -357,8 +424,8 @@ class Connection:
 
     def abort(self, reason: str) -> None:
         """Drop the socket at once."""
-        self.core.connection_lost(reason)
         self.stream.abort()
+        self.dispatch(self.core.connection_lost(reason))
 
 
 async def connect(
@@ -416,6 +483,20 @@ async def connect(
         conn.abort("connect failed")
         raise ConnectError(f"cannot connect to {where}: {exc.strerror or exc}") from None
     return conn
+
+
+async def replies(futures: Sequence[asyncio.Future[Any]]) -> list[Any]:
+    """Wait for every reply of requests sent together (one round trip); the replies in order.
+
+    Raises:
+        ChannelClosedError, ConnectionClosedError: the first failure among them, in order (a refusal
+            closes its channel, failing the requests after it with the same error).
+    """
+    done = await asyncio.gather(*futures, return_exceptions=True)
+    for reply in done:
+        if isinstance(reply, BaseException):
+            raise reply
+    return done
 
 
 def _refusal(where: str, endpoint: Endpoint, exc: ClosedError) -> str:

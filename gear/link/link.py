@@ -18,14 +18,17 @@ is reported once through :meth:`LinkEvents.on_closed` with a reason in words. Fa
 * **silence**: the broker sends something (data or a heartbeat) at least every ``heartbeat / 2``
   seconds, so no complete frame for ``1.5 * heartbeat`` means the link is dead even though the socket
   looks open (a silent partition, a dead peer, a stale NAT entry). While publishes await their
-  confirms the limit is shorter, ``max(heartbeat / 2 + 1, 0.75 * heartbeat)``. Liveness is judged on
+  confirms the limit is shorter, ``max(heartbeat / 2 + 1, 0.75 * heartbeat)`` (not for the zombie
+  probe's: it has a deadline of its own, and a broker busy with thousands of reconnects may be silent
+  that long). Liveness is judged on
   *parsed frames*, by the one parser of the stream: a link with traffic is alive by definition, one
   that delivers only garbage or half a frame is dead;
 * a ``type`` or ``host`` channel closed by the broker (the owner rebuilds the whole link).
 
-Deliveries are handed to the consumer callback inline, as typed :class:`~gear.amqp.Delivery`
-values; they are settled through the link (``delivery.ack()``), which counts what is unsettled so that
-:meth:`Link.retire` can wait for the requests taken from it.
+Deliveries are handed to the consumer callback inline, as frozen :class:`~gear.amqp.Delivery`
+values with the :class:`~gear.link.delivery.Settle` of their channel
+(``settle.ack(delivery.delivery_tag)``), which counts what is unsettled so that :meth:`Link.retire`
+can wait for the requests taken from it.
 """
 
 from __future__ import annotations
@@ -33,27 +36,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import ssl
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from pamqp import commands
-
-from gear.alarms import Alarms
-from gear.amqp import ChannelClosedError, ClosedError, Delivery
+from gear.amqp import ChannelClosedError, ClosedError, ConsumerCancelled
 from gear.errors import ConfigurationError, ConnectError, ConnectionLostError
-from gear.link.connection import Channel, ChannelListener, Connection, connect
-from gear.link.publishing import PublishChannel, confirm_channel
-from gear.topology import Topology
+from gear.link.connection import Channel, Connection, connect, replies
+from gear.link.delivery import ConsumerChannel, DeliveryCallback
+from gear.link.publishing import PublishChannel
+from gear.timers import LoopTimers
+from gear.topology import CONSUMER_DISCONNECTED_TIMEOUT, QueueSpec, Topology
+from gear.wire import spec
 
-__all__ = ("DeliveryCallback", "Link", "LinkEvents", "open_link")
+__all__ = ("Link", "LinkEvents", "open_link")
 
 log = logging.getLogger("gear.link")
 
-_CLOSE_WAIT = 2.0
+_CURRENT = re.compile(r"current is (?:the value )?(?:'(?P<value>-?\d+)'|(?P<none>none))")
 
-DeliveryCallback = Callable[[Delivery], None]
-"""Takes each delivery inline; settles it (``delivery.ack()``) now, or later from a task of its own."""
+_CLOSE_WAIT = 2.0
+_KEPT_AS_THEY_ARE: set[str] = set()
+"""Queues whose ``x-consumer-disconnected-timeout`` differs from Gear's and were said to be kept."""
 
 
 class LinkEvents(Protocol):
@@ -81,7 +86,7 @@ async def open_link(
     prefetch: int,
     name: str,
     ssl_context: ssl.SSLContext | None = None,
-    alarms: Alarms | None = None,
+    timers: LoopTimers | None = None,
     busy_poll: float = 0.0,
 ) -> Link:
     """Connect to one broker and open the three channels, all within ``handshake_timeout``.
@@ -106,10 +111,21 @@ async def open_link(
     )
     try:
         async with asyncio.timeout_at(give_up):
-            publish = await confirm_channel(conn)
-            consumers = [await conn.channel() for _ in range(2)]
-            for channel in consumers:
-                await channel.call(commands.Basic.Qos(prefetch_count=prefetch))
+            # one round trip for the three channels, confirm mode and prefetch: a channel's methods
+            # may follow its channel.open at once (the broker handles them in order), and every
+            # round trip saved counts thousands of times when a fleet reconnects at once
+            (publish, p_open), (type_ch, t_open), (host_ch, h_open) = (conn.open_channel() for _ in range(3))
+            qos = spec.Basic.Qos(prefetch_count=prefetch)
+            await replies(
+                [
+                    p_open,
+                    t_open,
+                    h_open,
+                    publish.request(spec.Confirm.Select()),
+                    type_ch.request(qos),
+                    host_ch.request(qos),
+                ]
+            )
     except TimeoutError:
         conn.abort("channel setup timeout")
         raise ConnectError(
@@ -118,34 +134,7 @@ async def open_link(
     except ClosedError as exc:
         conn.abort("channel setup failed")
         raise ConnectError(f"cannot open channels on {conn.where}: {exc}") from None
-    return Link(conn, publish, consumers[0], consumers[1], events, alarms or Alarms())
-
-
-class _Consumers(ChannelListener):
-    """A consumer channel's listener and settling interface: counts what it handed out unsettled."""
-
-    def __init__(self, link: Link, channel: Channel) -> None:
-        self._link = link
-        self.channel = channel
-        self.queues: dict[str, str] = {}
-        """consumer tag -> queue."""
-        channel.listener = self
-
-    def ack(self, delivery_tag: int) -> bool:
-        self._link.settled()
-        return self.channel.ack(delivery_tag)
-
-    def reject(self, delivery_tag: int, requeue: bool) -> bool:
-        self._link.settled()
-        return self.channel.reject(delivery_tag, requeue)
-
-    def on_cancelled(self, consumer_tag: str) -> None:
-        queue = self.queues.pop(consumer_tag, None)
-        if queue is not None:
-            self._link._cancelled(queue)
-
-    def on_closed(self, error: ChannelClosedError) -> None:
-        self._link._consumer_channel_closed(error)
+    return Link(conn, publish, type_ch, host_ch, events, timers or LoopTimers())
 
 
 class Link:
@@ -158,17 +147,14 @@ class Link:
         type_ch: Channel,
         host_ch: Channel,
         events: LinkEvents,
-        alarms: Alarms,
+        timers: LoopTimers,
     ) -> None:
         self._conn = conn
-        self._publish = PublishChannel(conn, publish, self._fail, alarms)
+        self._publish = PublishChannel(conn, publish, self._fail, timers)
         self._events = events
         self.where = conn.where
         """The broker's URL, password masked."""
-        self._consumers = {"type": _Consumers(self, type_ch), "host": _Consumers(self, host_ch)}
-        self._unsettled = 0
-        self._all_settled = asyncio.Event()
-        self._all_settled.set()
+        self._consumers = {"type": ConsumerChannel(type_ch), "host": ConsumerChannel(host_ch)}
         self._closing_on_purpose = False
         self._failed = False
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -180,7 +166,10 @@ class Link:
         """Seconds of silence after which a link with publishes awaiting confirms is declared dead."""
         conn.when_blocked = events.on_blocked
         conn.when_unblocked = events.on_unblocked
+        conn.when_cancelled = self._cancelled
         conn.closed.add_done_callback(self._on_conn_closed)
+        for channel in (type_ch, host_ch):
+            channel.closed.add_done_callback(self._consumer_channel_closed)
         if self.heartbeat:
             self._spawn(self._watch())
 
@@ -206,6 +195,11 @@ class Link:
         """The negotiated highest channel number."""
         return self._conn.channel_max
 
+    @property
+    def unsettled(self) -> int:
+        """Deliveries handed out on this link and not settled yet (requests being handled)."""
+        return sum(consumers.unsettled for consumers in self._consumers.values())
+
     def silence(self) -> float:
         """Seconds since the broker last completed a frame."""
         return self._conn.silence()
@@ -227,22 +221,32 @@ class Link:
         else:
             self._fail(error.text)  # the socket closed, or the broker broke the protocol: said in words
 
-    def _consumer_channel_closed(self, error: ChannelClosedError) -> None:
+    def _consumer_channel_closed(self, closed: asyncio.Future[ChannelClosedError]) -> None:
         if self._closing_on_purpose or not self._conn.is_open:
             return
-        self._fail(f"a consumer channel closed ({error})")
+        self._fail(f"a consumer channel closed ({closed.result()})")
 
-    def _cancelled(self, queue: str) -> None:
-        self._events.on_consumer_cancelled(self, queue)
+    def _cancelled(self, event: ConsumerCancelled) -> None:
+        for consumers in self._consumers.values():
+            if consumers.channel.number != event.channel:
+                continue
+            if consumers.queues.pop(event.consumer_tag, None) is not None:
+                self._events.on_consumer_cancelled(self, event.queue)
 
     async def _watch(self) -> None:
         """Declare the link dead when no frame came for too long: ``dead_after`` seconds, or
-        ``dead_after_busy`` while publishes await their confirms (the confirm watchdog)."""
-        interval = min(0.5, max(0.1, self.heartbeat / 8))
+        ``dead_after_busy`` while publishes await their confirms (the confirm watchdog).
+
+        It wakes when the shorter limit would be passed if no frame came meanwhile, not on a fixed
+        tick: a broker's heartbeats keep pushing that moment back, so a link wakes its watchdog about
+        once per heartbeat interval (a fixed tick of 0.5 s woke it ten thousand times a second in a
+        process of 5,000 instances). Past that limit (a late frame) it checks every ``tick``."""
+        tick = min(0.5, max(0.1, self.heartbeat / 8))
         while self.is_open:
-            await asyncio.sleep(interval)
+            until_busy_limit = self.dead_after_busy - self.silence()
+            await asyncio.sleep(until_busy_limit + 0.01 if until_busy_limit > 0 else tick)
             silence = self.silence()
-            busy = self._publish.in_flight
+            busy = self._publish.watched
             if silence > (self.dead_after_busy if busy else self.dead_after) and self.is_open:
                 waiting = f", {busy} publish(es) awaiting confirms" if busy else ""
                 self._fail(
@@ -263,20 +267,10 @@ class Link:
         await self.stop_consuming()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(grace):
-                await self._all_settled.wait()
+                for consumers in self._consumers.values():
+                    await consumers.all_settled.wait()
                 await self._publish.drained.wait()
         await self.close()
-
-    def taken(self) -> None:
-        """A delivery was handed out on this link."""
-        self._unsettled += 1
-        self._all_settled.clear()
-
-    def settled(self) -> None:
-        """A delivery handed out on this link was settled."""
-        self._unsettled -= 1
-        if self._unsettled <= 0:
-            self._all_settled.set()
 
     async def close(self) -> None:
         """Close the connection on purpose (no ``on_closed`` event). Requests still being handled
@@ -295,37 +289,31 @@ class Link:
 
     # -- topology --------------------------------------------------------------------------------------
 
-    async def apply(self, topology: Topology) -> None:
-        """Declare the exchange, the queues and their bindings (idempotent), on a channel of their own.
+    async def apply(self, topology: Topology, step_done: Callable[[], None] | None = None) -> None:
+        """Declare the exchange, the queues and their bindings (idempotent), on a channel of their own;
+        ``step_done`` is called after each step.
+
+        Everything is sent at once and the replies are awaited together (one round trip: a fleet
+        that reconnects at once pays each round trip thousands of times). A queue that exists with
+        another ``x-consumer-disconnected-timeout`` refuses its declaration, which closes the channel
+        and fails what followed it: then the topology is declared again one step at a time (see
+        :meth:`_declare_queue`).
 
         Raises:
             ConfigurationError: the broker refused a declaration (e.g. a queue exists with other
                 arguments, or access was refused).
             ConnectionLostError: the connection failed meanwhile.
         """
+        done = step_done or _nothing
         try:
-            channel = await self._conn.channel()
-        except ClosedError as exc:
-            raise ConnectionLostError(f"declaring the topology on {self.where} failed: {exc}") from exc
-        try:
-            ex = topology.exchange
-            await channel.call(
-                commands.Exchange.Declare(exchange=ex.name, exchange_type=ex.type, durable=ex.durable)
-            )
-            for q in topology.queues:
-                await channel.call(
-                    commands.Queue.Declare(
-                        queue=q.name,
-                        durable=q.durable,
-                        exclusive=q.exclusive,
-                        auto_delete=q.auto_delete,
-                        arguments=q.arguments,
-                    )
-                )
-            for b in topology.bindings:
-                await channel.call(
-                    commands.Queue.Bind(queue=b.queue, exchange=b.exchange, routing_key=b.routing_key)
-                )
+            try:
+                channel = await self._declare_together(topology)
+            except ChannelClosedError as exc:
+                if _current_argument(exc, CONSUMER_DISCONNECTED_TIMEOUT) is None:
+                    raise
+                done()
+                channel = await self._declare_one_by_one(topology, done)
+            done()
         except ChannelClosedError as exc:
             if not exc.by_broker or exc.code not in (403, 406):
                 raise ConnectionLostError(f"declaring the topology on {self.where} failed: {exc}") from exc
@@ -338,29 +326,105 @@ class Link:
             raise ConfigurationError(f"broker refused Gear's topology: {exc.code} {exc.text}{hint}") from exc
         except ClosedError as exc:
             raise ConnectionLostError(f"declaring the topology on {self.where} failed: {exc}") from exc
-        await channel.close(_CLOSE_WAIT)
+        channel.close_soon()  # its close-ok is not waited for: the channel is done with either way
+
+    async def _declare_together(self, topology: Topology) -> Channel:
+        """Open a channel and declare the whole topology on it in one round trip; the channel.
+
+        Raises:
+            ClosedError: the broker refused a declaration (the first refusal), or the connection failed.
+        """
+        channel, opened = self._conn.open_channel()
+        ex = topology.exchange
+        await replies(
+            [
+                opened,
+                channel.request(
+                    spec.Exchange.Declare(exchange=ex.name, exchange_type=ex.type, durable=ex.durable)
+                ),
+                *(channel.request(_queue_declare(q, q.arguments)) for q in topology.queues),
+                *(
+                    channel.request(
+                        spec.Queue.Bind(queue=b.queue, exchange=b.exchange, routing_key=b.routing_key)
+                    )
+                    for b in topology.bindings
+                ),
+            ]
+        )
+        return channel
+
+    async def _declare_one_by_one(self, topology: Topology, done: Callable[[], None]) -> Channel:
+        """Declare the topology a step at a time on a fresh channel (each queue as :meth:`_declare_queue`
+        says); the channel to close.
+
+        Raises:
+            ClosedError: the broker refused a declaration, or the connection failed.
+        """
+        channel = await self._conn.channel()
+        ex = topology.exchange
+        await channel.call(spec.Exchange.Declare(exchange=ex.name, exchange_type=ex.type, durable=ex.durable))
+        done()
+        for q in topology.queues:
+            channel = await self._declare_queue(channel, q)
+            done()
+        for b in topology.bindings:
+            await channel.call(spec.Queue.Bind(queue=b.queue, exchange=b.exchange, routing_key=b.routing_key))
+            done()
+        return channel
+
+    async def _declare_queue(self, channel: Channel, q: QueueSpec) -> Channel:
+        """Declare ``q``; the channel to go on with.
+
+        A queue that exists with another ``x-consumer-disconnected-timeout`` (declared by an older
+        Gear, or with another setting: RabbitMQ 4.3 checks it on redeclaration) is declared again, on a
+        fresh channel, with the value it has, and that is logged (once per queue and process): a queue
+        cannot change it.
+
+        Raises:
+            ChannelClosedError, ClosedError: the broker refused it, or the connection failed.
+        """
+        try:
+            await channel.call(_queue_declare(q, q.arguments))
+            return channel
+        except ChannelClosedError as exc:
+            current = _current_argument(exc, CONSUMER_DISCONNECTED_TIMEOUT)
+            if current is None:
+                raise
+        arguments = {k: v for k, v in q.arguments.items() if k != CONSUMER_DISCONNECTED_TIMEOUT}
+        if current[0]:
+            arguments[CONSUMER_DISCONNECTED_TIMEOUT] = current[1]
+        if q.name not in _KEPT_AS_THEY_ARE:
+            _KEPT_AS_THEY_ARE.add(q.name)
+            log.warning(
+                "queue %r exists with %s %s, not %s: kept (a queue cannot change it; to change it, set a "
+                "policy consumer-disconnected-timeout or delete the queue)",
+                q.name,
+                CONSUMER_DISCONNECTED_TIMEOUT,
+                current[1] if current[0] else "unset",
+                q.arguments.get(CONSUMER_DISCONNECTED_TIMEOUT, "unset"),
+            )
+        channel = await self._conn.channel()
+        await channel.call(_queue_declare(q, arguments))
+        return channel
 
     # -- consuming -------------------------------------------------------------------------------------
 
-    async def consume(self, which: str, queue: str, callback: DeliveryCallback) -> None:
+    async def consume(
+        self, which: str, queue: str, callback: DeliveryCallback, *, priority: int | None = None
+    ) -> None:
         """Start consuming ``queue`` on the ``type`` or ``host`` channel; every delivery goes to
-        ``callback`` inline and must be settled through it (``delivery.ack()`` or ``reject()``).
+        ``callback`` inline, with how to settle it (``settle.ack(delivery.delivery_tag)`` or ``reject``).
+        ``priority`` is the consumer's ``x-priority``: the broker delivers to a consumer of lower
+        priority only while every higher one is full.
 
         Raises:
             ConnectionLostError: the channel or connection failed.
         """
         consumers = self._consumers[which]
-        tag = f"gear.{which}.{queue}"
-
-        def take(delivery: Delivery) -> None:
-            self.taken()
-            callback(delivery)
-
-        consumers.queues[tag] = queue
         try:
-            await consumers.channel.consume(queue, tag, take, consumers)
+            arguments = {} if priority is None else {"x-priority": priority}
+            await consumers.consume(queue, f"gear.{which}.{queue}", callback, arguments)
         except ClosedError as exc:
-            consumers.queues.pop(tag, None)
             raise ConnectionLostError(f"cannot consume {queue!r}: {exc}") from exc
 
     @property
@@ -373,13 +437,8 @@ class Link:
         still processed and acknowledged."""
         for consumers in self._consumers.values():
             for tag, name in list(consumers.queues.items()):
-                if queue is not None and name != queue:
-                    continue
-                consumers.queues.pop(tag, None)
-                with contextlib.suppress(ClosedError, TimeoutError):
-                    await asyncio.wait_for(
-                        consumers.channel.call(commands.Basic.Cancel(consumer_tag=tag)), _CLOSE_WAIT
-                    )
+                if queue is None or name == queue:
+                    await consumers.cancel(tag, _CLOSE_WAIT)
 
     # -- publishing ------------------------------------------------------------------------------------
 
@@ -387,3 +446,24 @@ class Link:
     def publishing(self) -> PublishChannel:
         """The publish channel: ``link.publishing.publish(...)`` sends one confirmed attempt."""
         return self._publish
+
+
+def _nothing() -> None:
+    return None
+
+
+def _queue_declare(q: QueueSpec, arguments: dict[str, Any]) -> spec.Queue.Declare:
+    return spec.Queue.Declare(
+        queue=q.name, durable=q.durable, exclusive=q.exclusive, auto_delete=q.auto_delete, arguments=arguments
+    )
+
+
+def _current_argument(error: ChannelClosedError, argument: str) -> tuple[bool, int] | None:
+    """From RabbitMQ's ``406 ... inequivalent arg 'ARGUMENT' ... current is ...``: ``(True, value)``
+    or ``(False, 0)`` when the queue has none; None when the refusal is about something else."""
+    if not error.by_broker or error.code != 406 or f"'{argument}'" not in error.text:
+        return None
+    found = _CURRENT.search(error.text)
+    if found is None:
+        return None
+    return (False, 0) if found.group("none") else (True, int(found.group("value")))

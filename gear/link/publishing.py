@@ -37,13 +37,14 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from pamqp import commands
-
-from gear.alarms import Alarms
-from gear.amqp import ChannelClosedError, ClosedError, ConnectionClosedError, encode_publish
+from gear.amqp import ChannelClosedError, ClosedError, ConnectionClosedError
 from gear.errors import ConfigurationError
 from gear.link.confirms import Confirms, Verdict
 from gear.link.connection import Channel, Connection
+from gear.timers import LoopTimers
+from gear.wire import spec
+from gear.wire.content import Publish
+from gear.wire.properties import Properties
 
 __all__ = ("Outcome", "PublishChannel", "PublishResult", "confirm_channel")
 
@@ -97,10 +98,10 @@ class PublishChannel:
     """The confirm channel of one connection, replaced when the broker closes it (see above)."""
 
     def __init__(
-        self, connection: Connection, channel: Channel, on_fail: Callable[[str], None], alarms: Alarms
+        self, connection: Connection, channel: Channel, on_fail: Callable[[str], None], timers: LoopTimers
     ) -> None:
         self._connection = connection
-        self._alarms = alarms
+        self._timers = timers
         self._on_fail = on_fail
         self._channel = channel
         self._confirms = Confirms(channel)
@@ -111,6 +112,7 @@ class PublishChannel:
         self._gate.set()
         self._isolation = asyncio.Lock()
         self._in_flight = 0
+        self._watched = 0
         self.drained = asyncio.Event()
         """Set while no publish awaits its verdict."""
         self.drained.set()
@@ -126,6 +128,11 @@ class PublishChannel:
     def in_flight(self) -> int:
         """Publishes awaiting their verdict."""
         return self._in_flight
+
+    @property
+    def watched(self) -> int:
+        """Publishes awaiting their verdict whose confirm the link's silence watchdog waits for."""
+        return self._watched
 
     def stop(self) -> None:
         """The link is going away: no more reopening, renewing or retiring."""
@@ -151,10 +158,12 @@ class PublishChannel:
         expiration_ms: int | None = None,
         persistent: bool = False,
         isolated: bool = False,
+        watched: bool = True,
     ) -> PublishResult:
         """Publish one attempt (mandatory, confirmed) and wait for its outcome until loop time ``until``.
 
-        Never raises for a broker or network failure: the outcome says what happened.
+        Never raises for a broker or network failure: the outcome says what happened. ``watched``:
+        whether the link's silence watchdog waits for its confirm (:attr:`watched`).
 
         Raises:
             ConfigurationError: a property Gear cannot encode (a programming error, never I/O).
@@ -172,42 +181,42 @@ class PublishChannel:
                 return PublishResult(Outcome.NOT_SENT, "the publish channel was not free before the deadline")
         try:
             channel = self._channel
+            properties = Properties(
+                content_type="application/json",
+                headers=headers or None,
+                delivery_mode=2 if persistent else 1,
+                correlation_id=correlation_id,
+                reply_to=reply_to,
+                expiration=None if expiration_ms is None else str(max(1, expiration_ms)),
+                message_id=message_id,
+                message_type=kind,
+                app_id=app_id,
+            )
+            publish = Publish(exchange, routing_key, properties, body, mandatory=True)
+            if not watched:
+                return await self._send(channel, publish, message_id, until)
+            self._watched += 1
             try:
-                frames = encode_publish(
-                    channel.number,
-                    exchange,
-                    routing_key,
-                    body,
-                    frame_body_max=self._connection.frame_max - 8,
-                    mandatory=True,
-                    content_type="application/json",
-                    delivery_mode=2 if persistent else 1,
-                    correlation_id=correlation_id,
-                    reply_to=reply_to,
-                    expiration=None if expiration_ms is None else str(max(1, expiration_ms)),
-                    message_id=message_id,
-                    message_type=kind,
-                    app_id=app_id,
-                    headers=headers,
-                )
-            except (TypeError, ValueError) as exc:
-                raise ConfigurationError(f"cannot encode the message for {routing_key!r}: {exc}") from exc
-            return await self._send(channel, frames, message_id, until)
+                return await self._send(channel, publish, message_id, until)
+            finally:
+                self._watched -= 1
         finally:
             if isolated:
                 self._end_isolation()
 
-    async def _send(self, channel: Channel, frames: bytes, message_id: str, until: float) -> PublishResult:
+    async def _send(self, channel: Channel, publish: Publish, message_id: str, until: float) -> PublishResult:
         confirms = self._confirms
         try:
-            verdict = confirms.send(frames, message_id)
+            verdict = confirms.send(publish, message_id)
         except ClosedError as exc:
             return PublishResult(Outcome.NOT_SENT, exc.text, exc.code or None)
+        except (TypeError, ValueError) as exc:
+            raise ConfigurationError(f"cannot encode the message for {publish.routing_key!r}: {exc}") from exc
         self._in_flight += 1
         self.drained.clear()
         self._uses[channel] = self._uses.get(channel, 0) + 1
-        # the confirm's deadline: an alarm (one loop timer for all publishes), not a timeout scope
-        alarm = self._alarms.set(until, functools.partial(_give_up, verdict))
+        # the confirm's deadline: a timer (one loop timer for all publishes), not a timeout scope
+        timer = self._timers.call_at(until, functools.partial(_give_up, verdict))
         try:
             result = await verdict
         except _NoVerdictError:
@@ -219,7 +228,7 @@ class PublishChannel:
         except ConnectionClosedError as exc:
             return PublishResult(Outcome.LINK_LOST, exc.text, exc.code or None)
         finally:
-            self._alarms.clear(alarm)
+            self._timers.cancel(timer)
             self._settled(channel)
         if result is Verdict.ACK:
             return _CONFIRMED
@@ -350,7 +359,7 @@ async def confirm_channel(connection: Connection) -> Channel:
         ClosedError: the connection or the channel closed meanwhile.
     """
     channel = await connection.channel()
-    await channel.call(commands.Confirm.Select())
+    await channel.call(spec.Confirm.Select())
     return channel
 
 

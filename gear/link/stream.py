@@ -5,8 +5,9 @@ written comes from it.
 (``recv_into``: asyncio's default read allocates a fresh 256 KiB ``bytes`` per ``recv``, which glibc
 serves with ``mmap`` and gives back with ``munmap``) and go straight to
 :meth:`gear.amqp.ClientConnection.receive` (uvloop's loop fills the buffer as asyncio's does; a
-transport that cannot calls :meth:`Stream.data_received` with bytes of its own). ``last_frame`` is
-the loop time of the last read that completed a frame: the link's liveness clock.
+transport that cannot calls :meth:`Stream.data_received` with bytes of its own), whose events go to
+the connection's dispatch. ``last_frame`` is the loop time of the last read that completed a frame:
+the link's liveness clock.
 
 With ``busy_poll`` (seconds, :attr:`gear.Settings.busy_poll`), every read and write keeps the event
 loop polling, instead of sleeping in ``epoll_wait``, until that long after this socket's last I/O: a
@@ -28,7 +29,7 @@ import time
 from collections.abc import Callable
 from typing import cast
 
-from gear.amqp import ClientConnection, ProtocolError
+from gear.amqp import ClientConnection, Event
 
 __all__ = ("Stream",)
 
@@ -44,7 +45,7 @@ class Stream(asyncio.BufferedProtocol):
         self,
         core: ClientConnection,
         loop: asyncio.AbstractEventLoop,
-        on_error: Callable[[ProtocolError], None],
+        on_events: Callable[[list[Event]], None],
         on_lost: Callable[[str], None],
         *,
         busy_poll: float = 0.0,
@@ -53,7 +54,7 @@ class Stream(asyncio.BufferedProtocol):
         self._core = core
         self._loop = loop
         self._now = loop.time
-        self._on_error = on_error
+        self._on_events = on_events
         self._on_lost = on_lost
         self._recv = bytearray(_RECV_BUFFER)
         self._view = memoryview(self._recv)
@@ -90,19 +91,18 @@ class Stream(asyncio.BufferedProtocol):
         if self.busy_poll:
             self._keep_polling(self._poll_clock())
         core = self._core
+        frames = core.frames_received
         try:
-            frames = core.receive(data)
-        except ProtocolError as exc:
-            self.flush()  # the core queued connection.close with the reason
-            self._on_error(exc)
-            return
+            events = core.receive(data)
         except Exception:  # a bug in Gear: this stream cannot be trusted any more; the link reconnects
             log.exception("reading from the broker failed unexpectedly; dropping the connection")
-            core.connection_lost("Gear failed reading from the broker (see the log)")
             self.abort()
+            self._on_events(core.connection_lost("Gear failed reading from the broker (see the log)"))
             return
-        if frames:
+        if core.frames_received != frames:
             self.last_frame = self._now()
+        if events:
+            self._on_events(events)
         if core.has_output:
             self.send_soon()
 

@@ -3,8 +3,9 @@
 Every chart sizes itself from its text (:func:`gear.pipeline.svg.text_width`), so no label is cut at an
 edge, and shows its top rows only (the rest stay in the tables and the Parquet output). Each has a
 ``viewBox``, so the page can scale it down to a narrow window. Latency bars use a log scale (one slow
-call must not flatten every other bar); the time axis draws p99 as a line only across consecutive
-buckets that have answered calls, and a lone bucket's p99 as a dot.
+call must not flatten every other bar), and so does the time axis's p99 line, with a labelled grid line
+per decade (1-3 ms stay readable beside 3,602 ms); it is drawn only across consecutive buckets that
+have answered calls, and a lone bucket's p99 as a dot.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ __all__ = (
     "MAX_TIMELINE_PANELS",
     "decade_label",
     "latency_svg",
+    "p99_decades",
     "p99_runs",
     "timeline_svg",
 )
@@ -100,6 +102,17 @@ def latency_svg(rows: list[dict[str, Any]]) -> str:
     return "".join(out) + extra
 
 
+def p99_decades(values: list[Any]) -> tuple[int, int]:
+    """The decades (exponents of 10, in ms) a panel's log scale spans: from the one below its fastest
+    p99 to the one above its slowest, at least one decade wide."""
+    found = [float(v) for v in values if v is not None and float(v) > 0]
+    if not found:
+        return 0, 1
+    lo = math.floor(math.log10(max(min(found), 1e-3)))
+    hi = max(lo + 1, math.ceil(math.log10(max(found))))
+    return lo, hi
+
+
 def _clock(ns: int, bucket_ms: int) -> str:
     moment = datetime.fromtimestamp(ns / 1e9, UTC)
     if bucket_ms >= 3_600_000:
@@ -134,9 +147,9 @@ def timeline_svg(rows: list[dict[str, Any]], bucket_ms: int) -> str:
     first = min(int(r["bucket_ns"]) for r in rows)
     last = max(int(r["bucket_ns"]) for r in rows)
     buckets = (last - first) // width_ns + 1
-    slowest = {c: max(float(r["p99_ms"] or 0.0) for r in per_callee[c].values()) or 1.0 for c in shown}
+    scales = {c: p99_decades([r["p99_ms"] for r in per_callee[c].values()]) for c in shown}
     left, plot_w, panel_h, plot_h = 64.0, 680.0, 118, 80
-    right = max(text_width(f"{_ms(v)} ms", 11) for v in slowest.values()) + 14
+    right = max(text_width(decade_label(e), 11) for lo, hi in scales.values() for e in (lo, hi)) + 14
     bar = plot_w / buckets
     width = left + plot_w + right
     legend = 26
@@ -146,7 +159,8 @@ def timeline_svg(rows: list[dict[str, Any]], bucket_ms: int) -> str:
         f"viewBox='0 0 {width:.0f} {height}' font-family='sans-serif' font-size='11'>"
     ]
     x = left
-    for label, colour in (("calls", _CALLS), ("errors", _ERRORS), ("timeouts", _TIMEOUTS), ("p99 ms", _P99)):
+    legend_items = (("calls", _CALLS), ("errors", _ERRORS), ("timeouts", _TIMEOUTS), ("p99, log scale", _P99))
+    for label, colour in legend_items:
         out.append(f"<rect x='{x:.0f}' y='6' width='12' height='10' fill='{colour}'/>")
         out.append(f"<text x='{x + 16:.0f}' y='15'>{label}</text>")
         x += 16 + text_width(label, 11) + 18
@@ -159,14 +173,26 @@ def timeline_svg(rows: list[dict[str, Any]], bucket_ms: int) -> str:
         top = legend + i * panel_h + 16
         base = top + plot_h
         peak = max(int(r["calls"]) for r in data.values()) or 1
-        slow = slowest[callee]
+        lo, hi = scales[callee]
+
+        def p99_y(ms: float, base: float = base, lo: int = lo, hi: int = hi) -> float:
+            return base - plot_h * (math.log10(max(ms, 10.0**lo)) - lo) / (hi - lo)
+
         name = "* (broadcast)" if callee == "*" else callee
         out.append(f"<text x='{left:.0f}' y='{top - 4}' font-weight='bold'>{html.escape(name)}</text>")
         out.append(f"<line x1='{left:.0f}' x2='{left + plot_w:.0f}' y1='{base}' y2='{base}' stroke='#bbb'/>")
         out.append(f"<text x='{left - 6:.0f}' y='{top + 9}' text-anchor='end' fill='#666'>{peak:,}</text>")
         out.append(f"<text x='{left - 6:.0f}' y='{base}' text-anchor='end' fill='#666'>0</text>")
         if any(r["p99_ms"] is not None for r in data.values()):  # casts only: no latency scale
-            out.append(f"<text x='{left + plot_w + 6:.0f}' y='{top + 9}' fill='{_P99}'>{_ms(slow)} ms</text>")
+            step = 1 if hi - lo <= 4 else 2  # a label every decade, or every other one past four
+            for exponent in range(lo, hi + 1, step):
+                gy = p99_y(10.0**exponent)
+                out.append(
+                    f"<line class='p99-grid' x1='{left:.0f}' x2='{left + plot_w:.0f}' y1='{gy:.1f}' "
+                    f"y2='{gy:.1f}' stroke='{_P99}' stroke-opacity='.15' stroke-dasharray='2 3'/>"
+                    f"<text class='p99-axis' x='{left + plot_w + 6:.0f}' y='{gy + 4:.1f}' fill='{_P99}'>"
+                    f"{decade_label(exponent)}</text>"
+                )
         points: dict[int, float] = {}
         for ts, r in sorted(data.items()):
             k = (ts - first) // width_ns
@@ -185,7 +211,7 @@ def timeline_svg(rows: list[dict[str, Any]], bucket_ms: int) -> str:
                         f"fill='{colour}'><title>{tip}</title></rect>"
                     )
             if r["p99_ms"] is not None:
-                points[k] = base - plot_h * float(r["p99_ms"]) / slow
+                points[k] = p99_y(float(r["p99_ms"]))
         for run in p99_runs(sorted(points)):
             xy = [(left + k * bar + max(1.0, bar - 1) / 2, points[k]) for k in run]
             if len(xy) == 1:

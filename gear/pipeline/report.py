@@ -17,14 +17,23 @@ and the count cards show estimates (marked ≈).
 from __future__ import annotations
 
 import html
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from gear.pipeline.charts import latency_svg, timeline_svg
 from gear.pipeline.svg import dependency_svg, dot_source
-from gear.pipeline.tables import BY_NAME, CALL_DEFINITION, ROUTE_FORMS, ROUTE_NAMES, TABLES, route_name
+from gear.pipeline.tables import (
+    BY_NAME,
+    CALL_DEFINITION,
+    COLUMNS,
+    ROUTE_FORMS,
+    ROUTE_NAMES,
+    TABLES,
+    route_name,
+)
 
-__all__ = ("TOP_ROWS", "render_report", "sampling_note", "write_report")
+__all__ = ("TOP_ROWS", "render_report", "sampling_note", "selection", "time_range", "write_report")
 
 TOP_ROWS = 10
 """Rows of each table shown before the fold."""
@@ -37,8 +46,10 @@ h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bott
 .card b{display:block;font-size:20px}.card small{display:block;color:#666;font-size:11px}
 .ok{border-left:5px solid #2e9d4f}.warn{border-left:5px solid #e0a100}
 .bad{border-left:5px solid #d0342c}table{border-collapse:collapse;font-size:12px;margin:6px 0}
-th,td{border:1px solid #e3e3e3;padding:3px 7px;text-align:right;white-space:nowrap}th{background:#f5f5f5}
-td:first-child,th:first-child{text-align:left}.note{color:#666;font-size:12px}
+th,td{border:1px solid #e3e3e3;padding:3px 7px;text-align:left;white-space:nowrap}th{background:#f5f5f5}
+td.n,th.n{text-align:right}th[title]{cursor:help}.note{color:#666;font-size:12px}
+dl.columns{font-size:12px;margin:4px 0 8px;display:grid;grid-template-columns:max-content auto;gap:2px 12px}
+dl.columns dt{font-weight:bold}dl.columns dd{margin:0;color:#444}
 .chart,.scroll{overflow-x:auto}.chart svg{max-width:100%;height:auto;display:block}
 details summary{cursor:pointer;color:#4a6fa5;font-size:12px;margin:4px 0}
 #definition{background:#f7f9fc;border:1px solid #dde5f0;border-radius:6px;padding:8px 12px;font-size:13px}
@@ -54,11 +65,43 @@ def _cell(value: Any) -> str:
     return html.escape("" if value is None else str(value))
 
 
-def _rows_html(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
-    def shown(row: dict[str, Any], column: str) -> str:
-        return html.escape(route_name(row.get(column))) if column == "route" else _cell(row.get(column))
+def _numeric(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
-    return "".join("<tr>" + "".join(f"<td>{shown(r, c)}</td>" for c in columns) + "</tr>" for r in rows)
+
+def _rows_html(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
+    """Table rows: numbers right-aligned (class ``n``), text left-aligned."""
+
+    def shown(row: dict[str, Any], column: str) -> str:
+        value = row.get(column)
+        if column == "route":
+            return f"<td>{html.escape(route_name(value))}</td>"
+        return f"<td class=n>{_cell(value)}</td>" if _numeric(value) else f"<td>{_cell(value)}</td>"
+
+    return "".join("<tr>" + "".join(shown(r, c) for c in columns) + "</tr>" for r in rows)
+
+
+def _head(columns: tuple[str, ...], numeric: set[str]) -> str:
+    """The header row: each column's heading, what it counts as a tooltip."""
+    cells = []
+    for column in columns:
+        heading, meaning = COLUMNS.get(column, (column, ""))
+        kind = " class=n" if column in numeric else ""
+        cells.append(
+            f"<th{kind} data-column='{column}' title='{html.escape(meaning, quote=True)}'>"
+            f"{html.escape(heading)}</th>"
+        )
+    return "<tr>" + "".join(cells) + "</tr>"
+
+
+def _meanings(columns: tuple[str, ...]) -> str:
+    """What each column counts, folded under the table."""
+    items = "".join(
+        f"<dt>{html.escape(COLUMNS[c][0])}</dt><dd>{html.escape(COLUMNS[c][1])}</dd>"
+        for c in columns
+        if c in COLUMNS
+    )
+    return f"<details><summary>What the columns mean</summary><dl class=columns>{items}</dl></details>"
 
 
 def _grid(name: str, head: str, body: str) -> str:
@@ -75,8 +118,9 @@ def _table(name: str, table: dict[str, Any]) -> str:
         return f"{title}<p class=note>None.</p>"
     keys = spec.first
     rows.sort(key=lambda r: tuple(-float(r.get(k) or 0) for k in keys))
-    head = "<tr>" + "".join(f"<th>{c}</th>" for c in columns) + "</tr>"
-    out = [title, _grid(name, head, _rows_html(rows[:TOP_ROWS], columns))]
+    numeric = {c for c in columns if any(_numeric(r.get(c)) for r in rows)}
+    head = _head(columns, numeric)
+    out = [title, _grid(name, head, _rows_html(rows[:TOP_ROWS], columns)), _meanings(columns)]
     if len(rows) > TOP_ROWS:
         out.append(
             f"<details><summary>Show {len(rows) - TOP_ROWS:,} more rows</summary>"
@@ -195,28 +239,59 @@ def _sampling_html(sampling: dict[str, Any] | None) -> str:
     return f"<p class=note id=sampling><b>Sampled traces</b> · {html.escape(sampling['note'])}</p>"
 
 
+def _moment(ns: int) -> datetime:
+    return datetime.fromtimestamp(ns / 1e9, UTC)
+
+
+def time_range(summary: dict[str, Any]) -> str:
+    """When the calls analysed were made: ``calls from 2026-11-27 22:50:03 to 22:50:19 UTC (16.2 s)``
+    (the first publish of the first and of the last call; the date again if it changed)."""
+    first, last = (summary.get("time_range_ns") or [None, None])[:2]
+    if first is None or last is None:
+        return "no calls in the input"
+    start, end = _moment(int(first)), _moment(int(last))
+    to = end.strftime("%H:%M:%S" if end.date() == start.date() else "%Y-%m-%d %H:%M:%S")
+    seconds = (int(last) - int(first)) / 1e9
+    return f"calls from {start:%Y-%m-%d %H:%M:%S} to {to} UTC ({seconds:,.1f} s)"
+
+
+def selection(summary: dict[str, Any]) -> str:
+    """Which calls were selected: all of them, or those first published in ``--since``/``--until``."""
+    since, until = summary.get("since"), summary.get("until")
+    if not since and not until:
+        return "every call in the input (no --since or --until)"
+    parts = [f"since {since}" if since else "", f"until {until}" if until else ""]
+    return "calls first published " + " ".join(p for p in parts if p)
+
+
 def render_report(summary: dict[str, Any]) -> str:
     """The report page for ``summary`` (as returned by ``gear.pipeline.job.analyze``)."""
     tables = summary["tables"]
     links = tables["dependency_links"]["sample"]
     quality = summary.get("data_quality", {})
-    window = f"{summary.get('since') or 'start'} → {summary.get('until') or 'end'}"
-    dq = "".join(f"<tr><td>{html.escape(k)}</td><td>{_cell(v)}</td></tr>" for k, v in quality.items())
+    dq = "".join(
+        f"<tr><td>{html.escape(COLUMNS.get(k, (k, ''))[0])}</td><td class=n>{_cell(v)}</td>"
+        f"<td>{html.escape(COLUMNS.get(k, ('', ''))[1])}</td></tr>"
+        for k, v in quality.items()
+    )
     timeline = tables.get("timeline", {}).get("sample", [])
     bucket_ms = int(summary.get("timeline_bucket_ms") or 1000)
     parts = [
         "<!doctype html><html lang=en><head><meta charset=utf-8><title>Gear trace report</title>",
         "<link rel=icon href='data:,'>",
         f"<style>{_CSS}</style></head><body><h1>Gear trace report</h1>",
-        f"<div class=meta>inputs: {html.escape(', '.join(summary.get('inputs', [])))} · window: "
-        f"{html.escape(window)} · generated {html.escape(str(summary.get('generated_at')))} · Spark "
-        f"{html.escape(str(summary.get('spark', {}).get('version')))}</div>",
+        f"<div class=meta id=meta>{html.escape(time_range(summary))} · inputs: "
+        f"{html.escape(', '.join(summary.get('inputs', [])))} · {html.escape(selection(summary))} · "
+        f"generated {html.escape(str(summary.get('generated_at')))} · Spark "
+        f"{html.escape(str(summary.get('spark', {}).get('version')))} · instances are named "
+        "TYPE.HOST.PID (the process id tells a restarted instance from its earlier run)</div>",
         _sampling_html(summary.get("sampling")),
         _cards(summary),
         _definition(summary["calls"]),
         "<h2>Over time</h2><p class=note>Per callee TYPE: calls per bucket (bars), errors and timeouts "
-        "over them, p99 latency of the answered calls (line, right scale; broken where a bucket has no "
-        "answered call). A call counts in the bucket of its first publish.</p>",
+        "over them, p99 latency of the answered calls (line, on a log scale labelled on the right, one grid "
+        "line per decade; broken where a bucket has no answered call). A call counts in the bucket of its "
+        "first publish.</p>",
         f"<div class=chart>{timeline_svg(timeline, bucket_ms)}</div>",
         "<h2>Dependency graph</h2><p class=note>Edge label: calls · error rate; colour: green &lt; 1 %, "
         "amber &lt; 5 %, red ≥ 5 %; width grows with calls. A broadcast is one edge to * (the TYPEs it "
@@ -231,7 +306,7 @@ def render_report(summary: dict[str, Any]) -> str:
     parts.extend(_table(t.name, tables[t.name]) for t in TABLES if t.shown and t.name in tables)
     parts.append(
         "<h2>Data quality</h2><p class=note>What the files hold, not scaled by sampling.</p>"
-        + _grid("data_quality", "<tr><th>counter</th><th>value</th></tr>", dq)
+        + _grid("data_quality", "<tr><th>counter</th><th class=n>value</th><th>what it counts</th></tr>", dq)
     )
     parts.append("</body></html>")
     return "\n".join(parts)

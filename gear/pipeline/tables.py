@@ -8,12 +8,14 @@ entry point can use it without PySpark.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
 __all__ = (
     "BY_NAME",
     "CALL_DEFINITION",
+    "COLUMNS",
     "ROUTE_FORMS",
     "ROUTE_NAMES",
     "TABLES",
@@ -141,6 +143,71 @@ TABLES: tuple[Table, ...] = (
     ),
 )  # fmt: skip
 """Every table, in the order the job writes them."""
+
+COLUMNS: Mapping[str, tuple[str, str]] = MappingProxyType(
+    {
+        "caller": ("caller", "the TYPE that made the calls"),
+        "callee": ("callee", "the TYPE called (* for a broadcast)"),
+        "route": ("route", "the address form: point-to-point, stateless, multicast or broadcast"),
+        "method": ("method", "the remote method"),
+        "calls": ("calls", "calls made (see What is a call, above)"),
+        "answered": ("answered", "calls that got a reply: a result or a remote error"),
+        "errors": ("errors", "remote errors, timeouts, unroutable and nacked calls"),
+        "remote_errors": ("remote errors", "calls whose handler answered with an error"),
+        "timeouts": ("timeouts", "calls with no reply before their deadline"),
+        "unroutable": ("unroutable", "calls the broker returned until the caller gave up (no queue bound)"),
+        "nacked": ("nacked", "calls the broker refused (nack) for good"),
+        "late_replies": ("late replies", "replies that came after their call had given up (timed out)"),
+        "no_outcome": ("no outcome", "calls that ended in none of the above: usually their instance stopped"),
+        "receivers": ("receivers", "the TYPEs a broadcast reached"),
+        "p50_ms": ("p50 ms", "median round-trip time of the answered calls, caller's clock"),
+        "p90_ms": ("p90 ms", "90th percentile of the round-trip time"),
+        "p99_ms": ("p99 ms", "99th percentile of the round-trip time"),
+        "max_ms": ("max ms", "the slowest answered call"),
+        "mean_ms": ("mean ms", "the average round-trip time"),
+        "returns": ("returns", "publish attempts the broker returned (no queue bound at that moment)"),
+        "republishes": ("republishes", "attempts published again after a return, a nack or a lost link"),
+        "republished_calls": ("republished calls", "calls published more than once"),
+        "republish_ok": ("republished, then ok", "republished calls that got their result"),
+        "republish_failed": ("republished, then failed", "republished calls that ended in an error"),
+        "nacks": ("nacks", "negative acknowledgements (of publishes by the broker, of deliveries here)"),
+        "service": ("service", "the instance's TYPE"),
+        "instance": (
+            "instance",
+            "TYPE.HOST.PID: the instance's address and its process id, which tells a restarted instance "
+            "(a new process) from its earlier run",
+        ),
+        "request_id": ("request id", "the call's id, the same on every delivery of it"),
+        "deliveries": ("deliveries", "times the broker delivered it (the request, or any request) here"),
+        "redelivered": ("redelivered", "deliveries flagged redelivered by the broker (after a lost link)"),
+        "requeues": ("requeues", "repeats that followed a nack or reject with requeue on this instance"),
+        "caught": ("caught", "repeats the idempotency window recognised: the handler did not run again"),
+        "rejects": ("rejects", "deliveries rejected (not Gear messages, or given up)"),
+        "requeued": ("requeued", "deliveries settled with requeue (the broker delivers them again)"),
+        "reason": ("reason", "why the broker blocked the connection (memory or disk alarm)"),
+        "ended_by": ("ended by", "what ended the period: unblocked, the connection lost, or open at the end"),
+        "duration_ms": ("duration ms", "how long the connection stayed blocked"),
+        "downtime_ms": ("downtime ms", "from the connection lost to the link made again"),
+        "lines": ("lines", "lines read from the trace files"),
+        "corrupt_lines": ("corrupt lines", "lines that are not JSON, or hold values of the wrong type"),
+        "invalid_events": ("invalid events", "parsed lines without a time, an event name or an instance"),
+        "events": ("events", "the valid events analysed"),
+        "unknown_events": ("unknown events", "valid events whose name is not a Gear event"),
+        "orphan_events": (
+            "orphan events",
+            "events that could not be tied to a call: the two kinds below (usually the input's edges)",
+        ),
+        "orphan_caller_events": (
+            "orphan caller events",
+            "caller-side events (confirm, response, timeout...) without the publish of their request",
+        ),
+        "orphan_deliveries": ("orphan deliveries", "deliveries of requests nobody in the input published"),
+        "calls_without_outcome": ("calls without outcome", "calls with no response, timeout or verdict"),
+        "instances": ("instances", "instances that wrote the input"),
+    }
+)
+"""A column's heading in the report and what it counts, for every column the report shows (the table
+names stay snake_case in the Parquet output)."""
 
 BY_NAME = MappingProxyType({table.name: table for table in TABLES})
 """Each table by name."""

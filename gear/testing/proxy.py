@@ -9,7 +9,9 @@
         proxy.pause(); proxy.resume()    # stall all traffic, then let it flow again
         proxy.pause(to_server=False)     # stall only what the broker sends (confirms, deliveries)
         proxy.blackhole()                # existing connections go silent for good (a silent
-                                         # partition: sockets open, bytes vanish); new ones flow
+                                         # partition: sockets open, bytes vanish; a side that
+                                         # closes is not seen by the other); new ones flow
+        proxy.drop_silent()              # ...until the cut heals: those connections close
         proxy.cut_after(to_server=5000)  # each new connection is cut after 5000 bytes upstream
         proxy.inject(b"\x09garbage")     # these bytes reach every client as if the broker sent them
         proxy.corrupt(count=1)           # flip one byte in the next chunk each client receives
@@ -153,8 +155,10 @@ class TCPProxy:
         """Make every current connection silent for good (a silent partition); return how many.
 
         Both directions read and drop their bytes and the sockets stay open, so neither side sees an
-        error: only a heartbeat or a watchdog can tell. New connections are forwarded normally, as
-        after a stale NAT or load-balancer entry.
+        error: only a heartbeat or a watchdog can tell. A side that gives up and closes its socket is
+        not heard by the other either (a true cut: a broker keeps such a client's consumers until its
+        own heartbeat check drops the connection). New connections are forwarded normally, as after
+        a stale NAT or load-balancer entry.
         """
         pipes = list(self._pipes)
         for pipe in pipes:
@@ -162,6 +166,14 @@ class TCPProxy:
         self._pipes.difference_update(pipes)
         self._silent.update(pipes)
         return len(pipes)
+
+    def drop_silent(self) -> int:
+        """Close the connections :meth:`blackhole` made silent, on both sides (the cut heals and the
+        peers learn that their old connection is gone); return how many."""
+        silent, self._silent = self._silent, set()
+        for pipe in silent:
+            pipe.close()
+        return len(silent)
 
     def inject(self, data: bytes) -> int:
         """Send ``data`` to every current client as if its broker had sent it (between two chunks of
@@ -252,9 +264,13 @@ class TCPProxy:
             pass
         finally:
             self._pipes.discard(pipe)
-            pipe.client.close()
-            if pipe.server is not None:
-                pipe.server.close()
+            if pipe.silent:
+                # cut off: the side that closed is gone, and the other side never hears of it
+                (pipe.client if dst is not pipe.client else pipe.server or pipe.client).close()
+            else:
+                pipe.client.close()
+                if pipe.server is not None:
+                    pipe.server.close()
 
 
 class SilentServer:

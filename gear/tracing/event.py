@@ -38,8 +38,6 @@ from typing import Any, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gear.tracing.api import Attr
-
 __all__ = ("ATTRIBUTE_TYPES", "Attributes", "Resource", "TraceEvent", "coerce_attributes")
 
 _MODEL = ConfigDict(populate_by_name=True, extra="ignore", frozen=True)
@@ -64,43 +62,46 @@ class Resource(BaseModel):
 
 
 class Attributes(BaseModel):
-    """Event attributes; OpenTelemetry names where they exist, ``gear.*`` otherwise (see ``Attr``)."""
+    """Event attributes; OpenTelemetry names where they exist, ``gear.*`` otherwise (see ``Attr``).
+
+    The aliases are ``Attr``'s values written out: a type checker without pydantic's plugin (a user's
+    mypy reading this source) needs string literals there (``tests/tracing`` checks they match)."""
 
     model_config = _MODEL
 
-    messaging_system: str | None = Field(default=None, alias=Attr.MESSAGING_SYSTEM)
-    operation_type: str | None = Field(default=None, alias=Attr.OPERATION_TYPE)
-    operation_name: str | None = Field(default=None, alias=Attr.OPERATION_NAME)
-    destination: str | None = Field(default=None, alias=Attr.DESTINATION)
-    routing_key: str | None = Field(default=None, alias=Attr.ROUTING_KEY)
-    message_id: str | None = Field(default=None, alias=Attr.MESSAGE_ID)
-    conversation_id: str | None = Field(default=None, alias=Attr.CONVERSATION_ID)
-    delivery_tag: int | None = Field(default=None, alias=Attr.DELIVERY_TAG)
-    body_size: int | None = Field(default=None, alias=Attr.BODY_SIZE)
-    error_type: str | None = Field(default=None, alias=Attr.ERROR_TYPE)
-    exception_message: str | None = Field(default=None, alias=Attr.EXCEPTION_MESSAGE)
-    rpc_system: str | None = Field(default=None, alias=Attr.RPC_SYSTEM)
-    rpc_method: str | None = Field(default=None, alias=Attr.RPC_METHOD)
-    peer_service: str | None = Field(default=None, alias=Attr.PEER_SERVICE)
-    server_address: str | None = Field(default=None, alias=Attr.SERVER_ADDRESS)
-    server_port: int | None = Field(default=None, alias=Attr.SERVER_PORT)
-    route: str | None = Field(default=None, alias=Attr.ROUTE)
-    rpc_kind: str | None = Field(default=None, alias=Attr.RPC_KIND)
-    request_id: str | None = Field(default=None, alias=Attr.REQUEST_ID)
-    attempt: int | None = Field(default=None, alias=Attr.ATTEMPT)
-    caller: str | None = Field(default=None, alias=Attr.CALLER)
-    callee_host: str | None = Field(default=None, alias=Attr.CALLEE_HOST)
-    timeout_ms: float | None = Field(default=None, alias=Attr.TIMEOUT_MS)
-    duration_ms: float | None = Field(default=None, alias=Attr.DURATION_MS)
-    redelivered: bool | None = Field(default=None, alias=Attr.REDELIVERED)
-    requeue: bool | None = Field(default=None, alias=Attr.REQUEUE)
-    reply_code: int | None = Field(default=None, alias=Attr.REPLY_CODE)
-    republish_reason: str | None = Field(default=None, alias=Attr.REPUBLISH_REASON)
-    duplicate: bool | None = Field(default=None, alias=Attr.DUPLICATE)
-    blocked_reason: str | None = Field(default=None, alias=Attr.BLOCKED_REASON)
-    connection_id: str | None = Field(default=None, alias=Attr.CONNECTION_ID)
-    reconnect_attempt: int | None = Field(default=None, alias=Attr.RECONNECT_ATTEMPT)
-    downtime_ms: float | None = Field(default=None, alias=Attr.DOWNTIME_MS)
+    messaging_system: str | None = Field(default=None, alias="messaging.system")
+    operation_type: str | None = Field(default=None, alias="messaging.operation.type")
+    operation_name: str | None = Field(default=None, alias="messaging.operation.name")
+    destination: str | None = Field(default=None, alias="messaging.destination.name")
+    routing_key: str | None = Field(default=None, alias="messaging.rabbitmq.destination.routing_key")
+    message_id: str | None = Field(default=None, alias="messaging.message.id")
+    conversation_id: str | None = Field(default=None, alias="messaging.message.conversation_id")
+    delivery_tag: int | None = Field(default=None, alias="messaging.rabbitmq.message.delivery_tag")
+    body_size: int | None = Field(default=None, alias="messaging.message.body.size")
+    error_type: str | None = Field(default=None, alias="error.type")
+    exception_message: str | None = Field(default=None, alias="exception.message")
+    rpc_system: str | None = Field(default=None, alias="rpc.system.name")
+    rpc_method: str | None = Field(default=None, alias="rpc.method")
+    peer_service: str | None = Field(default=None, alias="service.peer.name")
+    server_address: str | None = Field(default=None, alias="server.address")
+    server_port: int | None = Field(default=None, alias="server.port")
+    route: str | None = Field(default=None, alias="gear.route")
+    rpc_kind: str | None = Field(default=None, alias="gear.rpc.kind")
+    request_id: str | None = Field(default=None, alias="gear.request.id")
+    attempt: int | None = Field(default=None, alias="gear.attempt")
+    caller: str | None = Field(default=None, alias="gear.caller")
+    callee_host: str | None = Field(default=None, alias="gear.callee.host")
+    timeout_ms: float | None = Field(default=None, alias="gear.timeout_ms")
+    duration_ms: float | None = Field(default=None, alias="gear.duration_ms")
+    redelivered: bool | None = Field(default=None, alias="gear.amqp.redelivered")
+    requeue: bool | None = Field(default=None, alias="gear.amqp.requeue")
+    reply_code: int | None = Field(default=None, alias="gear.amqp.reply_code")
+    republish_reason: str | None = Field(default=None, alias="gear.republish.reason")
+    duplicate: bool | None = Field(default=None, alias="gear.duplicate")
+    blocked_reason: str | None = Field(default=None, alias="gear.blocked.reason")
+    connection_id: str | None = Field(default=None, alias="gear.connection.id")
+    reconnect_attempt: int | None = Field(default=None, alias="gear.reconnect.attempt")
+    downtime_ms: float | None = Field(default=None, alias="gear.reconnect.downtime_ms")
 
 
 class TraceEvent(BaseModel):

@@ -30,6 +30,7 @@ from typing import Any
 __all__ = (
     "MAX_DEPTH",
     "FieldError",
+    "NestingError",
     "decode_array",
     "decode_table",
     "decode_value",
@@ -82,6 +83,11 @@ class FieldError(ValueError):
     """Bytes that are not a well-formed field table, array or value."""
 
 
+class NestingError(FieldError):
+    """Tables or arrays nested deeper than :data:`MAX_DEPTH`: well-formed bytes past a deliberate limit
+    (RabbitMQ has none), which a broker refuses as such rather than as bytes that do not decode."""
+
+
 def timestamp_value(seconds: int) -> datetime.datetime | int:
     """A wire timestamp as an aware ``datetime``, or the ``int`` itself past the year 9999."""
     if seconds > _MAX_SECONDS:
@@ -93,10 +99,10 @@ def decode_table(data: bytes | bytearray, pos: int, end: int, depth: int = 0) ->
     """The table whose entries fill ``data[pos:end]`` (no length prefix).
 
     Raises:
-        FieldError: malformed bytes, or tables nested deeper than :data:`MAX_DEPTH`.
+        FieldError: malformed bytes; :class:`NestingError` for tables nested deeper than :data:`MAX_DEPTH`.
     """
     if depth > MAX_DEPTH:
-        raise FieldError(f"field tables nested deeper than {MAX_DEPTH}")
+        raise NestingError(f"field tables nested deeper than {MAX_DEPTH} levels")
     table: dict[str, Any] = {}
     fixed_types = _FIXED
     while pos < end:
@@ -138,7 +144,7 @@ def decode_array(data: bytes | bytearray, pos: int, end: int, depth: int = 0) ->
         FieldError: malformed bytes, or nesting deeper than :data:`MAX_DEPTH`.
     """
     if depth > MAX_DEPTH:
-        raise FieldError(f"field arrays nested deeper than {MAX_DEPTH}")
+        raise NestingError(f"field arrays nested deeper than {MAX_DEPTH} levels")
     values: list[Any] = []
     while pos < end:
         value, pos = decode_value(data, pos, end, depth)
@@ -198,7 +204,7 @@ def skip_table(data: bytes | bytearray, pos: int, end: int, depth: int = 0) -> N
         FieldError: as :func:`decode_table`.
     """
     if depth > MAX_DEPTH:
-        raise FieldError(f"field tables nested deeper than {MAX_DEPTH}")
+        raise NestingError(f"field tables nested deeper than {MAX_DEPTH} levels")
     sizes = _SIZES
     while pos < end:
         pos += 1 + data[pos]
@@ -215,7 +221,7 @@ def skip_table(data: bytes | bytearray, pos: int, end: int, depth: int = 0) -> N
 
 def _skip_array(data: bytes | bytearray, pos: int, end: int, depth: int) -> None:
     if depth > MAX_DEPTH:
-        raise FieldError(f"field arrays nested deeper than {MAX_DEPTH}")
+        raise NestingError(f"field arrays nested deeper than {MAX_DEPTH} levels")
     while pos < end:
         pos = skip_value(data, pos, end, depth)
 

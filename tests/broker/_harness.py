@@ -64,18 +64,18 @@ class Client:
 
     def feed(self, data: bytes) -> list[tuple[int, Any]]:
         """Feed raw bytes, finish the turn, and return what the server sent."""
-        self.conn.feed(data)
+        self.conn.receive(data)
         return self.turn()
 
     def turn(self) -> list[tuple[int, Any]]:
         """End the event-loop turn (drain queues, flush confirms) and parse the output; more turns
         while a connection waits to parse the rest of what it was fed (its fair share per turn)."""
         self.core.run_turn()
-        out = self.conn.take_output()
+        out = self.conn.data_to_send()
         while self.core.parked:
             self.core.resume_parked()
             self.core.run_turn()
-            out += self.conn.take_output()
+            out += self.conn.data_to_send()
         return parse(out)
 
     def send(self, channel: int, *methods: Any) -> list[tuple[int, Any]]:

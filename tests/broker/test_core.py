@@ -175,7 +175,7 @@ def test_properties_are_forwarded_verbatim() -> None:
     client.feed(publish)
     out = client.send(1, commands.Basic.Get(queue="q", no_ack=True))
     assert names(out) == ["Basic.GetOk", "ContentHeader", "ContentBody"]
-    assert client.conn.take_output() == b""
+    assert client.conn.data_to_send() == b""
     # re-marshal what we received: same bytes as what was published
     assert header.ContentHeader(0, 5, out[1][1].properties).marshal() == raw_header
 

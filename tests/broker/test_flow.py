@@ -20,7 +20,7 @@ def test_credit_exhaustion_stops_reading_until_the_queue_grants_more() -> None:
     _setup(client)
     conn = client.conn
     queue = core.vhosts["/"].queues["q"]
-    conn.feed(b"".join(client.publish_bytes(1, "", "q", f"m{i}".encode()) for i in range(10)))
+    conn.receive(b"".join(client.publish_bytes(1, "", "q", f"m{i}".encode()) for i in range(10)))
     # four publishes spent the credit: parsing stopped, the rest stays buffered
     assert not conn.reading
     assert len(queue.inbox) == 4
@@ -168,14 +168,14 @@ def test_a_large_backlog_goes_out_in_bounded_batches() -> None:
     _setup(client)
     body = b"x" * 10_000
     client.feed(b"".join(client.publish_bytes(1, "", "q", body) for _ in range(300)))
-    client.conn.take_output()
+    client.conn.data_to_send()
     from pamqp import frame
 
-    client.conn.feed(frame.marshal(commands.Basic.Consume(queue="q", consumer_tag="c", no_ack=True), 1))
+    client.conn.receive(frame.marshal(commands.Basic.Consume(queue="q", consumer_tag="c", no_ack=True), 1))
     batches = []
     while True:
         core.run_turn()
-        data = client.conn.take_output()
+        data = client.conn.data_to_send()
         if not data:
             break
         batches.append(len(data))

@@ -345,6 +345,7 @@ def _send(port: int, data: bytes) -> None:
             pass
 
 
+@pytest.mark.timeout(600)  # 400 sessions: about 30 s on a quiet 2-core machine, minutes on a busy one
 @settings(
     max_examples=int(os.environ.get("GEAR_HOSTILE_EXAMPLES", "400")),
     deadline=None,

@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 from pamqp import commands, frame, header
 from pamqp.body import ContentBody
 
+from gear.broker.checks import check_properties
 from gear.broker.errors import AMQPError
-from gear.broker.properties import check_properties, decode_properties, rewrite_properties
+from gear.wire.properties import Properties, decode_properties, splice_properties
 from gear.wire.table import MAX_DEPTH, FieldError, decode_table, encode_table, skip_table
 from tests.broker._harness import Client, make_core, names
 
@@ -34,10 +35,12 @@ def _nested(depth: int) -> bytes:
     return struct.pack(">H", 0x2000) + _table(inner)
 
 
-def _publish_raw(client: Client, queue: str, properties: bytes, body: bytes = b"hi") -> bytes:
+def _publish_raw(
+    client: Client, queue: str, properties: bytes, body: bytes = b"hi", exchange: str = ""
+) -> bytes:
     head = struct.pack(">HHQ", 60, 0, len(body)) + properties
     return (
-        frame.marshal(commands.Basic.Publish(exchange="", routing_key=queue), 1)
+        frame.marshal(commands.Basic.Publish(exchange=exchange, routing_key=queue), 1)
         + struct.pack(">BHI", 2, 1, len(head))
         + head
         + b"\xce"
@@ -59,7 +62,6 @@ UNDECODABLE = {
     "shortstr past the end": struct.pack(">H", 0x8000) + b"\x10ab",
     "bytes after the list": struct.pack(">H", 0x8000) + b"\x02ab" + b"junk",
     "a second flag word": struct.pack(">HH", 0x8001, 0) + b"\x04text",
-    "nested past the bound": _nested(MAX_DEPTH + 5),
 }
 
 
@@ -72,9 +74,9 @@ def test_an_undecodable_property_list_costs_its_publisher_the_connection_and_nob
     _confirming(healthy)
     hostile.handshake()
     hostile.open_channel(1)
-    healthy.conn.feed(b"".join(healthy.publish_bytes(1, "", "q", b"%d" % i) for i in range(200)))
-    hostile.conn.feed(_publish_raw(hostile, "q", properties))
-    healthy.conn.feed(b"".join(healthy.publish_bytes(1, "", "q", b"%d" % i) for i in range(200, 400)))
+    healthy.conn.receive(b"".join(healthy.publish_bytes(1, "", "q", b"%d" % i) for i in range(200)))
+    hostile.conn.receive(_publish_raw(hostile, "q", properties))
+    healthy.conn.receive(b"".join(healthy.publish_bytes(1, "", "q", b"%d" % i) for i in range(200, 400)))
     acks = healthy.turn()
     closed = hostile.turn()
     assert names(closed) == ["Connection.Close"]
@@ -91,6 +93,34 @@ def test_an_undecodable_property_list_costs_its_publisher_the_connection_and_nob
     assert [e.message.body for e in queue.ready] == [b"%d" % i for i in range(400)]
     assert core.internal_errors == 0
     assert core.alarm.used == sum(e.message.size for e in queue.ready)
+
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 10_000])
+@pytest.mark.parametrize("exchange", ["", "amq.headers", "amq.topic"])
+def test_headers_past_the_depth_limit_are_refused_by_name_with_connection_close(
+    exchange: str, depth: int
+) -> None:
+    """A deliberate limit, not bytes that fail to decode: 530 NOT_ALLOWED on basic.publish with a text
+    that names it, through any exchange, and the healthy publisher beside it loses nothing."""
+    core, _ = make_core()
+    healthy, hostile = Client(core), Client(core)
+    _confirming(healthy)
+    hostile.handshake()
+    hostile.open_channel(1)
+    hostile.conn.receive(_publish_raw(hostile, "q", _nested(depth), exchange=exchange))
+    healthy.conn.receive(b"".join(healthy.publish_bytes(1, "", "q", b"%d" % i) for i in range(10)))
+    closed = hostile.turn()
+    assert names(closed) == ["Connection.Close"]
+    close = closed[0][1]
+    assert (close.reply_code, close.class_id, close.method_id) == (530, 60, 40)
+    assert close.reply_text == (
+        f"NOT_ALLOWED - headers nested deeper than {MAX_DEPTH} levels, "
+        "the reference broker's limit (RabbitMQ has none)"
+    )
+    acks = healthy.turn()
+    assert {name for name in names(acks)} == {"Basic.Ack"}
+    assert max(a.delivery_tag for _, a in acks) == 10
+    assert core.internal_errors == 0
 
 
 @pytest.mark.parametrize(
@@ -175,9 +205,9 @@ def test_what_rabbitmq_accepts_is_accepted_and_forwarded_byte_for_byte() -> None
         assert names(client.feed(_publish_raw(client, "q", properties))) == ["Basic.Ack"]
     queue = core.vhosts["/"].queues["q"]
     assert [e.message.properties for e in queue.ready] == accepted
-    client.conn.feed(frame.marshal(commands.Basic.Consume(queue="q", no_ack=True), 1))
+    client.conn.receive(frame.marshal(commands.Basic.Consume(queue="q", no_ack=True), 1))
     core.run_turn()
-    delivered = client.conn.take_output()
+    delivered = client.conn.data_to_send()
     for properties in accepted:
         assert struct.pack(">HHQ", 60, 0, 2) + properties + b"\xce" in delivered
 
@@ -217,7 +247,7 @@ def test_dead_lettering_changes_only_the_headers_it_must() -> None:
     assert kept in raw, "the publisher's own header bytes are kept as they were"
     assert _short(b"text/plain") in raw
     assert struct.pack(">Q", 1_700_000_000) in raw
-    props = decode_properties(raw)
+    props = _decode(raw)
     assert props.expiration is None
     assert props.headers is not None
     assert props.headers["wide"] == 7
@@ -227,16 +257,18 @@ def test_dead_lettering_changes_only_the_headers_it_must() -> None:
     assert core.alarm.used == sum(e.message.size for q in core.vhosts["/"].queues.values() for e in q.ready)
 
 
+def _decode(raw: bytes) -> Properties:
+    """A property list decoded as the broker reads a publish's."""
+    return decode_properties(raw, 0, len(raw), lenient=True)
+
+
 def test_rewriting_keeps_every_other_byte() -> None:
     raw = bytes(
         commands.Basic.Properties(
             content_type="a", headers={"BCC": ["x"], "n": 1}, reply_to="amq.rabbitmq.reply-to", priority=3
         ).marshal()
     )
-    props = decode_properties(raw)
-    new = decode_properties(
-        rewrite_properties(props, reply_to="amq.rabbitmq.reply-to.k", drop_headers=("BCC",))
-    )
+    new = _decode(splice_properties(raw, reply_to="amq.rabbitmq.reply-to.k", drop_headers=("BCC",)))
     assert (new.content_type, new.priority, new.reply_to, new.headers) == (
         "a",
         3,
@@ -302,7 +334,7 @@ def test_a_property_list_that_passes_the_check_always_decodes(raw: bytes) -> Non
         check_properties(raw)
     except AMQPError:  # refused (a 541 or a 406); anything else fails the test
         return
-    decode_properties(raw)
+    _decode(raw)
 
 
 def test_header_frames_of_a_real_client_still_decode() -> None:
@@ -318,6 +350,6 @@ def test_header_frames_of_a_real_client_still_decode() -> None:
     raw = frame.marshal(header.ContentHeader(0, 0, props), 1)[7 + 12 : -1]
     checked = check_properties(raw)
     assert (checked.ttl, checked.priority, checked.persistent) == (1000, 4, True)
-    decoded = decode_properties(raw)
+    decoded = _decode(raw)
     assert decoded.headers == props.headers
-    assert decoded.timestamp == props.timestamp
+    assert decoded.timestamp == int(datetime.datetime(2026, 1, 2, tzinfo=datetime.UTC).timestamp())

@@ -69,6 +69,29 @@ async def test_framing_errors_close_the_connection_with_the_code(
     await _still_works(server)
 
 
+def _nested_table(depth: int) -> bytes:
+    inner = b""
+    for _ in range(depth):
+        inner = b"\x01kF" + struct.pack(">I", len(inner)) + inner
+    return struct.pack(">I", len(inner)) + inner
+
+
+async def test_arguments_nested_past_the_limit_are_refused_by_name(server: Broker) -> None:
+    """queue.bind with x-match arguments 10,000 tables deep: the broker's deliberate depth limit, named
+    in a 530 NOT_ALLOWED connection.close (not a frame error: the frame is well-formed)."""
+    raw = await RawAmqp.open(server.url, channel=1)
+    short = lambda text: bytes((len(text),)) + text  # noqa: E731
+    bind = struct.pack(">HHH", 50, 20, 0) + short(b"q") + short(b"amq.headers") + short(b"") + b"\x00"
+    raw.send_bytes(_method(1, bind + _nested_table(10_000)))
+    close = await raw.expect_connection_close(530, "a deliberate limit, named")
+    assert close.reply_text == (
+        "NOT_ALLOWED - Queue.Bind: field tables nested deeper than 100 levels, "
+        "the reference broker's limit (RabbitMQ has none)"
+    )
+    assert (close.class_id, close.method_id) == (50, 20)
+    await _still_works(server)
+
+
 async def test_method_between_publish_and_header_is_505(server: Broker) -> None:
     raw = await RawAmqp.open(server.url, channel=1)
     raw.send(1, commands.Basic.Publish(exchange="", routing_key="q"))

@@ -112,6 +112,15 @@ Invoke = Callable[..., Result]
 
 
 @pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """In-process ``gear serve`` exports GEAR_*; put the environment back afterwards."""
+    for name in ("GEAR_URL", "GEAR_TYPE", "GEAR_HOST", "GEAR_CONNECT_WAIT", "GEAR_TRACE", "GEAR_TIMEOUT"):
+        monkeypatch.setenv(name, "")  # recorded as unset, so whatever the command sets is removed after
+        monkeypatch.delenv(name)
+    return monkeypatch
+
+
+@pytest.fixture
 def gear_cli(running: Running) -> Invoke:
     """``gear_cli("call", "REPO.repo1", "status")``: run the CLI against the test broker."""
     runner = CliRunner()

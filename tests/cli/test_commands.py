@@ -313,8 +313,8 @@ def test_traces_says_when_counts_are_estimates(monkeypatch: pytest.MonkeyPatch, 
     assert json.loads(as_json.stdout)["sampling"]["rate"] == 0.25
 
 
+@pytest.mark.spark  # without PySpark the command says how to install it first (the test above)
 def test_traces_missing_input_is_a_usage_error(tmp_path: Path) -> None:
-    pytest.importorskip("pyspark")
     result = run_cli("traces", "analyze", str(tmp_path / "nothing-here"), "--out", str(tmp_path / "o"))
     assert result.exit_code == ExitCode.USAGE, result.output
     assert "no trace files" in result.stderr

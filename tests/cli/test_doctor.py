@@ -30,12 +30,23 @@ RABBITMQ_4_3 = {
 }
 
 
+NODES = ("rabbit@a", "rabbit@b", "rabbit@c")
+
+
 def _facts(**changes: Any) -> Facts:
     """A healthy RabbitMQ 4.3 with its management API and Gear's quorum queues, changed as asked."""
     settings = changes.pop("settings", gear.Settings(quorum=True))
-    topology = gear.Topology.for_service("REPO", "h1", quorum=True)
+    topology = gear.Topology.for_service("REPO", "h1", quorum=True).for_broker(RABBITMQ_4_3)
     queues = [
-        {"name": q.name, "type": "quorum", "arguments": q.arguments, "effective_policy_definition": {}}
+        {
+            "name": q.name,
+            "type": "quorum",
+            "arguments": q.arguments,
+            "effective_policy_definition": {},
+            "leader": NODES[0],
+            "members": list(NODES),
+            "online": list(NODES),
+        }
         for q in topology.queues
     ]
     facts = Facts(
@@ -53,6 +64,7 @@ def _facts(**changes: Any) -> Facts:
         deprecated_used=[],
         queues=queues,
         queue_names={q.name for q in topology.queues},
+        nodes=[{"name": n, "running": True, "partitions": [], "net_ticktime": 15} for n in NODES],
     )
     for key, value in changes.items():
         setattr(facts, key, value)
@@ -123,10 +135,21 @@ def test_no_heartbeat_and_few_channels_are_named() -> None:
 
 
 def test_without_the_management_api_its_checks_are_unknown_and_say_how_to_see_them() -> None:
-    facts = _facts(management=None, management_error="no management API at http://broker:15672/", queues=None)
+    facts = _facts(
+        management=None, management_error="no management API at http://broker:15672/", queues=None, nodes=None
+    )
     facts.feature_flags, facts.deprecated_used = None, None
     verdicts = _verdicts(facts)
-    unknown = {"management API", "feature flags", "deprecated features", "delivery limits"}
+    unknown = {
+        "management API",
+        "feature flags",
+        "deprecated features",
+        "delivery limits",
+        "cluster nodes",
+        "consumer disconnected timeout",
+        "net ticktime",
+        "quorum queues",
+    }
     assert {check for check, status in verdicts.items() if status is Status.UNKNOWN} == unknown
     assert "rabbitmq-plugins enable rabbitmq_management" in _finding(facts, "management API").change
 
@@ -142,6 +165,53 @@ def test_deprecated_features_in_use_and_disabled_flags_warn() -> None:
     assert deprecated.status is Status.WARN
     assert "Gear declares durable queues" in deprecated.found
     assert _finding(facts, "feature flags").change.startswith("rabbitmqctl enable_feature_flag all")
+
+
+def test_what_a_crash_costs_is_reported_one_line_each() -> None:
+    healthy = {f.check: f for f in run_checks(_facts())}
+    assert healthy["cluster nodes"].found.startswith("3 nodes, all running, no partition: 1 can be lost")
+    assert healthy["consumer disconnected timeout"].found.startswith("2,000 ms on 3 queue(s)")
+    assert healthy["net ticktime"].found.startswith(
+        "15 s: a node cut off from the others is declared down after"
+    )
+    assert healthy["quorum queues"].found == "4 with a leader and every member online on all 3 nodes"
+
+
+def test_the_broker_default_disconnected_timeout_and_net_ticktime_warn_with_the_fix() -> None:
+    old = gear.Topology.for_service("REPO", "h1", quorum=True)  # an older Gear: no timeout argument
+    queues = [{"name": q.name, "type": "quorum", "arguments": q.arguments} for q in old.queues]
+    nodes = [{"name": n, "running": True, "partitions": [], "net_ticktime": 60} for n in NODES]
+    facts = _facts(queues=queues, nodes=nodes)
+    timeout = _finding(facts, "consumer disconnected timeout")
+    assert timeout.status is Status.WARN
+    assert "REPO default (60 s)" in timeout.found
+    assert "rabbitmqctl set_policy gear-disconnected '^(REPO|REPO.h1|gear.@dead.notify)$'" in timeout.change
+    assert '"consumer-disconnected-timeout":2000' in timeout.change
+    tick = _finding(facts, "net ticktime")
+    assert (tick.status, tick.data["net_ticktime_s"]) == (Status.WARN, 60)
+    assert "45-75 s" in tick.found
+    assert "net_ticktime, 15" in tick.change
+    on_310 = _finding(_facts(server={**RABBITMQ_4_3, "version": "3.10.8"}), "consumer disconnected timeout")
+    assert (on_310.status, on_310.found.startswith("no such timeout here")) == (Status.OK, True)
+
+
+def test_a_node_down_and_queues_short_of_members_warn() -> None:
+    nodes = [{"name": n, "running": n != NODES[2], "partitions": [], "net_ticktime": 15} for n in NODES]
+    facts = _facts(nodes=nodes)
+    assert facts.queues is not None
+    facts.queues[0]["online"] = list(NODES[:2])
+    facts.queues[1]["leader"] = None
+    nodes_finding = _finding(facts, "cluster nodes")
+    assert (nodes_finding.status, nodes_finding.found) == (Status.WARN, "2 of 3 running; down: rabbit@c")
+    health = _finding(facts, "quorum queues")
+    assert health.status is Status.WARN
+    assert health.found.startswith("2 of 4 short of members: REPO 2/3 online; REPO.h1 3/3 online, no leader")
+    assert "rabbitmq-queues grow NODE all" in health.change
+    single = _finding(
+        _facts(nodes=[{"name": "rabbit@a", "running": True, "net_ticktime": 60}]), "cluster nodes"
+    )
+    assert single.status is Status.WARN
+    assert "run 3 nodes" in single.change
 
 
 def test_rabbitmq_3_is_out_of_support() -> None:

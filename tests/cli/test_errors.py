@@ -41,15 +41,6 @@ def one_line(result: Result, code: ExitCode) -> str:
     return lines[0].removeprefix("gear: ")
 
 
-@pytest.fixture
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    """In-process ``gear serve`` exports GEAR_*; put the environment back afterwards."""
-    for name in ("GEAR_URL", "GEAR_TYPE", "GEAR_HOST", "GEAR_CONNECT_WAIT", "GEAR_TRACE", "GEAR_TIMEOUT"):
-        monkeypatch.setenv(name, "")  # recorded as unset, so whatever the command sets is removed after
-        monkeypatch.delenv(name)
-    return monkeypatch
-
-
 def with_path(url: str, *, path: str = "/", password: str | None = None) -> str:
     """``url`` with another vhost path or password."""
     changed = URL(url).with_path(path)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster._cluster import SCRIPT
+from tests.cluster._cluster import SCRIPT, SCRIPTS
 
 
 def _run(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -81,3 +81,23 @@ def test_a_start_that_cannot_boot_tries_once_more_afresh_then_says_why(failing_b
     assert "no VM of ours is left" in done.stdout
     assert "gearnoboot1@localhost did not start" in done.stderr
     assert "no node answers" in done.stderr
+
+
+def test_the_4_3_cluster_gives_each_node_an_address_and_ports_of_its_own() -> None:
+    done = subprocess.run(
+        [str(SCRIPTS["4.3"]), "urls"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "GEAR_CLUSTER43_PORT": "5830"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [f"amqp://guest:guest@127.0.0.{n + 1}:{5830 + n}/" for n in (1, 2, 3)]
+
+
+def test_the_4_3_cluster_refuses_an_unknown_disk_fault_before_anything_runs() -> None:
+    done = subprocess.run(
+        [str(SCRIPTS["4.3"]), "disk", "1", "melt"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert "invalid choice" in done.stderr

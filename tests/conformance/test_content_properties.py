@@ -30,8 +30,8 @@ def _nested(depth: int) -> bytes:
     return _table(inner)
 
 
-def _publish(raw: RawAmqp, queue: str, properties: bytes, body: bytes = b"hi") -> None:
-    raw.send(1, commands.Basic.Publish(exchange="", routing_key=queue))
+def _publish(raw: RawAmqp, queue: str, properties: bytes, body: bytes = b"hi", exchange: str = "") -> None:
+    raw.send(1, commands.Basic.Publish(exchange=exchange, routing_key=queue))
     head = struct.pack(">HHQ", 60, 0, len(body)) + properties
     raw.send_bytes(struct.pack(">BHI", 2, 1, len(head)) + head + b"\xce")
     raw.send_bytes(struct.pack(">BHI", 3, 1, len(body)) + body + b"\xce")
@@ -67,14 +67,16 @@ async def test_a_property_list_that_does_not_decode_is_a_541(broker: BrokerHandl
         await raw.close()
 
 
-async def test_headers_nested_very_deep(broker: BrokerHandle) -> None:
-    """RabbitMQ decodes any depth and queues the message; the reference broker bounds nesting (100) and
-    treats a deeper table as a list that does not decode: 541."""
+@pytest.mark.parametrize("exchange", ["", "amq.headers"], ids=["default", "amq.headers"])
+async def test_headers_nested_very_deep(broker: BrokerHandle, exchange: str) -> None:
+    """RabbitMQ decodes any depth and queues the message; the reference broker bounds nesting (100), a
+    deliberate limit: connection.close 530 NOT_ALLOWED naming it, through any exchange (issue 40)."""
     raw, queue = await _confirming(broker)
     try:
-        _publish(raw, queue, struct.pack(">H", 0x2000) + _nested(2_000))
+        _publish(raw, queue, struct.pack(">H", 0x2000) + _nested(10_000), exchange=exchange)
         if broker.is_reference:
-            await raw.expect_connection_close(541, "headers nested past the bound")
+            close = await raw.expect_connection_close(530, "headers nested past the bound")
+            assert "deeper than 100 levels, the reference broker's limit" in close.reply_text
         else:
             await raw.expect(commands.Basic.Ack)
     finally:

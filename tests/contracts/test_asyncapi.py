@@ -75,12 +75,14 @@ class _Untyped(gear.Contract, Protocol):  # no TYPE: addresses get a {type} para
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # a fresh checkout runs `npm ci` first (the validator fixture), then node
 def test_documents_pass_the_official_asyncapi_parser(validator: Path, tmp_path: Path) -> None:
     documents = {
         "repo": asyncapi_document(contracts.Repo),
         "ctrl": asyncapi_document(contracts.Ctrl),
         "instance": asyncapi_document(contracts.Instance, type="WEB"),
         "shop": asyncapi_document(Shop, exchange="shop-exchange"),
+        "servers": asyncapi_document(Shop, servers=["amqp://u:pw@rabbit1/prod", "amqps://rabbit2:5671/"]),
         "untyped": asyncapi_document(_Untyped),
         "ctrl_service": asyncapi_document(ctrl.create_service("ctrl1", "amqp://guest:guest@127.0.0.1:1/")),
     }
@@ -215,3 +217,32 @@ class _InstanceHandlers:
 def test_what_is_neither_a_contract_nor_a_service_is_refused() -> None:
     with pytest.raises(gear.ConfigurationError, match=r"neither a gear\.Contract nor a gear\.Service"):
         asyncapi_document(object())
+
+
+def test_the_document_names_its_servers_without_credentials() -> None:
+    default = asyncapi_document(Shop)["servers"]
+    assert default["broker"]["host"] == "{host}:{port}"
+    assert default["broker"]["variables"]["port"]["default"] == "5672"
+    assert (default["broker"]["protocol"], default["broker"]["protocolVersion"]) == ("amqp", "0.9.1")
+    given = asyncapi_document(Shop, servers=["amqp://u:secret@rabbit1/prod", "amqps://rabbit2/"])["servers"]
+    assert given == {
+        "broker1": {
+            "host": "rabbit1:5672",
+            "protocol": "amqp",
+            "protocolVersion": "0.9.1",
+            "pathname": "/prod",
+        },
+        "broker2": {"host": "rabbit2:5671", "protocol": "amqps", "protocolVersion": "0.9.1"},
+    }
+    assert "secret" not in json.dumps(given)
+    with pytest.raises(gear.ConfigurationError, match="is not an amqp:// or amqps:// URL"):
+        asyncapi_document(Shop, servers=["http://u:secret@rabbit1/"])
+
+
+def test_a_result_reply_has_no_status_header_and_an_error_reply_requires_it() -> None:
+    messages = asyncapi_document(Shop)["components"]["messages"]
+    result, error = messages["take.reply"]["headers"], messages["take.error"]["headers"]
+    assert "x-gear-status" not in result["properties"]
+    assert result["not"]["required"] == ["x-gear-status"]
+    assert error["properties"]["x-gear-status"]["const"] == "error"
+    assert "x-gear-status" in error["required"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import BaseModel, ConfigDict, Field
 
 import gear
 from tests.contracts.shop import Keeper, Restock, Shop, Sku, Stock
@@ -120,3 +121,59 @@ def test_instance_attributes_can_implement_methods() -> None:
     svc = _service()
     svc.implement(Shop, namespace)
     assert svc.methods["restock"] is restock
+
+
+# -- the start check compares what the wire accepts (issue 40) ------------------------------------
+
+
+class Item(BaseModel):
+    """Another module's name and docstring for the contract's Sku."""
+
+    model_config = ConfigDict(extra="forbid", title="SomethingElse")
+    sku: str = Field(description="said differently")
+
+
+class Wider(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    sku: str
+    note: str  # one more required field: other JSON on the wire
+
+
+class _Renamed(Keeper):
+    async def take(self, item: Item) -> Stock:  # type: ignore[override]
+        return Stock(sku=item.sku, count=0)
+
+
+class _Wider(Keeper):
+    async def take(self, item: Wider) -> Stock:  # type: ignore[override]
+        return Stock(sku=item.sku, count=0)
+
+
+def test_a_payload_class_renamed_or_redocumented_with_the_same_fields_is_accepted() -> None:
+    svc = _service()
+    svc.implement(Shop, _Renamed())
+    assert "take" in svc.methods
+
+
+def test_a_payload_class_that_takes_other_json_is_refused_with_both_signatures() -> None:
+    with pytest.raises(gear.ConfigurationError) as caught:
+        _service().implement(Shop, _Wider())
+    assert "_Wider.take(item: Wider) -> Stock differs from the contract Shop.take(item: Sku) -> Stock" in str(
+        caught.value
+    )
+
+
+def test_a_field_called_title_is_part_of_the_wire_schema() -> None:
+    from pydantic import TypeAdapter
+
+    from gear.contract.schema import wire_schema
+
+    class Titled(BaseModel):
+        title: str
+
+    class Untitled(BaseModel):
+        name: str
+
+    titled, untitled = (wire_schema(TypeAdapter(m).json_schema()) for m in (Titled, Untitled))
+    assert titled["properties"] == {"title": {"type": "string"}}
+    assert titled != untitled

@@ -1,6 +1,7 @@
-"""docker-compose.yml and the Dockerfile, read as files, and the compose file checked by docker-compose.
+"""docker-compose.yml and the Dockerfile, read as files, and the compose file checked by compose v1 and v2.
 
-The system they describe runs in containers in ``test_compose_system.py``.
+The system they describe runs in containers in ``test_compose_system.py`` (one node) and
+``test_compose_cluster_system.py`` (the ``cluster`` profile).
 """
 
 from __future__ import annotations
@@ -17,8 +18,11 @@ import pytest
 import yaml
 
 from gear.address import validate_host, validate_type
+from tests.examples.compose_run import IMPLEMENTATIONS
 
 ROOT = Path(__file__).resolve().parents[2]
+HEALTH_SCRIPT = ROOT / "gear" / "examples" / "cluster" / "rabbitmq-health.sh"
+HEALTH_IN_NODE = "/usr/local/bin/gear-rabbitmq-health"
 
 
 @pytest.fixture(scope="module")
@@ -36,14 +40,48 @@ def _gear_services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
-def test_rabbitmq_has_management_and_a_healthcheck(compose: dict[str, Any]) -> None:
+def test_rabbitmq_has_management_and_a_login_healthcheck(compose: dict[str, Any]) -> None:
     rabbit = compose["services"]["rabbitmq"]
-    assert "management" in rabbit["image"]
+    assert re.fullmatch(r"\$\{GEAR_RABBITMQ_IMAGE:-rabbitmq:4-management\}", rabbit["image"])
     check = rabbit["healthcheck"]
-    assert check["test"][0] in ("CMD", "CMD-SHELL")
-    assert "rabbitmq-diagnostics" in " ".join(check["test"][1:])
+    assert check["test"] == ["CMD", "bash", HEALTH_IN_NODE], "a login, not only an open port"
+    assert f"./{HEALTH_SCRIPT.relative_to(ROOT)}:{HEALTH_IN_NODE}:ro" in rabbit["volumes"]
     assert check["retries"] >= 1
-    assert {"5672:5672", "15672:15672"} <= set(rabbit["ports"])
+    assert rabbit["hostname"] == "rabbitmq", "the node is rabbit@rabbitmq, whatever the image"
+
+
+def expand(text: str, env: dict[str, str] | None = None) -> str:
+    """``${NAME:-default}`` as compose substitutes it (``env`` or the default)."""
+    return re.sub(r"\$\{(\w+):-([^}]*)\}", lambda m: (env or {}).get(m.group(1), m.group(2)), text)
+
+
+def published(compose: dict[str, Any], env: dict[str, str] | None = None) -> dict[str, tuple[str, int]]:
+    """Every published port as ``"service:container-port" -> (host address, host port)``."""
+    found = {}
+    for name, spec in compose["services"].items():
+        for port in spec.get("ports", []):
+            address, host, container = expand(port, env).split(":")
+            found[f"{name}:{container}"] = (address, int(host))
+    return found
+
+
+def test_ports_are_published_on_loopback_away_from_a_hosts_rabbitmq(compose: dict[str, Any]) -> None:
+    ports = published(compose)
+    assert {address for address, _ in ports.values()} == {"127.0.0.1"}
+    numbers = [port for _, port in ports.values()]
+    assert len(numbers) == len(set(numbers)), sorted(numbers)
+    taken = {5672, 15672, 25672, 4369, 8080, 5701, 5702, 5703, 15701, 15702, 15703}  # RabbitMQ, its
+    assert not taken & set(numbers)  # management, epmd, distribution, scripts/rabbitmq-cluster's nodes
+    assert ports["web:8080"] == ("127.0.0.1", 18080)
+    assert ports["rabbitmq:5672"] == ("127.0.0.1", 18072)
+
+
+def test_one_variable_moves_every_published_port(compose: dict[str, Any]) -> None:
+    default, moved = published(compose), published(compose, {"GEAR_PORT_PREFIX": "190"})
+    assert set(moved) == set(default)
+    assert {name: port - 1000 for name, (_, port) in moved.items()} == {
+        name: port for name, (_, port) in default.items()
+    }
 
 
 def test_several_instances_per_type_each_with_its_own_type_and_host(compose: dict[str, Any]) -> None:
@@ -62,9 +100,22 @@ def test_several_instances_per_type_each_with_its_own_type_and_host(compose: dic
 def test_services_wait_for_a_healthy_broker_and_point_at_it(compose: dict[str, Any]) -> None:
     for name, spec in _gear_services(compose).items():
         assert spec["depends_on"]["rabbitmq"]["condition"] == "service_healthy", name
-        assert spec["build"] == ".", name
+        assert spec["build"]["context"] == ".", name
+        assert spec["image"] == "gear-examples", "one image, built once, for every Gear service"
         url = spec["environment"]["GEAR_URL"]
         assert re.fullmatch(r"amqp://guest:guest@rabbitmq:5672/", url), (name, url)
+
+
+def test_the_base_image_defaults_to_the_dockerfiles(compose: dict[str, Any]) -> None:
+    dockerfile_default = (ROOT / "Dockerfile").read_text().split("ARG BASE_IMAGE=", 1)[1].split()[0]
+    for spec in _gear_services(compose).values():
+        assert expand(spec["build"]["args"]["BASE_IMAGE"]) == dockerfile_default
+
+
+def test_web_names_what_it_needs_so_that_naming_it_starts_the_system(compose: dict[str, Any]) -> None:
+    services = _gear_services(compose)
+    others = {name for name, spec in services.items() if spec["environment"]["GEAR_TYPE"] != "WEB"}
+    assert set(services["web"]["depends_on"]) == {"rabbitmq", *others}
 
 
 def test_ring_names_the_repo_instances_that_exist(compose: dict[str, Any]) -> None:
@@ -103,6 +154,7 @@ def test_cli_service_is_a_tool_that_up_does_not_start(compose: dict[str, Any]) -
     assert cli["profiles"] == ["tools"]
     assert cli["command"][0] == "gear"
     assert cli["depends_on"]["rabbitmq"]["condition"] == "service_healthy"
+    assert cli["environment"]["GEAR_URL"] == "amqp://guest:guest@rabbitmq:5672/"
 
 
 def test_dockerfile_copies_what_exists_and_installs_the_cli() -> None:
@@ -139,14 +191,38 @@ def test_dockerignore_keeps_what_the_image_needs() -> None:
     assert ".git" in ignored
 
 
-@pytest.mark.docker
-def test_docker_compose_accepts_the_file() -> None:
-    """A real compose implementation (Debian's docker-compose) parses and validates it; no engine needed."""
-    compose = shutil.which("docker-compose")
-    if compose is None:
-        pytest.skip("no docker-compose: scripts/docker_engine.py start installs Debian's")
+def compose_implementations() -> dict[str, list[str]]:
+    """The compose implementations on this machine: ``{"v2": ["docker", "compose"], "v1": [...]}``."""
+    found: dict[str, list[str]] = {}
+    for name, command in IMPLEMENTATIONS.items():
+        if shutil.which(command[0]) is None:
+            continue
+        done = subprocess.run(
+            [*command, "version", "--short"], capture_output=True, text=True, timeout=60, check=False
+        )
+        if done.returncode == 0 and done.stdout.strip()[:1].isdigit():
+            found[name] = command
+    return found
+
+
+@pytest.mark.parametrize("implementation", ["v2", "v1"])
+@pytest.mark.parametrize(
+    ("profile", "expected"),
+    [
+        ((), {"rabbitmq", "repo1", "repo2", "repo3", "ctrl1", "ctrl2", "web"}),
+        (("--profile", "cluster"), {"rabbit1", "rabbit2", "rabbit3", "ha-web", "ha-repo1", "ha-ctrl1"}),
+    ],
+)
+def test_compose_v1_and_v2_accept_the_file(
+    implementation: str, profile: tuple[str, ...], expected: set[str]
+) -> None:
+    """A real compose implementation parses and validates it (no engine needed); the header promises
+    both compose v2 (``docker compose``) and v1.29 (``docker-compose``)."""
+    command = compose_implementations().get(implementation)
+    if command is None:
+        pytest.skip(f"no compose {implementation}: scripts/docker_engine.py start installs both")
     done = subprocess.run(
-        [compose, "-f", str(ROOT / "docker-compose.yml"), "config", "--services"],
+        [*command, "-f", str(ROOT / "docker-compose.yml"), *profile, "config", "--services"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -154,4 +230,4 @@ def test_docker_compose_accepts_the_file() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert {"rabbitmq", "repo1", "repo2", "repo3", "ctrl1", "ctrl2", "web"} <= set(done.stdout.split())
+    assert expected <= set(done.stdout.split())

@@ -1,232 +1,200 @@
-"""The compose file's system in containers, and the demo's checks made against it from outside.
+"""The single-node system of docker-compose.yml, run as a user runs it: the file as it is, on compose's own
+bridge network (services reach RabbitMQ by the name ``rabbitmq``), WEB on its published port.
 
-``docker-compose up`` starts RabbitMQ, REPO x3, CTRL x2 and WEB, the services built from the project's
-Dockerfile; the test then talks to WEB over HTTP and runs the CLI service, as a person would. On an
-engine without a bridge (``scripts/docker_engine.py``) every container shares the host's network, so
-the test runs docker-compose.yml with the networking switched to loopback: each service gets
-``network_mode: host``, RabbitMQ loopback ports of its own (as the test backend's container does), WEB
-a free port, and ``GEAR_URL`` points at that RabbitMQ. Services, commands, instances and the rest of
-their environment are the file's. Images: ``GEAR_TEST_RABBITMQ_IMAGE`` and ``GEAR_TEST_BASE_IMAGE``
-(the Dockerfile's ``BASE_IMAGE``), as ``scripts/docker_engine.py run --images`` sets them.
+``docker compose up`` starts RabbitMQ and, once its health check has logged in as a Gear client would,
+REPO x3, CTRL x2 and WEB, built from the Dockerfile; the tests then store and read through WEB over
+HTTP, run ``gear nodes`` and ``gear demo --url`` in the CLI service, kill a REPO container and start it
+again. Compose v2 (``docker compose``) runs it where installed (``test_compose_cluster_system.py`` uses
+v1, so both run a system). Images: ``GEAR_TEST_RABBITMQ_IMAGE`` and ``GEAR_TEST_BASE_IMAGE`` (the
+Dockerfile's ``BASE_IMAGE``), as ``scripts/docker_engine.py run --images`` sets them; else the file's
+defaults. Each step's figures go to ``compose-single.json`` (``tests/examples/compose_run.py``).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import socket
-import subprocess
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from gear.examples.hashring import HashRing
 from gear.examples.scenario import KEYS
-from tests.rabbitmq_container import (
-    CONF_FILE,
-    DEFAULT_IMAGE,
-    ENV_IMAGE,
-    TEST_LABEL,
-    Ports,
-    config_text,
-    environment,
-    pick_ports,
+from tests.examples.compose_run import (
+    Compose,
+    Figures,
+    compose_command,
+    engine_or_skip,
+    http,
+    images_env,
+    wait_for,
 )
 
-# The first test builds the image and starts the system (the module's fixture): allow for that.
+# The module's fixture builds the image and starts the system: allow for that.
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(900)]
 
-ROOT = Path(__file__).resolve().parents[2]
-ENV_BASE_IMAGE = "GEAR_TEST_BASE_IMAGE"
-APP_IMAGE = "gear-examples:test"
 INSTANCES = {"REPO.repo1", "REPO.repo2", "REPO.repo3", "CTRL.ctrl1", "CTRL.ctrl2", "WEB.web1"}
-WAIT = 120.0
-
-
-def _compose_or_skip() -> str:
-    compose = shutil.which("docker-compose")
-    if compose is None:
-        pytest.skip("no docker-compose: scripts/docker_engine.py start installs Debian's")
-    return compose
-
-
-def _engine_or_skip() -> None:
-    done = subprocess.run(["docker", "version"], capture_output=True, text=True, timeout=30, check=False)
-    if done.returncode != 0:
-        pytest.skip(f"no Docker engine answers (scripts/docker_engine.py start): {done.stderr.strip()[:200]}")
-
-
-def loopback_variant(
-    compose: dict[str, Any], ports: Ports, web_port: int, conf: Path, base_image: str | None
-) -> dict[str, Any]:
-    """docker-compose.yml with every service on the host's network and RabbitMQ at the given ports."""
-    url = f"amqp://guest:guest@127.0.0.1:{ports.amqp}/"
-    services: dict[str, dict[str, Any]] = compose["services"]
-    for name, spec in services.items():
-        spec.pop("ports", None)
-        spec.pop("hostname", None)  # the host's network has the host's name
-        spec["network_mode"] = "host"
-        spec["labels"] = {**(spec.get("labels") or {}), TEST_LABEL: "1"}
-        if "build" in spec:
-            args = {"BASE_IMAGE": base_image} if base_image else {}
-            spec["build"] = {"context": str(ROOT), "network": "host", "args": args}
-            spec["image"] = APP_IMAGE
-        env = spec.get("environment")
-        if isinstance(env, dict) and "GEAR_URL" in env:
-            env["GEAR_URL"] = url
-        command = spec.get("command")
-        if isinstance(command, list) and "--port" in command:
-            at = command.index("--port") + 1
-            spec["command"] = [*command[:at], str(web_port), *command[at + 1 :], "--bind", "127.0.0.1"]
-        if name == "rabbitmq":
-            spec["image"] = os.environ.get(ENV_IMAGE) or DEFAULT_IMAGE
-            spec["environment"] = environment(ports)
-            spec["volumes"] = [f"{conf}:{CONF_FILE}:ro"]
-            spec["init"] = True
-    return compose
+RING = HashRing(["repo1", "repo2", "repo3"])
+HEALTH = "/usr/local/bin/gear-rabbitmq-health"
+PORT_PREFIX = "185"
+"""Ports 185xx: away from the file's default (180xx), which a person on this machine may be using."""
 
 
 @dataclass
-class Composed:
-    """The running system: how to run docker-compose on it and where WEB listens."""
+class System:
+    """The running project, where WEB answers, and the figures of this run."""
 
-    command: list[str]
+    compose: Compose
     web: str
-
-    def compose(
-        self, *args: str, timeout: float = 120, check: bool = True
-    ) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [*self.command, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False
-        )
-        if check and done.returncode != 0:
-            raise AssertionError(f"docker-compose {' '.join(args)}: {done.returncode}\n{done.stderr[-3000:]}")
-        return done
+    figures: Figures
 
     def http(self, method: str, path: str, body: str | None = None) -> tuple[int, Any]:
-        request = urllib.request.Request(
-            f"{self.web}{path}", data=body.encode() if body is not None else None, method=method
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                return response.status, json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            return exc.code, json.loads(exc.read())
+        return http(f"{self.web}{path}", method, body)
 
     def statuses(self) -> dict[str, dict[str, Any]]:
         code, replies = self.http("GET", "/status")
-        assert code == 200, replies
+        if code != 200 or not isinstance(replies, list):
+            return {}
         return {r["sender"]: r["result"] for r in replies}
 
     def wait_for_statuses(self, until: Any, what: str) -> dict[str, dict[str, Any]]:
-        deadline = time.monotonic() + WAIT
         seen: dict[str, dict[str, Any]] = {}
-        while time.monotonic() < deadline:
-            try:
-                seen = self.statuses()
-            except (OSError, AssertionError):
-                seen = {}
-            if until(seen):
-                return seen
-            time.sleep(0.5)
-        raise AssertionError(f"{what}: not within {WAIT:.0f} s; last status: {seen}")
+
+        def holds() -> bool:
+            nonlocal seen
+            seen = self.statuses()
+            return bool(until(seen))
+
+        wait_for(holds, f"{what} (last status: {seen})", interval=0.5)
+        return seen
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def _built_from_cache(output: str) -> bool:
+    return "Successfully installed" not in output
 
 
 @pytest.fixture(scope="module")
-def composed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Composed]:
-    compose = _compose_or_skip()
-    _engine_or_skip()
-    workdir = tmp_path_factory.mktemp("compose")
-    ports, web_port = pick_ports(), _free_port()
-    conf = workdir / "90-gear-test.conf"
-    conf.write_text(config_text(ports))
-    variant = loopback_variant(
-        yaml.safe_load((ROOT / "docker-compose.yml").read_text()),
-        ports,
-        web_port,
-        conf,
-        os.environ.get(ENV_BASE_IMAGE),
+def system() -> Iterator[System]:
+    engine_or_skip()
+    name, command, version = compose_command("v2")
+    env = images_env()
+    figures = Figures(
+        "single", compose=f"compose {name} {version}", rabbitmq_image=env.get("GEAR_RABBITMQ_IMAGE", "")
     )
-    path = workdir / "docker-compose.yml"
-    path.write_text(yaml.safe_dump(variant, sort_keys=False))
-    system = Composed(
-        command=[compose, "-f", str(path), "--project-directory", str(ROOT), "-p", f"gear-test-{ports.amqp}"],
-        web=f"http://127.0.0.1:{web_port}",
-    )
+    compose = Compose(command, project="gear-test-single", env=env, port_prefix=PORT_PREFIX)
+    system = System(compose, f"http://127.0.0.1:{compose.port('80')}", figures)
     try:
-        system.compose("config", "-q")
-        system.compose("up", "-d", "--build", timeout=900)
+        compose.down()  # what a killed run may have left
+        built, seconds = compose.timed("build", timeout=900)
+        cache = " (every layer from Docker's cache)" if _built_from_cache(built.stdout + built.stderr) else ""
+        figures.note("build", "docker compose build", f"the Gear image, gear-examples{cache}", seconds)
+        _, seconds = compose.timed("up", "-d", timeout=600)
+        figures.note(
+            "up",
+            "docker compose up --build -d",
+            "rabbitmq healthy (guest logged in over the network), then repo1-3, ctrl1-2 and web started",
+            seconds,
+        )
+        first = wait_for(lambda: system.http("PUT", "/items/alice", "tea")[0] == 200, "WEB's first answer")
+        figures.note(
+            "first answer",
+            "curl -X PUT localhost:18080/items/alice -d tea",
+            "200 and the REPO instance that stored it, once the Gear services have connected",
+            first,
+        )
+        began = time.monotonic()
         system.wait_for_statuses(lambda s: set(s) == INSTANCES, "every instance answers status")
+        figures.note(
+            "all instances",
+            "curl localhost:18080/status",
+            "all 6 instances answer (WEB's broadcast status)",
+            first + time.monotonic() - began,
+        )
         yield system
     finally:
-        system.compose("down", "--volumes", "--remove-orphans", "--timeout", "10", timeout=300, check=False)
+        began = time.monotonic()
+        compose.down()
+        figures.note(
+            "down", "docker compose down", "every container and the network removed", time.monotonic() - began
+        )
+        figures.write()
 
 
-def test_point_to_point_stores_each_key_on_the_repo_its_ring_picks(composed: Composed) -> None:
-    ring = HashRing(["repo1", "repo2", "repo3"])
+def test_point_to_point_stores_each_key_on_the_repo_its_ring_picks(system: System) -> None:
     for key, value in KEYS.items():
-        code, stored = composed.http("PUT", f"/items/{key}", value)
+        began = time.monotonic()
+        code, stored = system.http("PUT", f"/items/{key}", value)
+        seconds = time.monotonic() - began
         assert code == 200, stored
-        assert stored["host"] == ring.host_for(key), (key, stored)
+        assert stored["host"] == RING.host_for(key), (key, stored)
+    system.figures.note(
+        "store",
+        f"curl -X PUT localhost:18080/items/{key} -d {value}",
+        f"{json.dumps(stored)} (WEB -> REPO.{stored['host']}, point-to-point)",
+        seconds,
+    )
 
 
-def test_lookups_go_through_any_ctrl_to_the_owning_repo_within_the_deadline(composed: Composed) -> None:
-    ring = HashRing(["repo1", "repo2", "repo3"])
+def test_lookups_go_through_any_ctrl_to_the_owning_repo_within_the_deadline(system: System) -> None:
     ctrls = set()
     for key, value in KEYS.items():
-        code, found = composed.http("GET", f"/items/{key}")
+        began = time.monotonic()
+        code, found = system.http("GET", f"/items/{key}")
+        seconds = time.monotonic() - began
         assert code == 200, found
         assert found["value"] == value
-        assert found["repo_host"] == ring.host_for(key)
+        assert found["repo_host"] == RING.host_for(key)
         assert 0 < found["budget_ms"] <= 5000, "CTRL's nested call inherits what is left of WEB's deadline"
         ctrls.add(found["ctrl_host"])
     assert ctrls == {"ctrl1", "ctrl2"}, "round-robin over the CTRL instances"
+    system.figures.note(
+        "read",
+        f"curl localhost:18080/items/{key}",
+        f"the value, found by CTRL.{found['ctrl_host']} on REPO.{found['repo_host']} (a nested call)",
+        seconds,
+    )
 
 
-def test_multicast_reload_reaches_every_ctrl(composed: Composed) -> None:
-    code, _ = composed.http("POST", "/reload", "7")
+def test_multicast_reload_reaches_every_ctrl(system: System) -> None:
+    code, _ = system.http("POST", "/reload", "7")
     assert code == 202
-    statuses = composed.wait_for_statuses(
+    statuses = system.wait_for_statuses(
         lambda s: all(s.get(c, {}).get("config_version") == 7 for c in ("CTRL.ctrl1", "CTRL.ctrl2")),
         "CTRL.* reloaded to version 7",
     )
     assert all(statuses[r]["config_version"] == 0 for r in ("REPO.repo1", "REPO.repo2", "REPO.repo3"))
 
 
-def test_broadcast_refresh_reaches_every_instance_once(composed: Composed) -> None:
-    code, _ = composed.http("POST", "/refresh")
+def test_broadcast_refresh_reaches_every_instance_once(system: System) -> None:
+    code, _ = system.http("POST", "/refresh")
     assert code == 202
-    statuses = composed.wait_for_statuses(
+    statuses = system.wait_for_statuses(
         lambda s: set(s) == INSTANCES and all(r["refreshes"] >= 1 for r in s.values()),
         "every instance refreshed",
     )
     assert {sender: r["refreshes"] for sender, r in statuses.items()} == dict.fromkeys(INSTANCES, 1)
 
 
-def test_the_cli_service_lists_the_instances_and_gets_typed_errors(composed: Composed) -> None:
-    nodes = composed.compose("run", "--rm", "cli", "gear", "nodes", "--json", timeout=180)
-    listed = {node["instance"] for node in json.loads(nodes.stdout)["nodes"]}
+def test_the_cli_service_lists_the_instances_and_gets_typed_errors(system: System) -> None:
+    nodes, seconds = system.compose.timed("run", "--rm", "cli", "gear", "nodes", "--json", timeout=180)
+    found = json.loads(nodes.stdout)["nodes"]
+    listed = {node["instance"] for node in found}
     assert listed == INSTANCES, nodes.stdout
+    brokers = sorted({str(node["info"].get("broker")) for node in found})
+    system.figures.note(
+        "gear nodes",
+        "docker compose run --rm cli gear nodes",
+        f"a table of the {len(listed)} live instances, each connected to {' and '.join(brokers)}",
+        seconds,
+    )
     payload = json.dumps({"key": "alice"})
-    missing = composed.compose(
+    missing = system.compose.run(
         "run", "--rm", "cli", "gear", "call", "REPO.repo1", "delete", "-d", payload, timeout=180, check=False
     )
     assert missing.returncode == 7, missing.stdout + missing.stderr  # METHOD_NOT_FOUND
-    unroutable = composed.compose(
+    unroutable = system.compose.run(
         "run",
         "--rm",
         "cli",
@@ -244,13 +212,90 @@ def test_the_cli_service_lists_the_instances_and_gets_typed_errors(composed: Com
     assert unroutable.returncode == 5, unroutable.stdout + unroutable.stderr  # UNROUTABLE
 
 
-def test_a_stopped_repo_makes_its_lookups_fail_inside_the_deadline(composed: Composed) -> None:
-    ring = HashRing(["repo1", "repo2", "repo3"])
-    key = next(k for k in KEYS if ring.host_for(k) == "repo3")
-    composed.compose("stop", "repo3", timeout=120)
+def test_gear_demo_passes_against_the_compose_rabbitmq(system: System) -> None:
+    demo, seconds = system.compose.timed(
+        "run", "--rm", "cli", "gear", "demo", "--url", "amqp://guest:guest@rabbitmq:5672/", timeout=300
+    )
+    last = demo.stdout.strip().splitlines()[-1]
+    assert last.startswith("done: 27 checks passed"), demo.stdout[-2000:]
+    system.figures.note(
+        "gear demo",
+        "docker compose run --rm cli gear demo --url amqp://guest:guest@rabbitmq:5672/",
+        last.removeprefix("done: "),
+        seconds,
+    )
+
+
+def test_the_health_check_fails_a_node_that_is_alone_where_three_are_wanted(system: System) -> None:
+    alone = system.compose.run("exec", "-T", "rabbitmq", "bash", HEALTH, "3", check=False)
+    assert alone.returncode == 1
+    assert alone.stdout.strip() == "unhealthy: 1 cluster member(s), not 3", alone.stdout + alone.stderr
+
+
+def test_the_health_check_fails_while_guest_may_log_in_from_localhost_only(system: System) -> None:
+    """What the locally built image did before it set ``loopback_users.guest = false``: the port
+    answered, so the old check passed, and every Gear service was refused."""
+
+    def loopback_users(users: str) -> None:
+        erlang = f"application:set_env(rabbit, loopback_users, [{users}])."
+        system.compose.run("exec", "-T", "rabbitmq", "rabbitmqctl", "eval", erlang, timeout=120)
+
+    loopback_users('<<"guest">>')
     try:
-        code, answer = composed.http("GET", f"/items/{key}")
-        assert code == 502, answer  # a RemoteError from CTRL
-        assert "CallTimeoutError" in answer["message"], answer
+        refused = system.compose.run("exec", "-T", "rabbitmq", "bash", HEALTH, check=False)
     finally:
-        composed.compose("start", "repo3", timeout=120)
+        loopback_users("")
+    assert refused.returncode == 1
+    assert refused.stdout.startswith("unhealthy: 403 ACCESS_REFUSED"), refused.stdout + refused.stderr
+    assert system.compose.run("exec", "-T", "rabbitmq", "bash", HEALTH).stdout.startswith("healthy")
+
+
+def test_a_killed_repo_fails_its_keys_inside_the_deadline_and_comes_back_empty(system: System) -> None:
+    """REPO keeps its items in memory: a REPO container killed and started answers again, without them."""
+    key = next(k for k in KEYS if RING.host_for(k) == "repo2")
+    other = next(k for k in KEYS if RING.host_for(k) == "repo1")
+    assert system.http("PUT", f"/items/{key}", "kept?")[0] == 200
+    _, killed = system.compose.timed("kill", "repo2")
+    system.figures.note(
+        "kill a REPO", "docker compose kill repo2", "repo2 exits (SIGKILL); it stays down", killed
+    )
+    began = time.monotonic()
+    code, answer = system.http("GET", f"/items/{key}")
+    failed_after = time.monotonic() - began
+    assert code == 502, answer  # a RemoteError from CTRL
+    assert "CallTimeoutError" in answer["message"], answer
+    system.figures.note(
+        "its keys",
+        f"curl localhost:18080/items/{key}",
+        f"{code} {answer['error']}: {answer['message']}",
+        failed_after,
+    )
+    began = time.monotonic()
+    code, found = system.http("GET", f"/items/{other}")
+    assert code == 200, found
+    system.figures.note(
+        "other keys",
+        f"curl localhost:18080/items/{other}",
+        f"200, from REPO.{found['repo_host']}",
+        time.monotonic() - began,
+    )
+    _, started = system.compose.timed("start", "repo2")
+    last: tuple[int, Any] = (0, None)
+
+    def answers() -> bool:
+        nonlocal last
+        last = system.http("GET", f"/items/{key}")
+        return last[0] == 200
+
+    again = wait_for(answers, "repo2 answers again")
+    found = last[1]
+    assert found["repo_host"] == "repo2"
+    assert found["value"] is None, "REPO keeps its items in memory: a new process starts empty"
+    system.figures.note(
+        "start it again",
+        "docker compose start repo2",
+        f"repo2 answers again {started + again:.1f} s after `start`; the value is gone (value null): "
+        "REPO keeps its items in memory",
+        started + again,
+    )
+    assert system.http("PUT", f"/items/{key}", "again")[0] == 200

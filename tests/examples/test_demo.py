@@ -39,6 +39,9 @@ def test_demo_walks_through_every_routing_form() -> None:
     # multicast: both CTRLs, nobody else.
     assert "'reload' was delivered to: CTRL.ctrl1 x1, CTRL.ctrl2 x1" in out
     assert "UNEXPECTED" not in out
+    # errors: each in full, the fields a bad payload lacked included (no line cut at 80 characters)
+    assert "put    -> BadPayloadError: invalid payload for 'put': 1 error(s) (value: Field required)" in out
+    assert any(line.endswith("(2 attempt(s) returned)") for line in out.splitlines() if "Unroutable" in line)
     assert out.rstrip().splitlines()[-1].startswith("done:")
 
 

@@ -64,7 +64,11 @@ async def test_counters_and_gauges_follow_what_clients_did() -> None:
             assert seen["rabbitmq_global_messages_delivered_consume_manual_ack_total", _CLASSIC] >= 3
             assert seen["rabbitmq_global_messages_acknowledged_total", _CLASSIC] == 2
             per_queue = _values(broker, per_object=True)
-            assert per_queue["rabbitmq_queue_messages_ready", (("queue", "metrics-q"), ("vhost", "/"))] >= 0
+            queue_labels = (("queue", "metrics-q"), ("vhost", "/"))
+            # five published, three taken (two acked, one held), the two the iterator had prefetched
+            # requeued when it closed
+            assert per_queue["rabbitmq_queue_messages_ready", queue_labels] == 2
+            assert per_queue["rabbitmq_queue_messages_unacked", queue_labels] == 1
             assert ("rabbitmq_queue_messages_ready", ()) not in per_queue
         assert _values(broker)["rabbitmq_connections", ()] == 0
 

@@ -11,11 +11,16 @@ from typing import Any
 import pytest
 
 from gear.testing.traces.truth import Truth
+from tests.conftest import SPARK_SKIP
+
+_WITHOUT_SPARK = ("test_report.py",)
+"""The report's own tests: a hand-made summary, no Spark (they run without PySpark installed)."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if "tests/pipeline" in str(item.fspath):
+        path = Path(str(item.fspath))
+        if "tests/pipeline" in path.as_posix() and path.name not in _WITHOUT_SPARK:
             item.add_marker(pytest.mark.spark)
 
 
@@ -27,7 +32,7 @@ def spark() -> Iterator[Any]:
     try:
         from pyspark.sql import SparkSession
     except ImportError:
-        pytest.skip("PySpark is not installed: pip install 'gear-rpc[spark]'")
+        pytest.skip(SPARK_SKIP)
     session = (
         SparkSession.builder.master("local[1]")
         .appName("gear-pipeline-tests")

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from gear.pipeline.charts import decade_label, latency_svg, p99_runs, timeline_svg
+from gear.pipeline.charts import decade_label, latency_svg, p99_decades, p99_runs, timeline_svg
 from gear.pipeline.report import TOP_ROWS, render_report, write_report
 from gear.pipeline.svg import dependency_svg, dot_source, edge_colour
+from gear.pipeline.tables import COLUMNS, TABLES
 
 LINK = {"remote_errors": 0, "timeouts": 0, "unroutable": 0, "nacked": 0, "late_replies": 0, "no_outcome": 0}
 LINKS = [
@@ -52,7 +53,8 @@ def _summary() -> dict[str, Any]:
         "tables": tables,
         "timeline_bucket_ms": 1000,
         "calls": CALLS,
-        "data_quality": {"corrupt_lines": 2, "invalid_events": 0},
+        "data_quality": {"corrupt_lines": 2, "invalid_events": 0, "orphan_caller_events": 1},
+        "time_range_ns": [1_763_784_000_000_000_000, 1_763_784_016_200_000_000],
     }
 
 
@@ -124,6 +126,7 @@ def test_report_page(tmp_path: Path) -> None:
     assert (tmp_path / "graph.dot").read_text() == dot_source(LINKS)
 
 
+@pytest.mark.spark  # QUALITY_SCHEMA is a Spark schema
 def test_each_table_is_defined_once_and_consistently() -> None:
     from gear.pipeline import TABLE_NAMES
     from gear.pipeline.quality import QUALITY_SCHEMA
@@ -185,3 +188,57 @@ def test_routes_are_shown_by_name_and_the_call_is_defined() -> None:
     assert "A call is one request a caller published" in page
     assert "9 of 194" in page  # the error rate card says what it divides
     assert ".chart svg{max-width:100%;height:auto" in page  # charts shrink with the window
+
+
+# -- what a reader needs to read it (issue 40) ---------------------------------------------------
+
+
+def test_the_time_range_and_the_selection_are_stated() -> None:
+    meta = render_report(_summary()).split("<div class=meta id=meta>")[1].split("</div>")[0]
+    assert meta.startswith("calls from 2025-11-22 04:00:00 to 04:00:16 UTC (16.2 s) · ")
+    assert "every call in the input (no --since or --until)" in meta
+    assert not {"→", "window"} & set(meta.split())  # no placeholder-looking "window: start → end"
+    assert "TYPE.HOST.PID (the process id tells a restarted instance from its earlier run)" in meta
+    bounded = {**_summary(), "since": "2025-11-22T04:00:05+00:00", "until": None}
+    assert "calls first published since 2025-11-22T04:00:05+00:00" in render_report(bounded)
+
+
+def test_p99_is_on_a_log_scale_so_milliseconds_show_beside_seconds() -> None:
+    first = int(TIMELINE[0]["bucket_ns"])
+    rows = [
+        {**TIMELINE[0], "callee": "REPO", "bucket_ns": first + k * 1_000_000_000, "p99_ms": p99}
+        for k, p99 in enumerate((1.0, 2.0, 3.0, 3602.0))
+    ]
+    chart = ET.fromstring(timeline_svg(rows, 1000))
+    (line,) = [e for e in chart.iter(f"{SVG}polyline") if e.get("class") == "p99"]
+    ys = [float(point.split(",")[1]) for point in line.get("points", "").split()]
+    # a linear scale put 1, 2 and 3 ms within 0.05 px of each other under 3,602 ms
+    assert ys[0] - ys[1] == pytest.approx((ys[0] - ys[2]) * math.log10(2) / math.log10(3), rel=1e-2)
+    assert ys[0] - ys[2] > 5
+    axis = [t.text for t in chart.iter(f"{SVG}text") if t.get("class") == "p99-axis"]
+    assert axis == ["1 ms", "10 ms", "100 ms", "1 s", "10 s"]
+    assert p99_decades([1.0, 3602.0, None]) == (0, 4)
+    assert p99_decades([]) == (0, 1)
+
+
+def test_every_shown_column_has_a_heading_and_a_meaning() -> None:
+    shown = {c for table in TABLES for c in table.shown} | set(TABLES[-1].columns)
+    assert shown - set(COLUMNS) == set()
+    page = render_report(_summary())
+    assert "<th>late_replies</th>" not in page
+    assert "title='replies that came after their call had given up (timed out)'>late replies</th>" in page
+    assert "<th class=n data-column='late_replies' title=" in page  # readers of the page find it by name
+    assert "<dt>late replies</dt>" in page  # under the table, folded
+    assert "<td>orphan caller events</td><td class=n>1</td><td>caller-side events" in page
+
+
+def test_text_is_left_aligned_and_numbers_right() -> None:
+    page = render_report(_summary())
+    assert "<td>REPO</td><td>REPO.r1</td><td>0000000000000011</td><td>put</td><td class=n>3</td>" in page
+    assert "td.n,th.n{text-align:right}" in page
+    assert "text-align:left" in page.split("th,td{")[1].split("}")[0]
+
+
+def test_the_report_folder_is_ignored_by_git() -> None:
+    ignored = (Path(__file__).resolve().parents[2] / ".gitignore").read_text().splitlines()
+    assert "/report/" in ignored  # gear demo --report report, gear traces analyze ... --out report

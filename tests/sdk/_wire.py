@@ -9,9 +9,9 @@ from pamqp import body as pamqp_body
 from pamqp import commands, frame
 from pamqp.header import ContentHeader
 
-from gear.amqp import ClientConnection, Credentials, Returned
+from gear.amqp import ClientConnection, Credentials, Opened
 
-__all__ = ("Recorder", "content", "deliver", "method", "open_client", "server_frames")
+__all__ = ("content", "deliver", "method", "open_client", "server_frames")
 
 
 def method(value: Any, channel: int = 0) -> bytes:
@@ -47,60 +47,11 @@ def server_frames(*, frame_max: int = 131072, heartbeat: int = 60, channel_max: 
     return [method(start), method(tune), method(commands.Connection.OpenOk())]
 
 
-class Recorder:
-    """Every handler call of a connection and its channels, in order."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[Any, ...]] = []
-        self.deliveries: list[Any] = []
-        self.settled: list[tuple[str, int, bool]] = []
-
-    # connection handler
-    def on_open(self) -> None:
-        self.events.append(("open",))
-
-    def on_blocked(self, reason: str) -> None:
-        self.events.append(("blocked", reason))
-
-    def on_unblocked(self) -> None:
-        self.events.append(("unblocked",))
-
-    def on_closed(self, code: int, text: str, by_broker: bool) -> None:
-        self.events.append(("closed", code, text, by_broker))
-
-    # channel handler
-    def on_reply(self, value: Any) -> None:
-        self.events.append(("reply", value.name))
-
-    def on_confirm(self, delivery_tag: int, multiple: bool, ack: bool) -> None:
-        self.events.append(("confirm", delivery_tag, multiple, ack))
-
-    def on_return(self, returned: Returned) -> None:
-        self.events.append(("return", returned.reply_code, returned.properties.message_id, returned.body))
-
-    def on_cancelled(self, consumer_tag: str) -> None:
-        self.events.append(("cancelled", consumer_tag))
-
-    # consumer and settle
-    def consume(self, delivery: Any) -> None:
-        self.deliveries.append(delivery)
-
-    def ack(self, delivery_tag: int) -> bool:
-        self.settled.append(("ack", delivery_tag, False))
-        return True
-
-    def reject(self, delivery_tag: int, requeue: bool) -> bool:
-        self.settled.append(("reject", delivery_tag, requeue))
-        return True
-
-
-def open_client(rec: Recorder, **tune: Any) -> ClientConnection:
+def open_client(**tune: Any) -> ClientConnection:
     """A client connection through its handshake (``tune`` as for :func:`server_frames`)."""
-    conn = ClientConnection(rec, credentials=Credentials.plain("guest", "guest"), vhost="/", heartbeat=10)
+    conn = ClientConnection(credentials=Credentials.plain("guest", "guest"), vhost="/", heartbeat=10)
     conn.initiate()
-    for data in server_frames(**tune):
-        conn.receive(data)
+    events = [event for data in server_frames(**tune) for event in conn.receive(data)]
     conn.data_to_send()
-    assert rec.events == [("open",)]
-    rec.events.clear()
+    assert events == [Opened()]
     return conn

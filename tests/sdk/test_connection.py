@@ -196,6 +196,7 @@ async def test_graceful_stop_drains_handlers_in_flight(fleet: Fleet) -> None:
 
 
 async def test_idempotency_window_drops_duplicates(fleet: Fleet) -> None:
+    from gear.deadline import Deadline
     from gear.envelope import METHOD, Kind
     from gear.publisher import Outgoing
 
@@ -215,7 +216,6 @@ async def test_idempotency_window_drops_duplicates(fleet: Fleet) -> None:
 
     web = fleet.client()
     await fleet.start()
-    loop = asyncio.get_running_loop()
     for method in ("reload", "plain"):
         for _ in range(3):  # the same request id three times, as a redelivery or a retry would
             msg = Outgoing(
@@ -226,7 +226,7 @@ async def test_idempotency_window_drops_duplicates(fleet: Fleet) -> None:
                 kind=Kind.CAST.value,
                 headers={METHOD: method},
             )
-            await web._publisher.publish(msg, loop.time() + 5)
+            await web._publisher.publish(msg, Deadline.from_timeout(5))
     await eventually(lambda: runs["plain"] == 3)
     await eventually(lambda: server.stats["duplicates"] == 2)
     assert runs["reload"] == 1

@@ -9,7 +9,7 @@ import pytest
 
 import gear.reconnect
 from gear.errors import ConnectError
-from gear.reconnect import Backoff, Connector
+from gear.reconnect import Backoff, Connector, ServiceState
 
 
 class FakeLink:
@@ -30,7 +30,7 @@ class FakeLink:
         self.is_open = False
 
 
-async def _nothing(link: Any) -> None:
+async def _nothing(link: Any, step_done: Any) -> None:
     return None
 
 
@@ -103,3 +103,65 @@ async def test_the_reconnect_supervisor_survives_an_unexpected_exception(
     assert connector.reconnects == 1
     assert sum("unexpectedly" in r.message for r in caplog.records) == 1
     await connector.close()
+
+
+@pytest.mark.timeout(10)
+async def test_each_setup_step_has_the_whole_bound_and_a_stuck_step_is_given_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Thousands of instances reconnecting at once make every step slow: a setup whose steps each
+    finish within the bound goes through however long it takes in all; one stuck step does not."""
+
+    async def open_fake(url: str, events: Any, **kw: Any) -> Any:
+        return FakeLink(url)
+
+    async def slow_steps(link: Any, step_done: Any) -> None:
+        for _ in range(4):  # 4 x 0.15 s: more than the bound in all, less in each step
+            await asyncio.sleep(0.15)
+            step_done()
+
+    monkeypatch.setattr(gear.reconnect, "open_link", open_fake)
+    connector = _connector(handshake_timeout=0.3, set_up=slow_steps)
+    await connector.start()
+    assert connector.state == ServiceState.READY
+    await connector.close()
+
+    async def stuck(link: Any, step_done: Any) -> None:
+        step_done()
+        await asyncio.sleep(5)
+
+    connector = _connector(handshake_timeout=0.3, connect_wait=0.5, set_up=stuck)
+    with pytest.raises(ConnectError, match=r"setup step on .* took longer than 0\.3s"):
+        await connector.start()
+    await connector.close()
+
+
+async def test_a_process_opens_links_to_one_broker_a_few_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many instances starting (or reconnecting) at once open their links at most ``OPENING_AT_ONCE``
+    at a time per broker, and every one of them gets its turn; another broker has turns of its own."""
+    from gear.pacing import OPENING_AT_ONCE, opening_turns
+
+    opening = {"amqp://a/": 0, "amqp://b/": 0}
+    most = dict(opening)
+    full, gate = asyncio.Event(), asyncio.Event()
+
+    async def open_slowly(url: str, *args: Any, **kw: Any) -> Any:
+        opening[url] += 1
+        most[url] = max(most[url], opening[url])
+        if sum(opening.values()) >= 2 * OPENING_AT_ONCE:
+            full.set()
+        await gate.wait()
+        opening[url] -= 1
+        return FakeLink(url)
+
+    monkeypatch.setattr(gear.reconnect, "open_link", open_slowly)
+    many = [_connector(urls=[url], connect_wait=5.0) for url in ("amqp://a/", "amqp://b/") for _ in range(50)]
+    started = [asyncio.create_task(c.start()) for c in many]
+    await full.wait()
+    await asyncio.sleep(0.05)  # had the turns let more in, they would be opening now
+    gate.set()
+    await asyncio.gather(*started)
+    assert most == {"amqp://a/": OPENING_AT_ONCE, "amqp://b/": OPENING_AT_ONCE}
+    assert all(c.state is ServiceState.READY for c in many)
+    assert opening_turns("amqp://u:p@a:5672/other-vhost") is opening_turns("amqp://a/")
+    assert opening_turns("amqp://a:5673/") is not opening_turns("amqp://a/")

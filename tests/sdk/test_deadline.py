@@ -1,42 +1,39 @@
-"""One timer cancels every async handler whose deadline passed (gear.deadline)."""
+"""``Deadline``: one value for a request's deadline, on the monotonic clock and as unix time."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 
-from gear.deadline import Deadlines
+import pytest
+
+from gear.deadline import Deadline
 
 
-async def test_cancels_only_what_outlives_its_deadline() -> None:
-    deadlines = Deadlines()
-    done = asyncio.Event()
-
-    async def waits() -> None:
-        await done.wait()
-
-    slow, quick, later = (asyncio.create_task(waits()) for _ in range(3))
-    tokens = {
-        "slow": deadlines.watch(slow, time.time() + 0.05),
-        "quick": deadlines.watch(quick, time.time() + 0.05),
-        "later": deadlines.watch(later, time.time() + 60),
-    }
-    assert deadlines.release(tokens["quick"]) is False  # finished in time: never cancelled
-    await asyncio.wait([slow], timeout=5)
-    assert slow.cancelled()
-    assert deadlines.release(tokens["slow"]) is True  # the deadline fired for it
-    assert not quick.done()
-    assert not later.done()
-    assert len(deadlines) == 1
-    assert deadlines.release(tokens["later"]) is False
-    done.set()
-    await asyncio.gather(quick, later)
+def test_a_deadline_from_a_timeout_is_that_far_ahead_on_both_clocks() -> None:
+    deadline = Deadline.from_timeout(10)
+    assert 9 < deadline.remaining() <= 10
+    assert deadline.unix == pytest.approx(time.time() + 10, abs=1)
+    assert not deadline.expired
+    assert deadline.expiration_ms() > 9000
 
 
-async def test_released_deadlines_do_not_pile_up() -> None:
-    deadlines = Deadlines()
-    task = asyncio.create_task(asyncio.sleep(1))
-    for _ in range(5000):
-        deadlines.release(deadlines.watch(task, time.time() + 30))
-    assert len(deadlines._heap) <= 1024 + 2
-    task.cancel()
+def test_a_passed_deadline_is_expired_and_leaves_no_expiration() -> None:
+    deadline = Deadline.from_timeout(-1)
+    assert deadline.expired
+    assert deadline.remaining() <= -1
+    assert deadline.expiration_ms() <= -1000
+
+
+def test_a_deadline_read_from_the_wire_keeps_its_unix_milliseconds() -> None:
+    unix_ms = int((time.time() + 5) * 1000)
+    deadline = Deadline.from_unix_ms(unix_ms)
+    assert deadline.unix_ms == unix_ms
+    assert 4 < deadline.remaining() <= 5
+
+
+def test_earlier_moves_both_clocks_and_sooner_picks_the_first() -> None:
+    deadline = Deadline(at=100.0, unix=1000.0)
+    earlier = deadline.earlier(0.5)
+    assert earlier == Deadline(at=99.5, unix=999.5)
+    assert deadline.sooner(earlier) is earlier
+    assert earlier.sooner(deadline) is earlier

@@ -163,7 +163,8 @@ async def test_quorum_type_queue(fleet: Fleet) -> None:
     await fleet.start()
     assert {await web.rpc.call(repo, "where") for _ in range(6)} == {"h1", "h2"}
     async with raw_channel(fleet.broker.url) as ch:
-        declared = servers[0].topology.type_queue
+        # As the instance declared it on this broker (RabbitMQ 4.3 adds x-consumer-disconnected-timeout).
+        declared = servers[0].topology.for_broker(ch.connection.server_properties).type_queue
         assert declared is not None
         ok = await ch.queue_declare(repo, durable=True, arguments=declared.arguments)
         assert ok.queue == repo  # the same declaration is accepted: it is a quorum queue

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from gear.deadline import Deadline
 from gear.errors import UnroutableError
 from gear.link.publishing import Outcome, PublishResult
 from gear.publisher import Outgoing, Publisher, RepublishPolicy
@@ -69,7 +70,7 @@ async def test_no_republish_starts_whose_return_could_only_come_after_the_deadli
         app_id="WEB.w1",
         policy=RepublishPolicy(initial=0.05),
     )
-    until = asyncio.get_running_loop().time() + 0.65
+    until = Deadline.from_timeout(0.65)
     with pytest.raises(UnroutableError) as info:
         await publisher.publish(_request(), until, verdict_grace=0.0)
     assert info.value.attempts == link.attempts  # every attempt sent had its verdict: a return

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 import gear
 from gear.context import RequestContext, _current
+from gear.deadline import Deadline
 from gear.envelope import ATTEMPT, DEADLINE, METHOD, EnvelopeError, ErrorBody, Kind, parse_meta
 from gear.errors import BadPayloadError, MethodNotFoundError, RemoteError
 from gear.handler import Handler
@@ -199,13 +200,15 @@ async def test_deadline_inheritance_inside_a_handler() -> None:
         default_timeout=30,
         cast_retry_budget=5,
     )
-    _addr, msg, remaining, _until = rpc._prepare("REPO.h2", "status", {}, None, Kind.CALL)
-    assert remaining == pytest.approx(30, abs=0.1)
+    _addr, msg, deadline, remaining = rpc._prepare("REPO.h2", "status", {}, None, Kind.CALL)
+    assert remaining == 30
+    assert msg.deadline is deadline
+    assert msg.headers[DEADLINE] == deadline.unix_ms == pytest.approx((time.time() + 30) * 1000, abs=100)
     assert msg.parent_id is None
     outer = time.time() + 2
-    token = _current.set(RequestContext("r1", "page", "WEB.w1", outer, "t" * 32))
+    token = _current.set(RequestContext("r1", "page", "WEB.w1", Deadline.from_unix(outer), "t" * 32))
     try:
-        _addr, msg, remaining, _until = rpc._prepare("REPO.h2", "status", {}, 60, Kind.CALL)
+        _addr, msg, deadline, remaining = rpc._prepare("REPO.h2", "status", {}, 60, Kind.CALL)
         assert remaining < 2
         assert remaining > 1.5
         assert msg.headers[DEADLINE] <= int(outer * 1000)
@@ -233,145 +236,17 @@ async def test_calling_before_start_says_so() -> None:
 
 
 def test_both_encoders_refuse_a_short_string_over_255_bytes() -> None:
-    """The SDK's publish encoder and the broker's codec agree: no silent truncation."""
-    from gear.amqp import encode_publish
-    from gear.broker.codec import return_frame
+    """The publish encoder and the broker's frames agree: no silent truncation (the frames themselves
+    are checked against pamqp in tests/wire/test_codec.py)."""
+    from gear.wire.content import Publish, encode_publish
+    from gear.wire.methods import return_frame
+    from gear.wire.properties import Properties
 
     assert return_frame(1, 312, "NO_ROUTE", "gear", "é" * 127)  # 254 bytes fit
     with pytest.raises(ValueError, match="255"):
         return_frame(1, 312, "NO_ROUTE", "gear", "é" * 128)
     with pytest.raises(ValueError, match="255"):
-        encode_publish(
-            1,
-            "gear",
-            "q",
-            b"",
-            frame_body_max=4096,
-            mandatory=True,
-            content_type=None,
-            delivery_mode=1,
-            correlation_id=None,
-            reply_to=None,
-            expiration=None,
-            message_id="m" * 256,
-            message_type=None,
-            app_id=None,
-            headers=None,
-        )
-
-
-def test_fast_publish_encoding_decodes_with_pamqp() -> None:
-    import pamqp.frame
-
-    from gear.amqp import encode_publish
-
-    headers = {"x-gear-method": "status", "x-gear-deadline": 1_790_000_000_123, "x-flag": True}
-    data = encode_publish(
-        5,
-        "gear",
-        "REPO.h2",
-        b'{"a": 1}',
-        frame_body_max=4096,
-        mandatory=True,
-        content_type="application/json",
-        delivery_mode=2,
-        correlation_id="c" * 16,
-        reply_to="WEB.w1",
-        expiration="1500",
-        message_id="c" * 16 + ".1",
-        message_type="gear.call",
-        app_id="WEB.w1",
-        headers=headers,
-    )
-    frames: list[Any] = []
-    while data:
-        used, channel, frame = pamqp.frame.unmarshal(data)
-        assert channel == 5
-        frames.append(frame)
-        data = data[used:]
-    method, header, body = frames
-    assert (method.exchange, method.routing_key, method.mandatory) == ("gear", "REPO.h2", True)
-    assert header.body_size == len(b'{"a": 1}')
-    p = header.properties
-    assert (p.content_type, p.delivery_mode, p.correlation_id, p.reply_to) == (
-        "application/json",
-        2,
-        "c" * 16,
-        "WEB.w1",
-    )
-    assert (p.expiration, p.message_id) == ("1500", "c" * 16 + ".1")
-    assert (p.message_type, p.app_id) == ("gear.call", "WEB.w1")
-    assert p.headers == headers
-    assert body.value == b'{"a": 1}'
-
-    empty = encode_publish(
-        1,
-        "",
-        "q",
-        b"",
-        frame_body_max=4096,
-        mandatory=False,
-        content_type=None,
-        delivery_mode=1,
-        correlation_id=None,
-        reply_to=None,
-        expiration=None,
-        message_id="m",
-        message_type=None,
-        app_id=None,
-        headers=None,
-    )
-    used, _, _method = pamqp.frame.unmarshal(empty)
-    _, _, head = pamqp.frame.unmarshal(empty[used:])
-    assert isinstance(head, pamqp.header.ContentHeader)
-    assert head.body_size == 0
-    assert head.properties.message_id == "m"
-    with pytest.raises(TypeError):
-        encode_publish(
-            1,
-            "",
-            "q",
-            b"",
-            frame_body_max=4096,
-            mandatory=False,
-            content_type=None,
-            delivery_mode=1,
-            correlation_id=None,
-            reply_to=None,
-            expiration=None,
-            message_id="m",
-            message_type=None,
-            app_id=None,
-            headers={"x": 1.5},
-        )
-
-    # a body larger than the frame size is split into body frames that add up to it
-    big = bytes(range(256)) * 40
-    data = encode_publish(
-        2,
-        "gear",
-        "q",
-        big,
-        frame_body_max=1000,
-        mandatory=True,
-        content_type=None,
-        delivery_mode=1,
-        correlation_id=None,
-        reply_to=None,
-        expiration=None,
-        message_id="m",
-        message_type=None,
-        app_id=None,
-        headers=None,
-    )
-    chunks: list[Any] = []
-    while data:
-        used, _, frame = pamqp.frame.unmarshal(data)
-        chunks.append(frame)
-        data = data[used:]
-    assert chunks[1].body_size == len(big)
-    assert [len(f.value) for f in chunks[2:]] == [1000] * 10 + [240]
-    assert b"".join(f.value for f in chunks[2:]) == big
+        encode_publish(1, Publish("gear", "q", Properties(message_id="m" * 256), b"", mandatory=True), 4096)
 
 
 async def test_the_router_routes_each_delivery_once() -> None:
@@ -382,6 +257,7 @@ async def test_the_router_routes_each_delivery_once() -> None:
     from gear.amqp import Delivery
     from gear.envelope import Meta
     from gear.inbound import ReplyHandlers, Router
+    from gear.link import Settle
     from gear.reply import Reply
     from gear.tracing.api import NullTracer
     from gear.tracing.emitter import Emitter
@@ -397,9 +273,15 @@ async def test_the_router_routes_each_delivery_once() -> None:
             taken.append(meta.request_id)
             return meta.request_id in waiting
 
+        def take_notice(self, meta: Meta) -> None:
+            taken.append(f"notice {meta.request_id}")
+
     class Server:
-        def on_request(self, delivery: Delivery, meta: Meta) -> None:
+        def on_request(self, delivery: Delivery, settle: Settle, meta: Meta) -> None:
             served.append(meta.request_id)
+
+        def take_verdict(self, meta: Meta) -> None:
+            served.append(f"verdict {meta.request_id}")
 
     async def on_lookup(reply: Reply) -> None:
         handled.append(reply)
@@ -424,14 +306,15 @@ async def test_the_router_routes_each_delivery_once() -> None:
         props = Properties(
             message_id=f"{rid}.1", correlation_id=rid, message_type=kind, app_id="REPO.r1", headers=headers
         )
-        return Delivery("WEB.w1", "ctag", tag, redelivered, "gear", "WEB.w1", props, b"7", Settled())
+        return Delivery(1, "WEB.w1", "ctag", tag, redelivered, "gear", "WEB.w1", props, b"7")
 
-    router.on_delivery(delivery("gear.reply", "a" * 16, "lookup", 1))  # its call takes it
-    router.on_delivery(delivery("gear.reply", "b" * 16, "lookup", 2))  # the reply handler
-    router.on_delivery(delivery("gear.reply", "c" * 16, "status", 3))  # nobody: late
-    router.on_delivery(delivery("gear.call", "d" * 16, "status", 4))  # the server settles it
-    router.on_delivery(delivery("not-gear", "e" * 16, "status", 5))  # foreign: once more
-    router.on_delivery(delivery("not-gear", "e" * 16, "status", 6, redelivered=True))  # the same: gone
+    s = Settled()
+    router.on_delivery(delivery("gear.reply", "a" * 16, "lookup", 1), s)  # its call takes it
+    router.on_delivery(delivery("gear.reply", "b" * 16, "lookup", 2), s)  # the reply handler
+    router.on_delivery(delivery("gear.reply", "c" * 16, "status", 3), s)  # nobody: late
+    router.on_delivery(delivery("gear.call", "d" * 16, "status", 4), s)  # the server settles it
+    router.on_delivery(delivery("not-gear", "e" * 16, "status", 5), s)  # foreign: once more
+    router.on_delivery(delivery("not-gear", "e" * 16, "status", 6, redelivered=True), s)  # the same: gone
     assert settled == [
         ("ack", 1, False),
         ("ack", 2, False),
@@ -446,3 +329,15 @@ async def test_the_router_routes_each_delivery_once() -> None:
     assert served == ["d" * 16]
     with pytest.raises(gear.ConfigurationError, match="already"):
         replies.register("lookup", on_lookup)
+
+
+def test_a_service_takes_a_settings_object_as_it_is_or_with_overrides() -> None:
+    import gear
+
+    shared = gear.Settings(type="REPO", url="amqp://broker/", timeout=7)
+    svc = gear.Service(settings=shared.model_copy(update={"host": "h1"}))
+    assert (svc.identity, svc.settings.timeout) == ("REPO.h1", 7)
+    other = gear.Service(host="h2", settings=shared)
+    assert (other.identity, other.settings.timeout, other.settings.url) == ("REPO.h2", 7, ("amqp://broker/",))
+    with pytest.raises(gear.ConfigurationError):
+        gear.Service(settings=shared.model_copy(update={"host": "bad host"}))

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pamqp import commands, encode
 
-from gear.broker.codec import decode_method
+from gear.broker.checks import read_method
 from tests.broker._harness import PROTOCOL_HEADER, Client, make_core
 
 USERS = {"guest": "guest", "app": "pw"}
@@ -108,7 +108,7 @@ def attempts(draw: st.DrawFn) -> Attempt:
 def _decodes(frame: bytes) -> bool:
     """Whether the method frame itself is well-formed (a malformed frame is refused before any login)."""
     try:
-        decode_method(frame[7:-1])
+        read_method(frame[7:-1])
     except Exception:
         return False
     return True

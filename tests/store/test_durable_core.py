@@ -109,7 +109,7 @@ def test_what_was_confirmed_survives_a_power_cut_and_what_was_not_is_lost(tmp_pa
     client = _client(core, "q")
     assert names(_publish_many(client, "q", 3)) == ["Basic.Ack"]
     # frames fed but the turn never ran: no confirm was sent, and nothing reached the disk
-    client.conn.feed(client.publish_bytes(1, "", "q", b"unconfirmed", properties=PERSISTENT))
+    client.conn.receive(client.publish_bytes(1, "", "q", b"unconfirmed", properties=PERSISTENT))
     _disk(core).power_cut()
 
     core, _ = make_core(data_dir=str(tmp_path))
