@@ -2,7 +2,8 @@
 the broker restarts, on the reference broker and on a RabbitMQ node of the benchmark's own.
 
 For each broker and each N, N instances of one TYPE are served by two child processes
-(:class:`gear.testing.Fleet`); a client here then
+(:class:`gear.testing.Fleet`; ``--processes`` more, up to one per instance as a fleet of containers
+runs); a client here then
 
 * gathers ``TYPE.*`` with ``expected=N`` (the time until every reply came) and without it (the replies
   within ``--window`` seconds);
@@ -14,7 +15,7 @@ For each broker and each N, N instances of one TYPE are served by two child proc
 * restarts the broker (the reference broker: its process stopped and started again on the same port,
   empty; RabbitMQ: ``stop_app``, ``--down`` seconds, ``start_app``) while a caller keeps calling random
   instances (``timeout=5``): the time from the broker's return until every instance serves again, the
-  broker's CPU meanwhile, and the calls that failed.
+  broker's CPU meanwhile, the calls that failed and the kernel's listen-queue overflows (SYNs dropped).
 
 RabbitMQ runs as a node of its own (``scripts/rabbitmq-node --port 5731 --nofile 65536 start 4.3``, started
 here when it is not running and stopped at the end, with its epmd at 4431): the system node's open-file
@@ -190,6 +191,9 @@ class Row:
     """Calls of the p2p and stateless series that failed (left out of their percentiles); -1: the
     fleet was not measured (``note`` says why)."""
     note: str = ""
+    listen_overflows: int = 0
+    """The kernel's listen-queue overflows (machine-wide, ``TcpExt ListenOverflows``) during the storm:
+    each a SYN dropped, its client retrying after 1, 3, 7 s..."""
 
 
 def _percentiles(samples: list[float]) -> tuple[float, float]:
@@ -212,9 +216,11 @@ async def _timed(call: Callable[[], Awaitable[object]], count: int) -> tuple[lis
 
 
 @contextlib.asynccontextmanager
-async def _fleet(url: str, type_: str, size: int, start_wait: float) -> AsyncIterator[list[Fleet]]:
+async def _fleet(
+    url: str, type_: str, size: int, processes: int, start_wait: float
+) -> AsyncIterator[list[Fleet]]:
     settings = {"GEAR_INSTANCE_QUEUE_TTL": INSTANCE_TTL}
-    share = -(-size // PROCESSES)
+    share = -(-size // processes)
     fleets = [
         Fleet(url, type_, min(share, size - first), first=first, settings=settings, start_wait=start_wait)
         for first in range(0, size, share)
@@ -239,7 +245,7 @@ async def measure(broker: Broker, size: int, args: argparse.Namespace) -> Row:
     before = await broker.memory()
     began = time.monotonic()
     async with (
-        _fleet(broker.url, type_, size, args.start_wait) as fleets,
+        _fleet(broker.url, type_, size, args.processes, args.start_wait) as fleets,
         gear.Service.client(url=broker.url) as client,
     ):
         up = time.monotonic() - began
@@ -264,7 +270,9 @@ async def measure(broker: Broker, size: int, args: argparse.Namespace) -> Row:
         await asyncio.sleep(args.rest)
         rest_cpu = (cpu_seconds(broker.pid) - cpu) / args.rest
         gear_rss = sum(rss_bytes(f.pid) for f in fleets)
+        overflows = listen_overflows()
         back_s, back, storm_cpu, failed = await _storm(broker, fleets, client, hosts, args)
+        overflows = listen_overflows() - overflows
     names = [type_, *hosts]
     await delete_queues(broker.url, names)
     return Row(
@@ -285,7 +293,21 @@ async def measure(broker: Broker, size: int, args: argparse.Namespace) -> Row:
         storm_cpu,
         failed,
         p2p_failed + stateless_failed,
+        listen_overflows=overflows,
     )
+
+
+def listen_overflows() -> int:
+    """The kernel's count of SYNs dropped because a listen queue was full (0 where it is not known)."""
+    try:
+        lines = Path("/proc/net/netstat").read_text().splitlines()
+    except OSError:
+        return 0
+    for names, values in zip(lines[::2], lines[1::2], strict=False):
+        if names.startswith("TcpExt:"):
+            fields = dict(zip(names.split()[1:], values.split()[1:], strict=True))
+            return int(fields.get("ListenOverflows", 0))
+    return 0
 
 
 async def _storm(
@@ -359,8 +381,8 @@ def table(rows: list[Row]) -> str:
     lines += [
         "",
         "| broker | N | broker memory per instance | broker CPU at rest | Gear memory per instance "
-        "| all back after restart | broker CPU meanwhile | failed calls |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| all back after restart | broker CPU meanwhile | failed calls | listen-queue overflows |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         back = (
@@ -371,7 +393,7 @@ def table(rows: list[Row]) -> str:
         lines.append(
             f"| {r.broker} | {_n(r.size)} | {r.broker_mib_per_instance:.3f} MiB | {r.broker_cpu_rest:.0%} "
             f"| {r.gear_mib_per_instance:.2f} MiB | {back} | {r.storm_cpu:.0%} "
-            f"| {r.failed_calls[0]} of {r.failed_calls[1]} |"
+            f"| {r.failed_calls[0]} of {r.failed_calls[1]} | {_n(r.listen_overflows)} |"
         )
     return "\n".join(lines) + "\n\n" + targets(rows)
 
@@ -452,6 +474,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--baseline", help="also the reference broker of this checkout (its root)")
     parser.add_argument(
         "--rabbitmq-port", type=int, default=NODE_PORT, help="the AMQP port of the benchmark's RabbitMQ node"
+    )
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=PROCESSES,
+        help="worker processes the instances are spread over (a fleet of one-instance containers: N)",
     )
     parser.add_argument("--calls", type=int, default=400, help="calls per p50/p99")
     parser.add_argument("--window", type=float, default=2.0, help="seconds of the gather without expected=")

@@ -211,6 +211,7 @@ class Broker:
             lambda: _Protocol(self),
             self.config.host,
             self.config.port,
+            backlog=self.config.listen_backlog,
             reuse_address=True,
             ssl=tls,
             ssl_handshake_timeout=self.config.handshake_timeout if tls else None,

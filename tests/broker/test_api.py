@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
 
 import aio_pika
 import pytest
@@ -171,3 +172,35 @@ async def test_connection_limit_accepts_tcp_but_never_starts_amqp() -> None:
         await asyncio.sleep(0.05)
         second = await aio_pika.connect(broker.url)
         await second.close()
+
+
+def _connect_now(host: str, port: int, count: int) -> list[socket.socket]:
+    """Open ``count`` TCP connections from the loop's own thread, so the broker accepts none meanwhile."""
+    opened = []
+    try:
+        for _ in range(count):
+            opened.append(socket.create_connection((host, port), timeout=5))
+    except OSError:
+        for s in opened:
+            s.close()
+        raise
+    return opened
+
+
+async def test_a_fleet_reconnecting_at_once_is_queued_while_the_broker_is_busy() -> None:
+    """The kernel completes handshakes for up to ``listen_backlog`` sockets the broker has not accepted
+    yet; past that, SYNs are dropped and retried after 1, 3, 7 s... (asyncio's own default is 100)."""
+    async with Broker(port=0) as broker:
+        assert broker.config.listen_backlog == 4096
+        opened = _connect_now("127.0.0.1", broker.port, 300)  # the broker's loop is blocked meanwhile
+        try:
+            connection = await aio_pika.connect(broker.url)  # and it serves once it runs again
+            await connection.close()
+        finally:
+            for s in opened:
+                s.close()
+
+
+def test_the_listen_backlog_has_a_range() -> None:
+    with pytest.raises(ValueError, match="listen_backlog must be a number from 1 to 65535"):
+        BrokerConfig(listen_backlog=0)
