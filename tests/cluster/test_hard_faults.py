@@ -32,15 +32,17 @@ to meet a 10 s deadline. Without the probe a call waits until the node is repair
 stream), so the test tells all the same; the figures with 10 s are the benchmark's."""
 
 
-def _checked(row: dict[str, Any], *, blocked_ok: bool = False) -> None:
+def _checked(row: dict[str, Any], *, blocked_ok: bool = False, unknown_ok: bool = False) -> None:
     print(f"\n[hard fault] {json.dumps(row)}")
     failed = {k: v for k, v in row["errors"].items() if not (blocked_ok and k.endswith("BrokerBlockedError"))}
     assert failed == {}, f"calls failed: {row['errors']}"
     assert row["hung"] == 0
     # a cast sent while the broker blocks publishers has no verdict within its budget (typed: it may
-    # have been delivered); a confirmed one is never lost
-    blocked_casts = {"OutcomeUnknownError", "ConnectionLostError"} if blocked_ok else set()
-    assert set(row["cast errors"]) <= blocked_casts, row["cast errors"]
+    # have been delivered), nor has one whose queue waits for a new leader past its budget (a cut);
+    # a confirmed one is never lost
+    unknown = {"OutcomeUnknownError"} if unknown_ok or blocked_ok else set()
+    allowed = unknown | ({"ConnectionLostError"} if blocked_ok else set())
+    assert set(row["cast errors"]) <= allowed, row["cast errors"]
     assert row["casts lost"] == 0
     # a cast whose acknowledgement (or whose confirm, on the caller's side) died with the node is
     # delivered again (at-least-once): on the other instance it may run again, on the same one never
@@ -92,7 +94,8 @@ async def test_a_cut_off_node_loses_nothing_and_its_instance_moves(
     works; nothing hangs, nothing confirmed is lost or runs twice, the queues come back whole.
 
     What it still costs is RabbitMQ's and is printed, not asserted: the queues the cut-off node led
-    take about 9 s to elect new leaders (a call made just before the cut can meet its 10 s deadline),
+    take about 9 s to elect new leaders (a call made just before the cut can meet its 10 s deadline,
+    a cast sent just before it can end as ``OutcomeUnknownError``: sent, no verdict within its budget),
     the consumer s1 left there keeps what it took until the cut heals or ``net_tick_timeout`` passes
     (calls among it are answered through their callers' copies, casts run late), and a cast it had
     handed out, or a stateless call it ran just as its reply was lost, may run again on the other
@@ -102,6 +105,6 @@ async def test_a_cut_off_node_loses_nothing_and_its_instance_moves(
         f"\n[hard fault] {name}: failed {row['errors']}, {row['cast run late']} cast(s) late, "
         f"{row['casts run twice']} cast(s) and {row['calls run twice']} call(s) run twice"
     )
-    _checked({**row, "errors": {}})
+    _checked({**row, "errors": {}}, unknown_ok=True)
     assert set(row["errors"]) <= {"p2p s1: CallTimeoutError", "stateless: CallTimeoutError"}, row["errors"]
     assert row["reconnects"]["s1"] >= 1, "s1 stayed on the cut-off node"
