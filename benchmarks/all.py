@@ -210,6 +210,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     ),
     Benchmark("routing", "routing.py", ("--routes", "100"), ("--routes", "300")),
     Benchmark(
+        "link-cost",
+        "link_cost.py",
+        ("--links", "300", "--brokers", "reference"),
+        ("--links", "1000"),
+        needs=("aiormq",),
+    ),
+    Benchmark(
         "tracing",
         "tracing_overhead.py",
         ("--calls", "1000", "--rounds", "3"),
