@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gear.address import (
+from gear.base.address import (
     ALL_WORD,
     Address,
     Route,

@@ -47,6 +47,22 @@ def test_facade_all_is_sorted() -> None:
     assert list(gear.__all__) == sorted(gear.__all__)
 
 
+def test_the_facade_names_each_public_name_where_type_checkers_and_the_loader_see_the_same() -> None:
+    """``gear/__init__.py`` writes each name in its lazy map and in its ``TYPE_CHECKING`` imports
+    (``import X as X``, which mypy and pyright read as a re-export): the two must say the same."""
+    tree = ast.parse((ROOT / "gear" / "__init__.py").read_text())
+    (block,) = [n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING"]
+    typed = {
+        alias.name: node.module
+        for node in block.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+        if alias.asname == alias.name
+    }
+    assert typed == gear._HOME
+    assert set(gear.__all__) == {*typed, "Client"}
+
+
 def test_importing_the_sdk_pulls_neither_the_broker_nor_spark() -> None:
     code = (
         "import sys, gear; "
@@ -59,7 +75,15 @@ def test_importing_the_sdk_pulls_neither_the_broker_nor_spark() -> None:
 
 # -- import rules, checked at runtime in fresh interpreters -------------------------------------------
 
-_SDK = ("gear.service", "gear.rpc", "gear.link", "gear.amqp", "gear.reconnect", "aiormq", "aio_pika")
+_SDK = (
+    "gear.service",
+    "gear.calling.rpc",
+    "gear.link",
+    "gear.amqp",
+    "gear.session.reconnect",
+    "aiormq",
+    "aio_pika",
+)
 
 
 def _loaded_by(statement: str, prefixes: tuple[str, ...]) -> list[str]:
@@ -176,12 +200,12 @@ def test_the_cli_uses_only_public_names() -> None:
         "gear.contract": set(gear.contract.__all__),
         "gear.pipeline": set(gear.pipeline.__all__),
         "gear.version": {"DISTRIBUTION", "version"},
-        "gear.deadletter": {"ParkedLetter", "list_dead_letters"},
-        "gear.topology": {"dead_letter_queue"},
+        "gear.serving.deadletter": {"ParkedLetter", "list_dead_letters"},
+        "gear.base.topology": {"dead_letter_queue"},
         "gear.doctor": set(importlib.import_module("gear.doctor").__all__),
-        "gear.limits": set(importlib.import_module("gear.limits").__all__),
-        "gear.management": {"Management", "ManagementUnavailableError"},
-        "gear.prune": set(importlib.import_module("gear.prune").__all__),
+        "gear.base.limits": set(importlib.import_module("gear.base.limits").__all__),
+        "gear.ops.management": {"Management", "ManagementUnavailableError"},
+        "gear.ops.prune": set(importlib.import_module("gear.ops.prune").__all__),
     }
     wrong = []
     for path in sorted((ROOT / "gear" / "cli").glob("*.py")):
@@ -232,25 +256,39 @@ def test_the_sdk_emits_trace_events_only_through_the_typed_emitter() -> None:
 
 
 def test_the_calling_and_serving_sides_do_not_know_each_other() -> None:
-    """``gear.inbound`` routes deliveries to both; neither imports the other nor the router."""
-    sides = {"rpc.py": "gear.dispatch", "dispatch.py": "gear.rpc"}
+    """``gear.serving.inbound`` routes deliveries to both; neither imports the other nor the router."""
+    sides = {"calling/rpc.py": "gear.serving.dispatch", "serving/dispatch.py": "gear.calling.rpc"}
     found = {
-        name: sorted(m for m in _imports(ROOT / "gear" / name) if m.startswith((other, "gear.inbound")))
+        name: sorted(
+            m for m in _imports(ROOT / "gear" / name) if m.startswith((other, "gear.serving.inbound"))
+        )
         for name, other in sides.items()
     }
-    assert found == {"rpc.py": [], "dispatch.py": []}
+    assert found == {"calling/rpc.py": [], "serving/dispatch.py": []}
 
 
 # package: what else of gear its modules may import (the layer picture in the README)
 _LAYERS = {
     "tracing": (),
     "metrics": ("gear.tracing", "gear.eventloop", "gear.version"),
-    "broker": ("gear.wire", "gear.timers", "gear.redact", "gear.eventloop"),  # wire, timers: both ends
+    "broker": (
+        "gear.wire",
+        "gear.base.timers",
+        "gear.base.redact",
+        "gear.eventloop",
+    ),  # wire, timers: both ends
     "pipeline": ("gear.tracing",),
     "wire": (),
     "amqp": ("gear.wire",),
     # the wire layer's values (typed methods, Publish, Properties): what the link hands the core
-    "link": ("gear.timers", "gear.amqp", "gear.wire", "gear.errors", "gear.redact", "gear.topology"),
+    "link": (
+        "gear.base.timers",
+        "gear.amqp",
+        "gear.wire",
+        "gear.errors",
+        "gear.base.redact",
+        "gear.base.topology",
+    ),
 }
 
 

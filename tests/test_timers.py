@@ -1,4 +1,4 @@
-"""Timers (``gear.timers``): one heap for the broker's core and the SDK; in the SDK, one loop timer."""
+"""Timers (``gear.base.timers``): one heap for the broker's core and the SDK; in the SDK, one loop timer."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from gear.timers import LoopTimers, Timers
+from gear.base.timers import LoopTimers, Timers
 
 
 def test_due_timers_run_in_time_order_and_cancelled_ones_never_do() -> None:
@@ -49,7 +49,7 @@ def test_a_failing_callback_is_counted_and_does_not_stop_the_others(caplog: pyte
     timers, ran = Timers(), list[str]()
     timers.call_at(1.0, lambda: 1 / 0)
     timers.call_at(1.0, lambda: ran.append("after"))
-    with caplog.at_level("ERROR", logger="gear.timers"):
+    with caplog.at_level("ERROR", logger="gear.base.timers"):
         assert timers.run(1.0) == 2
     assert ran == ["after"]
     assert timers.errors == 1

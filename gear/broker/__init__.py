@@ -12,7 +12,7 @@ are sent once fsynced (one fsync per event-loop turn), and bodies are paged to d
 pressure or for ``x-queue-mode: lazy`` queues.
 
 The package is a sans-I/O core, one module per AMQP noun (connection, channel, exchange, queue,
-consumers...), on :mod:`gear.wire` and :mod:`gear.timers`, driven by one asyncio shell (``server``);
+consumers...), on :mod:`gear.wire` and :mod:`gear.base.timers`, driven by one asyncio shell (``server``);
 docs/architecture.md maps it. Where it differs from RabbitMQ: docs/guides/broker.md.
 """
 

@@ -58,6 +58,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from gear.base.timers import Timer
 from gear.broker.access import Grants, LoginRefusedError
 from gear.broker.channel import Channel, ChannelLimits
 from gear.broker.checks import read_method
@@ -71,7 +72,6 @@ from gear.broker.handshake import (
     server_properties,
 )
 from gear.broker.status import ConnectionStatus
-from gear.timers import Timer
 from gear.wire import spec
 from gear.wire.frames import (
     FRAME_BODY,

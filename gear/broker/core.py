@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar, cast
 
+from gear.base.timers import Timers
 from gear.broker.alarms import DiskAlarm, MemoryAlarm
 from gear.broker.config import BrokerConfig
 from gear.broker.persist import Persistence, RecoveryReport
@@ -20,7 +21,6 @@ from gear.broker.queue import PublishingChannel, Queue
 from gear.broker.replies import ReplyConsumers
 from gear.broker.status import BrokerStatus, ConnectionStatus, QueueStatus, StoreStatus
 from gear.broker.vhost import VirtualHost
-from gear.timers import Timers
 
 __all__ = ("BrokerCore", "CoreConnection")
 

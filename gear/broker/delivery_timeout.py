@@ -13,9 +13,9 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
+from gear.base.timers import Timer, Timers
 from gear.broker.errors import AMQPError
 from gear.broker.queue import Queue
-from gear.timers import Timer, Timers
 
 __all__ = ("DeliveryTimeout", "WatchedChannel")
 

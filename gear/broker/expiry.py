@@ -1,6 +1,6 @@
 """A queue's two timers: the head of the queue reaching its TTL, and ``x-expires``.
 
-Both live in the broker's timer heap (:mod:`gear.timers`), at most one of each per queue, so an
+Both live in the broker's timer heap (:mod:`gear.base.timers`), at most one of each per queue, so an
 idle queue costs nothing per tick. Only the head of a queue expires, as in RabbitMQ's classic queues:
 the TTL timer is armed for the head's deadline, and whoever changes the head (an accept, a delivery, a
 ``basic.get``, a requeue) asks for it again. The ``x-expires`` timer fires when the queue will have been
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence, Sized
 from typing import Any, Protocol
 
-from gear.timers import Timer, Timers
+from gear.base.timers import Timer, Timers
 
 __all__ = ("Expiring", "QueueTimers", "TimerHost")
 

@@ -23,13 +23,13 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any, Protocol, cast
 
+from gear.base.timers import Timers
 from gear.broker.arguments import int_arg, str_arg
 from gear.broker.consumers import ConsumerSet
 from gear.broker.credit import CreditMeter
 from gear.broker.exchange import Exchange
 from gear.broker.expiry import QueueTimers
 from gear.broker.message import Entry, Message, dead_lettered
-from gear.timers import Timers
 
 __all__ = (
     "Consumer",

@@ -180,7 +180,7 @@ class Broker:
         """``amqp[s]://user:password@host:port/`` for the first user given with a plain password.
 
         Users from a definitions file have only a hash: then the URL carries no credentials. It holds
-        a password: mask it before printing (``gear.redact.mask_url``).
+        a password: mask it before printing (``gear.base.redact.mask_url``).
         """
         scheme = "amqps" if self.config.tls_cert else "amqp"
         plain = self.config.plain_users()

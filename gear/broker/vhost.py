@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any, Protocol
 
+from gear.base.timers import Timers
 from gear.broker.exchange import Exchange
 from gear.broker.message import Message
 from gear.broker.queue import Queue, QueueStore
 from gear.broker.totals import MessageTotals
-from gear.timers import Timers
 
 __all__ = ("SYSTEM_EXCHANGES", "VhostServices", "VirtualHost")
 

@@ -13,10 +13,10 @@ import typer
 
 import gear
 from gear import mask_url
+from gear.base.limits import MAX_COUNT
 from gear.cli.options import LogLevelOpt, log_level
 from gear.cli.output import ExitCode, configure_logging, fail
 from gear.cli.signals import run_until_signal
-from gear.limits import MAX_COUNT
 
 __all__ = ("broker", "hash_password_command", "parse_size", "parse_user", "parse_watermark", "register")
 

@@ -127,7 +127,7 @@ def test_gear_broker_serves_metrics_on_the_port_asked_for() -> None:
 
 
 def test_the_brokers_metrics_load_no_sdk() -> None:
-    sdk = ("gear.service", "gear.rpc", "gear.metrics", "gear.link")
+    sdk = ("gear.service", "gear.calling.rpc", "gear.metrics", "gear.link")
     code = f"import sys, gear.broker.metrics; print(sorted(m for m in sys.modules if m.startswith({sdk!r})))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

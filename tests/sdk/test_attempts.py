@@ -1,5 +1,5 @@
-"""The publisher's retry policy (``gear.attempts``), driven without I/O: each outcome of an attempt and
-what it leads to, down to the typed error a caller sees when the budget runs out."""
+"""The publisher's retry policy (``gear.session.attempts``), driven without I/O: each outcome of an attempt
+and what it leads to, down to the typed error a caller sees when the budget runs out."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from gear.attempts import RETRY_PAUSE, Attempts, RepublishPolicy, Retry, Settled, Step
 from gear.errors import (
     ConnectionLostError,
     NotConfirmedError,
@@ -16,6 +15,7 @@ from gear.errors import (
     UnroutableError,
 )
 from gear.link import Outcome, PublishResult
+from gear.session.attempts import RETRY_PAUSE, Attempts, RepublishPolicy, Retry, Settled, Step
 
 URL = "amqp://guest:***@broker:5672/"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gear.cadence import RTT_FACTOR, SETUP_ROUND_TRIPS, ProbeCadence
+from gear.session.cadence import RTT_FACTOR, SETUP_ROUND_TRIPS, ProbeCadence
 
 
 def test_waits_are_jittered_below_the_interval_and_the_interval_doubles_up_to_the_longest() -> None:

@@ -196,9 +196,9 @@ async def test_graceful_stop_drains_handlers_in_flight(fleet: Fleet) -> None:
 
 
 async def test_idempotency_window_drops_duplicates(fleet: Fleet) -> None:
-    from gear.deadline import Deadline
-    from gear.envelope import METHOD, Kind
-    from gear.publisher import Outgoing
+    from gear.base.deadline import Deadline
+    from gear.base.envelope import METHOD, Kind
+    from gear.session.publisher import Outgoing
 
     repo = unique("REPO")
     server = fleet.service(repo, "h1")
@@ -261,8 +261,8 @@ async def test_failback_to_the_first_choice_broker() -> None:
     """Failed over to its second broker, an instance moves back once its first choice returns."""
     from dataclasses import replace
 
+    from gear.base.redact import mask_url
     from gear.broker import Broker
-    from gear.redact import mask_url
 
     first, second = Broker(port=0), Broker(port=0)
     await first.start()

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-import gear.reconnect
+import gear.session.reconnect
 from gear.errors import ConnectError
-from gear.reconnect import Backoff, Connector, ServiceState
+from gear.session.reconnect import Backoff, Connector, ServiceState
 
 
 class FakeLink:
@@ -57,7 +57,7 @@ async def test_a_dead_link_that_is_still_marked_ready_is_retired_not_spun_on(
     async def open_never(*args: Any, **kw: Any) -> Any:
         return await never  # the reconnect started by the retirement never completes
 
-    monkeypatch.setattr(gear.reconnect, "open_link", open_never)
+    monkeypatch.setattr(gear.session.reconnect, "open_link", open_never)
     connector = _connector()
     connector.started = True
     link = FakeLink()
@@ -89,7 +89,7 @@ async def test_the_reconnect_supervisor_survives_an_unexpected_exception(
         links.append(link)
         return link
 
-    monkeypatch.setattr(gear.reconnect, "open_link", flaky_open)
+    monkeypatch.setattr(gear.session.reconnect, "open_link", flaky_open)
     connector = _connector()
     connector.started = True
     first = FakeLink()
@@ -120,7 +120,7 @@ async def test_each_setup_step_has_the_whole_bound_and_a_stuck_step_is_given_up(
             await asyncio.sleep(0.15)
             step_done()
 
-    monkeypatch.setattr(gear.reconnect, "open_link", open_fake)
+    monkeypatch.setattr(gear.session.reconnect, "open_link", open_fake)
     connector = _connector(handshake_timeout=0.3, set_up=slow_steps)
     await connector.start()
     assert connector.state == ServiceState.READY
@@ -139,7 +139,7 @@ async def test_each_setup_step_has_the_whole_bound_and_a_stuck_step_is_given_up(
 async def test_a_process_opens_links_to_one_broker_a_few_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
     """Many instances starting (or reconnecting) at once open their links at most ``OPENING_AT_ONCE``
     at a time per broker, and every one of them gets its turn; another broker has turns of its own."""
-    from gear.pacing import OPENING_AT_ONCE, opening_turns
+    from gear.session.pacing import OPENING_AT_ONCE, opening_turns
 
     opening = {"amqp://a/": 0, "amqp://b/": 0}
     most = dict(opening)
@@ -154,7 +154,7 @@ async def test_a_process_opens_links_to_one_broker_a_few_at_a_time(monkeypatch: 
         opening[url] -= 1
         return FakeLink(url)
 
-    monkeypatch.setattr(gear.reconnect, "open_link", open_slowly)
+    monkeypatch.setattr(gear.session.reconnect, "open_link", open_slowly)
     many = [_connector(urls=[url], connect_wait=5.0) for url in ("amqp://a/", "amqp://b/") for _ in range(50)]
     started = [asyncio.create_task(c.start()) for c in many]
     await full.wait()

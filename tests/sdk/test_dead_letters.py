@@ -21,10 +21,10 @@ from typer.testing import CliRunner
 
 import gear
 from gear.amqp import Delivery
+from gear.base.envelope import ErrorBody
 from gear.cli.main import app
-from gear.deadletter import DeadLetters, list_dead_letters, read_dead_letter
-from gear.envelope import ErrorBody
-from gear.publisher import Outgoing
+from gear.serving.deadletter import DeadLetters, list_dead_letters, read_dead_letter
+from gear.session.publisher import Outgoing
 from gear.wire.properties import Properties
 from tests.backends import BrokerHandle, RabbitMQ
 from tests.conftest import unique
@@ -82,7 +82,7 @@ async def test_a_request_redelivered_past_the_limit_fails_at_once_and_is_kept(
     await fleet.start(caller)
     server = CrashingServer(fleet.broker.url, repo)
     crashing = asyncio.create_task(server.run())
-    caplog.set_level(logging.WARNING, logger="gear.deadletter")
+    caplog.set_level(logging.WARNING, logger="gear.serving.deadletter")
     try:
         with pytest.raises(gear.DeliveryLimitError) as raised:
             await caller.rpc.call(repo, "work", {"n": 1}, timeout=60)
@@ -104,7 +104,7 @@ async def test_a_request_redelivered_past_the_limit_fails_at_once_and_is_kept(
     # the error reply counts once its publish is confirmed, which may come after the reply itself
     await eventually(lambda: caller.stats["dead_letter_replies"] == 1, what="the error reply's confirm")
     assert (caller.stats["dead_letters"], caller.stats["dead_letter_replies"]) == (1, 1)
-    lines = [r.getMessage() for r in caplog.records if r.name == "gear.deadletter"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "gear.serving.deadletter"]
     assert len(lines) == 1, lines
     assert f"dropped by queue {repo!r} (delivery_limit)" in lines[0]
     assert "telling the caller" in lines[0]
@@ -202,7 +202,7 @@ async def test_only_delivery_limit_drops_are_incidents_and_only_waiting_callers_
 ) -> None:
     publisher = _Publisher()
     watcher = DeadLetters("REPO.h1", publisher, delivery_limit=20)  # type: ignore[arg-type]
-    caplog.set_level(logging.DEBUG, logger="gear.deadletter")
+    caplog.set_level(logging.DEBUG, logger="gear.serving.deadletter")
     for delivery in (
         _dead("expired"),  # its caller gave up at the deadline the expiry came from
         _dead("rejected", kind="gear.cast"),

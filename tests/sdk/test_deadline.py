@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from gear.deadline import Deadline
+from gear.base.deadline import Deadline
 
 
 def test_a_deadline_from_a_timeout_is_that_far_ahead_on_both_clocks() -> None:

@@ -10,7 +10,7 @@ import aiormq
 import pytest
 
 import gear
-from gear.envelope import DEADLINE, METHOD
+from gear.base.envelope import DEADLINE, METHOD
 from tests.conftest import unique
 from tests.sdk.conftest import Fleet, eventually
 

@@ -14,8 +14,8 @@ from typing import Any
 import aiormq
 import pytest
 
-from gear.duplicates import DuplicateWindow
-from gear.envelope import DEADLINE, METHOD
+from gear.base.envelope import DEADLINE, METHOD
+from gear.serving.duplicates import DuplicateWindow
 from tests.conftest import unique
 from tests.sdk.conftest import Fleet, eventually
 

@@ -10,7 +10,7 @@ import pytest
 
 import gear
 from gear.amqp import Delivery
-from gear.envelope import (
+from gear.base.envelope import (
     DEADLINE,
     HEDGE,
     HEDGE_AFTER,
@@ -22,8 +22,8 @@ from gear.envelope import (
     attempt_message_id,
     parse_meta,
 )
-from gear.hedge import Holder, Servers, at_risk, copy_of, notice
-from gear.publisher import Outgoing
+from gear.session.hedge import Holder, Servers, at_risk, copy_of, notice
+from gear.session.publisher import Outgoing
 from gear.wire.properties import Properties
 
 

@@ -11,8 +11,8 @@ import aiormq
 import pytest
 
 import gear
-from gear.envelope import ATTEMPT
-from gear.redact import mask_url
+from gear.base.envelope import ATTEMPT
+from gear.base.redact import mask_url
 from gear.testing import ProxyMode, TCPProxy
 from tests.backends import BrokerHandle
 from tests.conftest import unique

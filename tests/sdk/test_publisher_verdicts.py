@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from gear.deadline import Deadline
+from gear.base.deadline import Deadline
 from gear.errors import UnroutableError
 from gear.link.publishing import Outcome, PublishResult
-from gear.publisher import Outgoing, Publisher, RepublishPolicy
+from gear.session.publisher import Outgoing, Publisher, RepublishPolicy
 
 
 class SlowReturns:

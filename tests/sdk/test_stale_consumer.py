@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import gear
-from gear.context import current_request
+from gear.base.context import current_request
 from gear.testing import TCPProxy
 from tests.conftest import unique
 from tests.sdk.conftest import Fleet, eventually

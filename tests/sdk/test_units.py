@@ -10,15 +10,15 @@ import pytest
 from pydantic import BaseModel
 
 import gear
-from gear.context import RequestContext, _current
-from gear.deadline import Deadline
-from gear.envelope import ATTEMPT, DEADLINE, METHOD, EnvelopeError, ErrorBody, Kind, parse_meta
+from gear.base.context import RequestContext, _current
+from gear.base.deadline import Deadline
+from gear.base.envelope import ATTEMPT, DEADLINE, METHOD, EnvelopeError, ErrorBody, Kind, parse_meta
+from gear.base.reply import decode_reply
+from gear.calling.rpc import RPC
 from gear.errors import BadPayloadError, MethodNotFoundError, RemoteError
-from gear.handler import Handler
-from gear.publisher import Outgoing, RepublishPolicy
-from gear.reconnect import Backoff
-from gear.reply import decode_reply
-from gear.rpc import RPC
+from gear.serving.handler import Handler
+from gear.session.publisher import Outgoing, RepublishPolicy
+from gear.session.reconnect import Backoff
 
 
 def test_topology_for_a_serving_instance() -> None:
@@ -255,10 +255,10 @@ async def test_the_router_routes_each_delivery_once() -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     from gear.amqp import Delivery
-    from gear.envelope import Meta
-    from gear.inbound import ReplyHandlers, Router
+    from gear.base.envelope import Meta
+    from gear.base.reply import Reply
     from gear.link import Settle
-    from gear.reply import Reply
+    from gear.serving.inbound import ReplyHandlers, Router
     from gear.tracing.api import NullTracer
     from gear.tracing.emitter import Emitter
     from gear.wire.properties import Properties

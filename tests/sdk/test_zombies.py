@@ -11,8 +11,8 @@ import aiormq
 import pytest
 
 import gear
+from gear.base.topology import CONSUMER_DISCONNECTED_TIMEOUT, Topology, broker_release
 from gear.testing import TCPProxy
-from gear.topology import CONSUMER_DISCONNECTED_TIMEOUT, Topology, broker_release
 from tests.backends import BrokerHandle, RabbitMQ
 from tests.conftest import unique
 from tests.sdk.conftest import Fleet, delete_queues, eventually
@@ -113,7 +113,7 @@ async def test_a_cast_taken_before_a_lost_link_does_not_run_again_when_it_comes_
 async def test_a_cast_published_again_does_not_run_again_on_the_instance_that_took_it(fleet: Fleet) -> None:
     """A caller whose confirm was lost (its node died) publishes the cast again: same request id,
     attempt 2. The instance that took the first copy does not run the second."""
-    from gear.envelope import ATTEMPT, METHOD
+    from gear.base.envelope import ATTEMPT, METHOD
 
     type_ = unique("CST")
     runs: list[str] = []

@@ -36,7 +36,7 @@ from typing import Any, Generic, ParamSpec, Protocol, overload
 
 __all__ = ("Hook", "HookAttr", "Hooks")
 
-log = logging.getLogger("gear.hooks")
+log = logging.getLogger("gear.session.hooks")
 
 P = ParamSpec("P")
 

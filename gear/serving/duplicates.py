@@ -12,7 +12,7 @@ Entries are plain tuples of numbers, strings and bytes, which the garbage collec
 window holding a hundred thousand ids adds nothing to collection pauses.
 
 Casts have no deadline and are remembered only with an ``idempotency_window``, with one exception:
-when a link is lost, the casts taken on it lately (:data:`gear.dispatch.RECENT_CASTS` at most) are
+when a link is lost, the casts taken on it lately (:data:`gear.serving.dispatch.RECENT_CASTS` at most) are
 remembered for a while (their acknowledgements may never have reached the broker, which will deliver
 them again), and a *redelivered* cast found there does not run again.
 

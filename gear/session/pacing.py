@@ -14,7 +14,7 @@ their links to one broker at most :data:`OPENING_AT_ONCE` at a time, first come 
 opening (connect, handshake, channels, topology, consumers) runs at the broker's full pace and
 finishes well within its timeouts, the broker is kept busy and nothing it does is wasted. A process
 with one instance is not slowed at all; many processes of one instance each are spread by the
-reconnect backoff's jitter (:class:`gear.reconnect.Backoff`) instead. The bounds on an opening
+reconnect backoff's jitter (:class:`gear.session.reconnect.Backoff`) instead. The bounds on an opening
 (handshake timeout, setup step bounds) start when it gets its turn, not while it waits for one.
 """
 

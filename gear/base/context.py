@@ -24,8 +24,8 @@ import threading
 from contextvars import ContextVar
 from dataclasses import field
 
-from gear.deadline import Deadline
-from gear.records import immutable
+from gear.base.deadline import Deadline
+from gear.base.records import immutable
 
 __all__ = ("RequestContext", "cancelled", "current_deadline", "current_request", "remaining_budget")
 

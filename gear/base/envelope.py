@@ -14,7 +14,8 @@ A request is an AMQP message with:
                    requests only), ``x-gear-status: error`` (error replies only), ``x-gear-hedge``
                    (calls whose caller may send copies: 0 on the original, n on its n-th copy) with
                    ``x-gear-hedge-after`` (ms), ``x-gear-notice`` (a notice about a request, not its
-                   reply: ``running``, ``claim``, ``reclaim``, ``grant`` or ``deny``; see ``gear.hedge``)
+                   reply: ``running``, ``claim``, ``reclaim``, ``grant`` or ``deny``;
+                   see ``gear.session.hedge``)
 body               the payload or result as JSON (never pickle); an error reply's body is
                    :class:`ErrorBody`
 =================  =========================================================================
@@ -32,7 +33,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gear.records import immutable
+from gear.base.records import immutable
 
 __all__ = (
     "ATTEMPT",
@@ -76,7 +77,7 @@ class Kind(StrEnum):
 
 
 class Notice(StrEnum):
-    """``x-gear-notice``: what a notice about a hedged call says (see ``gear.hedge``)."""
+    """``x-gear-notice``: what a notice about a hedged call says (see ``gear.session.hedge``)."""
 
     RUNNING = "running"
     """Server to caller: an instance runs (or holds) the request; send no copy."""

@@ -10,7 +10,7 @@ from typing import Any
 import pydantic_core
 from pydantic import PydanticSchemaGenerationError, TypeAdapter, ValidationError
 
-from gear.envelope import ErrorBody
+from gear.base.envelope import ErrorBody
 from gear.errors import BadResultError, ConfigurationError, RemoteError, remote_error_from_wire
 
 __all__ = (

@@ -12,7 +12,7 @@ Every Gear publish is ``mandatory`` on a channel with publisher confirms. For on
    message id must differ per attempt: the link (``gear.link.confirms``) matches ``basic.return`` to
    its pending confirm by message id, and RabbitMQ sends the return *before* the ack.
 3. The attempt's outcome (a value from :mod:`gear.link.publishing`) decides what comes next (the
-   sans-I/O policy :class:`gear.attempts.Attempts` decides, :meth:`Publisher.publish` carries it out):
+   sans-I/O policy :class:`gear.session.attempts.Attempts` decides, :meth:`Publisher.publish` carries it out):
 
    * **confirmed**: done;
    * **returned** (no queue bound, e.g. the instance queue was deleted, or no TYPE consumer declared
@@ -45,13 +45,13 @@ import asyncio
 import time
 from typing import Any
 
-from gear.attempts import Attempts, RepublishPolicy, Retry, Settled, Step
-from gear.deadline import Deadline
-from gear.envelope import ATTEMPT, attempt_message_id
+from gear.base.deadline import Deadline
+from gear.base.envelope import ATTEMPT, attempt_message_id
+from gear.base.records import immutable
 from gear.errors import GearError
 from gear.link import Link, Outcome, PublishResult
-from gear.reconnect import Connector
-from gear.records import immutable
+from gear.session.attempts import Attempts, RepublishPolicy, Retry, Settled, Step
+from gear.session.reconnect import Connector
 from gear.tracing.api import NullTracer
 from gear.tracing.emitter import Emitter
 

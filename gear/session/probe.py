@@ -16,9 +16,9 @@ instance is proven alive by its deliveries and never probes. A quiet one publish
 the router hands it back here. Back in time: the link works, and the next probe waits twice as long
 (up to ``longest_quiet``), so an idle instance costs one message per ``longest_quiet`` seconds. In time
 means within ``timeout`` seconds, or four round trips of a broker that answers slowly (a reconnect
-storm: see :mod:`gear.cadence`); each wait is jittered, so instances that reconnected together do
+storm: see :mod:`gear.session.cadence`); each wait is jittered, so instances that reconnected together do
 not probe together. Not back (or not confirmed) in time: the link is declared dead
-(:meth:`gear.reconnect.Connector.lose`), which reconnects to another node (the failed one last) and
+(:meth:`gear.session.reconnect.Connector.lose`), which reconnects to another node (the failed one last) and
 makes the broker return what the old consumers held. Any real delivery starts the quiet count and the
 interval afresh. While the broker blocks publishing (a resource alarm) no probe is sent: a blocked
 publish proves nothing about the queues.
@@ -38,16 +38,16 @@ import os
 import random
 import time
 
-from gear.cadence import ProbeCadence
-from gear.deadline import Deadline
-from gear.envelope import METHOD, Kind
+from gear.base.deadline import Deadline
+from gear.base.envelope import METHOD, Kind
 from gear.errors import ConnectionLostError, GearError, OutcomeUnknownError, UnroutableError
-from gear.publisher import Outgoing, Publisher, RepublishPolicy
-from gear.reconnect import Connector
+from gear.session.cadence import ProbeCadence
+from gear.session.publisher import Outgoing, Publisher, RepublishPolicy
+from gear.session.reconnect import Connector
 
 __all__ = ("PROBE_METHOD", "LinkProbe")
 
-log = logging.getLogger("gear.probe")
+log = logging.getLogger("gear.session.probe")
 
 PROBE_METHOD = "gear.probe"
 """The method of the probe messages an instance sends to itself."""
@@ -62,7 +62,7 @@ class LinkProbe:
         publisher: publishes the probe.
         identity: the instance's ``TYPE.HOST`` (the probe's routing key).
         quiet: seconds without a delivery before the first probe (0: never probe).
-        timeout: seconds a probe has to come back (at least; see :mod:`gear.cadence`).
+        timeout: seconds a probe has to come back (at least; see :mod:`gear.session.cadence`).
         longest_quiet: the longest wait between probes of a link that stays quiet.
         prefetch: deliveries a consumer may hold unsettled (no probe while that many are).
     """

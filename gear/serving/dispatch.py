@@ -3,13 +3,13 @@
 A request delivery becomes one task owned by Gear (not by the AMQP channel, so a connection loss does
 not kill a handler mid-way). The task drops the request if its absolute deadline already passed,
 checks the duplicate window (a request id seen before gets the first run's reply, see
-``gear.duplicates``), validates the JSON payload against the handler's first parameter's type hint
+``gear.serving.duplicates``), validates the JSON payload against the handler's first parameter's type hint
 (pydantic), runs the handler (plain functions in a thread pool, so they never starve heartbeats),
 publishes the reply (JSON; errors as ``ErrorBody``) and only then acks the request.
 
 Deadlines bound the run too: an async handler still running at its request's deadline is cancelled
-(``gear.timers``: one loop timer for all of them), a plain one that had no free thread by then is not run,
-and one that finishes after it (it can watch ``gear.cancelled()``) has its result dropped; in
+(``gear.base.timers``: one loop timer for all of them), a plain one that had no free thread by then is
+not run, and one that finishes after it (it can watch ``gear.cancelled()``) has its result dropped; in
 all cases no reply is sent (the caller already gave up) and ``cancelled`` counts it. Handlers
 registered with ``cancel_at_deadline=False`` run to the end and reply.
 
@@ -32,28 +32,28 @@ from typing import Any
 import pydantic_core
 from pydantic import ValidationError
 
-from gear.context import RequestContext, _current
-from gear.deadline import Deadline
-from gear.duplicates import Answer, DuplicateWindow
-from gear.envelope import METHOD, STATUS, ErrorBody, Kind, Meta, Notice
+from gear.base.context import RequestContext, _current
+from gear.base.deadline import Deadline
+from gear.base.envelope import METHOD, STATUS, ErrorBody, Kind, Meta, Notice
+from gear.base.reply import validation_errors
+from gear.base.timers import LoopTimers, Timer
 from gear.errors import (
     ConfigurationError,
     ConnectionLostError,
     GearError,
     PayloadTooLargeError,
 )
-from gear.handler import Handler, check_method_name, validate_payload
-from gear.hedge import Notices, Verdicts, at_risk, notice
 from gear.link import Delivery, Settle
-from gear.publisher import Outgoing, Publisher
-from gear.reply import validation_errors
-from gear.timers import LoopTimers, Timer
+from gear.serving.duplicates import Answer, DuplicateWindow
+from gear.serving.handler import Handler, check_method_name, validate_payload
+from gear.session.hedge import Notices, Verdicts, at_risk, notice
+from gear.session.publisher import Outgoing, Publisher
 from gear.tracing.api import NullTracer, Settlement
 from gear.tracing.emitter import Emitter
 
 __all__ = ("RECENT_CASTS", "RECENT_CASTS_KEPT", "Dispatcher")
 
-log = logging.getLogger("gear.dispatch")
+log = logging.getLogger("gear.serving.dispatch")
 
 RECENT_CASTS = 4096
 """Casts taken lately whose request ids are kept (about 400 kB at most): a copy of one of them (published
@@ -84,7 +84,7 @@ class Dispatcher:
         self._identity = identity
         self._notices = notices or Notices(publisher)
         self._verdicts = Verdicts()
-        """Claims of hedged calls waiting for their caller's verdict (see ``gear.hedge``)."""
+        """Claims of hedged calls waiting for their caller's verdict (see ``gear.session.hedge``)."""
         self._asking: set[str] = set()
         """The request ids of those claims."""
         self.superseded = 0
@@ -273,8 +273,8 @@ class Dispatcher:
             await self._reply(meta, deadline, outcome[0], outcome[1])
 
     async def _may_run(self, delivery: Delivery, meta: Meta, deadline: Deadline | None, now: float) -> bool:
-        """Whether a hedged call may run here (see ``gear.hedge``): a fresh original at once; a copy, a
-        redelivery or a late one only once its caller granted it (a copy of a call to ``TYPE`` may
+        """Whether a hedged call may run here (see ``gear.session.hedge``): a fresh original at once; a
+        copy, a redelivery or a late one only once its caller granted it (a copy of a call to ``TYPE`` may
         come through this instance's own queue too)."""
         assert meta.reply_to is not None
         if not at_risk(delivery, meta, now):

@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 __all__ = ("LoopTimers", "Timer", "Timers")
 
-_log = logging.getLogger("gear.timers")
+_log = logging.getLogger("gear.base.timers")
 _COMPACT_AFTER = 256
 
 

@@ -20,9 +20,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from gear.address import validate_type
+from gear.base.address import validate_type
 from gear.link.admin import delete_unused
-from gear.management import Management
+from gear.ops.management import Management
 
 __all__ = ("Removal", "Retired", "find_retired", "remove_retired")
 

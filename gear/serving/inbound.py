@@ -6,8 +6,8 @@ this order:
 1. not a Gear message (or one whose properties do not decode): requeued once, since the broker's copy
    may be intact and this one damaged on the way, and rejected for good when it comes back the same
    (a poison message must not loop);
-2. a notice about a hedged call (``gear.hedge``): ``running`` and ``claim`` to the calling side, ``grant``
-   and ``deny`` to the serving side;
+2. a notice about a hedged call (``gear.session.hedge``): ``running`` and ``claim`` to the calling side,
+   ``grant`` and ``deny`` to the serving side;
 3. a reply: given to the call or gather waiting for it (:class:`ReplyWaiters`, the RPC), else to the
    reply handler registered for its method (:class:`ReplyHandlers`, for ``reply_to=TYPE`` calls),
    else dropped and counted as a late reply (its call timed out, or it is a duplicate);
@@ -27,17 +27,17 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any, Protocol
 
-from gear.envelope import EnvelopeError, Kind, Meta, Notice, parse_meta
+from gear.base.envelope import EnvelopeError, Kind, Meta, Notice, parse_meta
+from gear.base.reply import Reply, decode_reply
 from gear.errors import ConfigurationError, RemoteError
-from gear.handler import check_method_name
 from gear.link import Delivery, Settle
-from gear.probe import PROBE_METHOD
-from gear.reply import Reply, decode_reply
+from gear.serving.handler import check_method_name
+from gear.session.probe import PROBE_METHOD
 from gear.tracing.emitter import Emitter
 
 __all__ = ("LinkWatch", "ReplyHandler", "ReplyHandlers", "ReplyWaiters", "RequestServer", "Router")
 
-log = logging.getLogger("gear.inbound")
+log = logging.getLogger("gear.serving.inbound")
 
 ReplyHandler = Callable[[Reply], Any]
 """``fn(reply)``, async or plain: takes replies to calls made with ``reply_to=TYPE``."""
@@ -68,7 +68,7 @@ class RequestServer(Protocol):
 
 
 class LinkWatch(Protocol):
-    """What watches the link for a zombie (:class:`gear.probe.LinkProbe`), as the router sees it."""
+    """What watches the link for a zombie (:class:`gear.session.probe.LinkProbe`), as the router sees it."""
 
     def seen(self) -> None:
         """A delivery arrived."""

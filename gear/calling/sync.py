@@ -27,9 +27,9 @@ import concurrent.futures
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol, TypeVar
 
+from gear.base.limits import seconds
+from gear.base.reply import Reply, ReplyCallback
 from gear.errors import CallTimeoutError, ConfigurationError, ConnectionLostError, GearError
-from gear.limits import seconds
-from gear.reply import Reply, ReplyCallback
 
 __all__ = ("SYNC_GRACE", "AsyncRPC", "SyncRPC")
 
@@ -41,7 +41,7 @@ that no longer runs the operation (a stopped or stalled event loop)."""
 
 
 class AsyncRPC(Protocol):
-    """What the facade drives: :class:`gear.RPC` as seen from here, so that ``gear.rpc`` imports this
+    """What the facade drives: :class:`gear.RPC` as seen from here, so that ``gear.calling.rpc`` imports this
     module and not the other way round. (A per-call ``timeout`` is the API: ASYNC109 does not apply.)"""
 
     @property

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import time
 
-from gear.records import immutable
+from gear.base.records import immutable
 
 __all__ = ("Deadline",)
 

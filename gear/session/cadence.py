@@ -1,6 +1,6 @@
 """When the zombie probe runs and how long it waits for its message: a policy without I/O.
 
-The probe (:mod:`gear.probe`) waits ``quiet`` seconds without a delivery, then sends a message to its
+The probe (:mod:`gear.session.probe`) waits ``quiet`` seconds without a delivery, then sends a message to its
 own queue; each one that comes back doubles the wait, up to ``longest``; a delivery starts it afresh.
 Two things keep thousands of instances from straining a broker with their probes:
 

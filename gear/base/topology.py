@@ -22,7 +22,7 @@ with an explicit ``x-delivery-limit`` (the same on every RabbitMQ release) and w
 exchange as their dead-letter exchange, routing key ``@dead`` (no address can route there: ``@`` is
 never part of a TYPE or HOST). Two quorum queues are bound to that key: ``EXCHANGE.@dead``, where dead
 letters stay for an operator (``gear dead-letters`` lists them; the oldest go past 10,000), and
-``EXCHANGE.@dead.notify``, which every instance consumes (:mod:`gear.deadletter`) to tell a waiting
+``EXCHANGE.@dead.notify``, which every instance consumes (:mod:`gear.serving.deadletter`) to tell a waiting
 caller at once, count the loss and log it.
 
 Quorum queues on RabbitMQ 4.3 also get ``x-consumer-disconnected-timeout``: what a consumer on a node
@@ -38,7 +38,7 @@ import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from gear.address import Address, instance_bindings, validate_type
+from gear.base.address import Address, instance_bindings, validate_type
 
 __all__ = (
     "CONSUMER_DISCONNECTED_TIMEOUT",
@@ -72,7 +72,7 @@ def dead_letter_queue(exchange: str) -> str:
 
 
 def dead_letter_notify_queue(exchange: str) -> str:
-    """The queue the instances consume to learn of dead letters (:mod:`gear.deadletter`)."""
+    """The queue the instances consume to learn of dead letters (:mod:`gear.serving.deadletter`)."""
     return f"{exchange}.{DEAD_LETTER_KEY}.notify"
 
 

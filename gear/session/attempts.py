@@ -4,8 +4,9 @@
 the broker returned or nacked, whether one may have reached it, whether the next goes out alone) and
 turns each attempt's outcome into a :data:`Step`: :class:`Settled` (the publish is over), a
 :class:`Retry` (what to wait for before the next attempt) or the :class:`~gear.errors.GearError` to
-raise. It does no I/O and reads no clock: the publisher's loop (:meth:`gear.publisher.Publisher.publish`)
-passes the loop time in and carries the steps out. The rules are listed in :mod:`gear.publisher`.
+raise. It does no I/O and reads no clock: the publisher's loop
+(:meth:`gear.session.publisher.Publisher.publish`) passes the loop time in and carries the steps out.
+The rules are listed in :mod:`gear.session.publisher`.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ it (bounded by their own deadline) instead of failing at once or hanging.
   aborted, one WARNING is logged, and one reconnect task starts (single flight). The task loops like
   ``start()`` but never gives up until ``close()``, and survives any exception below it (logged with
   its traceback, then retried after the backoff).
-* **Recovery.** The topology is re-applied *as data* (the same :class:`~gear.topology.Topology` every
+* **Recovery.** The topology is re-applied *as data* (the same :class:`~gear.base.topology.Topology` every
   time, never a replay of history), then the consumers restart, ``ready`` is set again and one INFO
   line says how long the outage lasted. Calls in flight never noticed: their replies wait in the
   ``TYPE.HOST`` queue. Each setup step (a declaration, a binding, a consume) is bounded on its own, not
@@ -50,18 +50,18 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from gear.base.redact import mask_url
+from gear.base.timers import LoopTimers
 from gear.errors import ConfigurationError, ConnectError, ConnectionLostError
-from gear.hooks import Hooks
 from gear.link import Link, open_link
-from gear.pacing import opening_turns
-from gear.redact import mask_url
-from gear.timers import LoopTimers
+from gear.session.hooks import Hooks
+from gear.session.pacing import opening_turns
 from gear.tracing.api import NullTracer
 from gear.tracing.emitter import Emitter
 
 __all__ = ("Backoff", "Connector", "ServiceState")
 
-log = logging.getLogger("gear.reconnect")
+log = logging.getLogger("gear.session.reconnect")
 
 _STILL_DOWN_EVERY = 60.0
 """Seconds between the WARNING lines that say a connect or reconnect is still failing (one line per

@@ -1,6 +1,6 @@
 """The calling side: ``call``, ``cast`` and ``gather``, with deadlines and a pending-reply map.
 
-Each call gets a stable request id and a future in ``_pending``; the router (``gear.inbound``) hands
+Each call gets a stable request id and a future in ``_pending``; the router (``gear.serving.inbound``) hands
 every reply to :meth:`RPC.take_reply`, which resolves the future matched by its ``correlation_id`` (or
 says it matched none, and the router tries the reply handlers). There are no locks around round trips:
 many calls share the one publish channel and the one reply queue (``TYPE.HOST``).
@@ -24,10 +24,10 @@ from typing import Any, TypeVar, cast
 
 import pydantic_core
 
-from gear.address import Address
-from gear.context import current_request
-from gear.deadline import Deadline
-from gear.envelope import (
+from gear.base.address import Address
+from gear.base.context import current_request
+from gear.base.deadline import Deadline
+from gear.base.envelope import (
     DEADLINE,
     HEDGE,
     HEDGE_AFTER,
@@ -40,6 +40,10 @@ from gear.envelope import (
     new_request_id,
     new_trace_id,
 )
+from gear.base.limits import seconds
+from gear.base.reply import Replies, Reply, ReplyCallback, decode_reply, result_adapter, validate_result
+from gear.base.timers import LoopTimers, Timer
+from gear.calling.sync import SyncRPC
 from gear.errors import (
     BrokerBlockedError,
     CallTimeoutError,
@@ -51,20 +55,16 @@ from gear.errors import (
     RemoteError,
     UnroutableError,
 )
-from gear.hedge import HEDGE_EVERY, MAX_COPIES, Holder, Notices, Servers, copy_of, notice
-from gear.hooks import Hooks
-from gear.limits import seconds
-from gear.publisher import Outgoing, Publisher, RepublishPolicy
-from gear.reply import Replies, Reply, ReplyCallback, decode_reply, result_adapter, validate_result
-from gear.sync import SyncRPC
-from gear.timers import LoopTimers, Timer
+from gear.session.hedge import HEDGE_EVERY, MAX_COPIES, Holder, Notices, Servers, copy_of, notice
+from gear.session.hooks import Hooks
+from gear.session.publisher import Outgoing, Publisher, RepublishPolicy
 from gear.tracing.api import NullTracer
 from gear.tracing.emitter import Emitter
 from gear.tracing.spans import ClientSpan
 
 __all__ = ("NESTED_MARGIN", "RPC", "ReplyCallback")
 
-log = logging.getLogger("gear.rpc")
+log = logging.getLogger("gear.calling.rpc")
 
 
 _NO_RETRY = RepublishPolicy(retry=False)
@@ -122,7 +122,7 @@ class RPC:
     ) -> None:
         self._identity = identity
         self._hedge_after = hedge_after
-        """Seconds a call may stay silent before a copy is sent (0: never; see ``gear.hedge``)."""
+        """Seconds a call may stay silent before a copy is sent (0: never; see ``gear.session.hedge``)."""
         self._hedge_shared = hedge_shared
         """Copy calls to a shared ``TYPE`` too (else only ``TYPE.HOST`` calls)."""
         self._notices = notices or Notices(publisher)
@@ -454,7 +454,8 @@ class RPC:
             raise _unsent(exc, deadline, address, method, remaining, blocked) from None
 
     def _watch(self, pending: _Pending, msg: Outgoing, deadline: Deadline) -> None:
-        """A hedged call was sent: copy it if it stays silent for ``hedge_after`` (see ``gear.hedge``)."""
+        """A hedged call was sent: copy it if it stays silent for ``hedge_after``
+        (see ``gear.session.hedge``)."""
         if HEDGE not in msg.headers:
             return
         pending.msg, pending.deadline, pending.holder = msg, deadline, Holder()

@@ -2,7 +2,7 @@
 
 With ``quorum=True`` Gear's queues dead-letter a message that went back to its queue more than
 ``delivery_limit`` times (a server that crashed, or lost its connection, while handling it, each time)
-to ``EXCHANGE.@dead`` (kept for operators) and ``EXCHANGE.@dead.notify`` (see :mod:`gear.topology`).
+to ``EXCHANGE.@dead`` (kept for operators) and ``EXCHANGE.@dead.notify`` (see :mod:`gear.base.topology`).
 Every instance consumes the notify queue (the instances compete: each dead letter reaches one of them)
 and for each dead letter:
 
@@ -28,12 +28,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from gear.deadline import Deadline
-from gear.envelope import METHOD, STATUS, EnvelopeError, ErrorBody, Kind, Meta, parse_meta
+from gear.base.deadline import Deadline
+from gear.base.envelope import METHOD, STATUS, EnvelopeError, ErrorBody, Kind, Meta, parse_meta
+from gear.base.topology import dead_letter_queue
 from gear.errors import ConnectionLostError, DeliveryLimitError, GearError
 from gear.link import Delivery, Link, Settle, open_link
-from gear.publisher import Outgoing, Publisher
-from gear.topology import dead_letter_queue
+from gear.session.publisher import Outgoing, Publisher
 
 __all__ = (
     "DELIVERY_LIMIT",
@@ -44,7 +44,7 @@ __all__ = (
     "read_dead_letter",
 )
 
-log = logging.getLogger("gear.deadletter")
+log = logging.getLogger("gear.serving.deadletter")
 
 DELIVERY_LIMIT = "delivery_limit"
 """The ``x-death`` reason of a message dropped for too many deliveries."""

@@ -16,7 +16,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from gear.redact import mask_url
+from gear.base.redact import mask_url
 
 __all__ = ("DEFAULT_PORT", "Management", "ManagementUnavailableError", "management_url_for")
 

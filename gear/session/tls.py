@@ -14,7 +14,7 @@ from gear.settings import Settings
 
 __all__ = ("client_context",)
 
-log = logging.getLogger("gear.tls")
+log = logging.getLogger("gear.session.tls")
 
 
 def client_context(settings: Settings) -> ssl.SSLContext | None:

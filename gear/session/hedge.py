@@ -46,10 +46,10 @@ import dataclasses
 import logging
 
 from gear.amqp import Delivery
-from gear.deadline import Deadline
-from gear.envelope import HEDGE, METHOD, NOTICE, Kind, Meta, Notice
+from gear.base.deadline import Deadline
+from gear.base.envelope import HEDGE, METHOD, NOTICE, Kind, Meta, Notice
 from gear.errors import GearError
-from gear.publisher import Outgoing, Publisher, RepublishPolicy
+from gear.session.publisher import Outgoing, Publisher, RepublishPolicy
 
 __all__ = (
     "HEDGE_EVERY",
@@ -63,7 +63,7 @@ __all__ = (
     "notice",
 )
 
-log = logging.getLogger("gear.hedge")
+log = logging.getLogger("gear.session.hedge")
 
 HEDGE_EVERY = 0.5
 """Seconds between two copies of a call that stays silent."""
