@@ -34,7 +34,8 @@ def test_names_read_through_an_old_path_are_the_same_objects() -> None:
         "warnings.simplefilter('ignore'); import gear.rpc; "
         "assert gear.rpc.RPC is gear.calling.rpc.RPC; "
         "from gear.rpc import RPC; assert RPC is gear.calling.rpc.RPC; "
-        "from gear import sync; import gear.calling.sync as new; assert sync is new"
+        "from gear import sync; import gear.calling.sync as new; assert sync is new; "
+        "from gear.broker import channel; import gear.broker.protocol.channel as new; assert channel is new"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
 

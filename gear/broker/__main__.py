@@ -12,8 +12,8 @@ from collections.abc import Coroutine
 from typing import Any
 
 from gear.base.redact import mask_url
-from gear.broker.config import BrokerConfig
-from gear.broker.server import serve
+from gear.broker.node.config import BrokerConfig
+from gear.broker.shell.server import serve
 from gear.eventloop import run
 
 __all__ = ("main",)

@@ -318,7 +318,7 @@ def broker(
 
 def _expose(broker: Any, port: int, bind: str, per_object: bool) -> Any:
     """Serve ``broker``'s metrics on ``bind:port``, read on its event loop at each scrape."""
-    from gear.broker.metrics import MetricsServer
+    from gear.broker.shell.metrics import MetricsServer
 
     server = MetricsServer(broker, asyncio.get_running_loop(), port, bind, per_object)
     typer.echo(f"gear broker: Prometheus metrics on http://{bind}:{server.port}/metrics")

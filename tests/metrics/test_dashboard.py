@@ -10,7 +10,7 @@ from pathlib import Path
 
 import gear
 from gear.broker import Broker
-from gear.broker.metrics import families, take_reading
+from gear.broker.shell.metrics import families, take_reading
 from tests.metrics._scrape import samples
 from tests.sdk.conftest import eventually
 

@@ -329,7 +329,7 @@ def test_the_client_decodes_the_headers_the_broker_accepts() -> None:
     more is refused on both."""
     import struct
 
-    from gear.broker.checks import TooDeepError, check_properties
+    from gear.broker.model.checks import TooDeepError, check_properties
     from gear.wire.properties import decode_properties
     from gear.wire.table import MAX_DEPTH
 

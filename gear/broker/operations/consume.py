@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, cast
 
-from gear.broker.declare import generated_name, lookup_queue, queue_name
 from gear.broker.errors import AMQPError, resource
-from gear.broker.message import Entry
-from gear.broker.queue import Consumer, Queue
+from gear.broker.model.message import Entry
+from gear.broker.model.queue import Consumer, Queue
+from gear.broker.operations.declare import generated_name, lookup_queue, queue_name
 from gear.wire import spec
 from gear.wire.content import content_frames
 from gear.wire.methods import get_ok_frame
@@ -15,14 +15,14 @@ from gear.wire.methods import get_ok_frame
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from gear.broker.channel import Channel
+    from gear.broker.operations.view import ChannelView
 
 __all__ = ("HANDLERS", "apply_settle", "release", "settle")
 
 REPLY_TO = "amq.rabbitmq.reply-to"
 
 
-def _qos(channel: Channel, method: spec.Basic.Qos) -> None:
+def _qos(channel: ChannelView, method: spec.Basic.Qos) -> None:
     if method.prefetch_size:
         raise AMQPError(540, f"prefetch_size!=0 ({method.prefetch_size})")
     if method.global_:
@@ -33,7 +33,7 @@ def _qos(channel: Channel, method: spec.Basic.Qos) -> None:
     _kick(channel)
 
 
-def _kick(channel: Channel, queues: set[Queue] | None = None) -> None:
+def _kick(channel: ChannelView, queues: set[Queue] | None = None) -> None:
     """Capacity was freed on ``channel``: let its queues deliver again."""
     targets = set(queues or ())
     if channel.global_prefetch or not queues:
@@ -43,7 +43,7 @@ def _kick(channel: Channel, queues: set[Queue] | None = None) -> None:
             queue.deliver_ready()
 
 
-def _consume(channel: Channel, method: spec.Basic.Consume) -> None:
+def _consume(channel: ChannelView, method: spec.Basic.Consume) -> None:
     tag = method.consumer_tag or generated_name("amq.ctag")
     if tag in channel.consumers:
         raise AMQPError(530, f"attempt to reuse consumer tag '{tag}'")
@@ -70,7 +70,7 @@ def _consume(channel: Channel, method: spec.Basic.Consume) -> None:
     queue.add_consumer(consumer)
 
 
-def _reply_consume(channel: Channel, method: spec.Basic.Consume, tag: str) -> None:
+def _reply_consume(channel: ChannelView, method: spec.Basic.Consume, tag: str) -> None:
     if not method.no_ack:
         raise AMQPError(406, "reply consumer cannot acknowledge")
     if channel.reply_tag is not None:
@@ -81,7 +81,7 @@ def _reply_consume(channel: Channel, method: spec.Basic.Consume, tag: str) -> No
         channel.conn.send_method(channel.number, spec.Basic.ConsumeOk(tag))
 
 
-def _cancel(channel: Channel, method: spec.Basic.Cancel) -> None:
+def _cancel(channel: ChannelView, method: spec.Basic.Cancel) -> None:
     consumer = channel.consumers.get(method.consumer_tag or "")
     if consumer is not None:
         channel.forget_consumer(consumer)
@@ -93,11 +93,11 @@ def _cancel(channel: Channel, method: spec.Basic.Cancel) -> None:
         channel.conn.send_method(channel.number, spec.Basic.CancelOk(consumer_tag=method.consumer_tag))
 
 
-def _cancel_ok(channel: Channel, method: spec.Basic.CancelOk) -> None:
+def _cancel_ok(channel: ChannelView, method: spec.Basic.CancelOk) -> None:
     return  # a client answering our basic.cancel; RabbitMQ 4.3 tolerates it too
 
 
-def _get(channel: Channel, method: spec.Basic.Get) -> None:
+def _get(channel: ChannelView, method: spec.Basic.Get) -> None:
     name = queue_name(channel, method.queue)
     channel.grants.check("read", "queue", name)
     queue = lookup_queue(channel, name)
@@ -123,7 +123,7 @@ def _get(channel: Channel, method: spec.Basic.Get) -> None:
     )
 
 
-def settle(channel: Channel, kind: str, tag: int, multiple: bool, requeue: bool) -> None:
+def settle(channel: ChannelView, kind: str, tag: int, multiple: bool, requeue: bool) -> None:
     """ack / nack / reject from the client (buffered until commit in tx mode)."""
     if channel.tx_mode:
         if not (multiple and tag == 0) and tag not in channel.unacked and not multiple:
@@ -133,7 +133,7 @@ def settle(channel: Channel, kind: str, tag: int, multiple: bool, requeue: bool)
     apply_settle(channel, kind, tag, multiple, requeue)
 
 
-def apply_settle(channel: Channel, kind: str, tag: int, multiple: bool, requeue: bool) -> None:
+def apply_settle(channel: ChannelView, kind: str, tag: int, multiple: bool, requeue: bool) -> None:
     """Settle one or many unacked deliveries.
 
     Raises:
@@ -177,19 +177,19 @@ def apply_settle(channel: Channel, kind: str, tag: int, multiple: bool, requeue:
     _kick(channel, touched)
 
 
-def _nack(channel: Channel, method: spec.Basic.Nack) -> None:
+def _nack(channel: ChannelView, method: spec.Basic.Nack) -> None:
     settle(channel, "nack", method.delivery_tag, method.multiple, method.requeue)
 
 
-def _reject(channel: Channel, method: spec.Basic.Reject) -> None:
+def _reject(channel: ChannelView, method: spec.Basic.Reject) -> None:
     settle(channel, "reject", method.delivery_tag or 0, False, method.requeue)
 
 
-def _ack(channel: Channel, method: spec.Basic.Ack) -> None:
+def _ack(channel: ChannelView, method: spec.Basic.Ack) -> None:
     settle(channel, "ack", method.delivery_tag, method.multiple, False)
 
 
-def _recover(channel: Channel, method: spec.Basic.Recover | spec.Basic.RecoverAsync) -> None:
+def _recover(channel: ChannelView, method: spec.Basic.Recover | spec.Basic.RecoverAsync) -> None:
     if not method.requeue:
         raise AMQPError(540, "requeue=false")
     if channel.unacked:
@@ -198,7 +198,7 @@ def _recover(channel: Channel, method: spec.Basic.Recover | spec.Basic.RecoverAs
         channel.conn.send_method(channel.number, spec.Basic.RecoverOk())
 
 
-def release(channel: Channel) -> None:
+def release(channel: ChannelView) -> None:
     """Channel closing: cancel its consumers, then requeue its unacked deliveries (redelivered)."""
     subscriptions = list(channel.consumers.values())
     channel.consumers.clear()
@@ -216,7 +216,7 @@ def release(channel: Channel) -> None:
         cast(Queue, receiver).meter.forget(channel)
 
 
-HANDLERS: dict[type, Callable[[Channel, Any], None]] = {
+HANDLERS: dict[type, Callable[[ChannelView, Any], None]] = {
     spec.Basic.Qos: _qos,
     spec.Basic.Consume: _consume,
     spec.Basic.Cancel: _cancel,

@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from gear.broker.access import HASHING_ALGORITHMS, Permission, User
+from gear.broker.node.access import HASHING_ALGORITHMS, Permission, User
 
 __all__ = ("Definitions", "DefinitionsError", "load_definitions", "parse_definitions")
 

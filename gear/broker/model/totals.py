@@ -1,7 +1,7 @@
 """Message counters of one virtual host since the broker started: what RabbitMQ's global counters count.
 
 The channel and the consumer code add to them as messages pass (an integer addition each); the
-Prometheus exporter (:mod:`gear.broker.metrics`) reads them under RabbitMQ's metric names.
+Prometheus exporter (:mod:`gear.broker.shell.metrics`) reads them under RabbitMQ's metric names.
 """
 
 from __future__ import annotations

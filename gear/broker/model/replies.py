@@ -13,8 +13,8 @@ import base64
 import os
 from typing import Protocol
 
-from gear.broker.message import Entry, Message
-from gear.broker.queue import Consumer, Queue
+from gear.broker.model.message import Entry, Message
+from gear.broker.model.queue import Consumer, Queue
 
 __all__ = ("ReplyConsumers", "ReplyTarget")
 

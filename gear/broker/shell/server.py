@@ -24,13 +24,13 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, cast
 from urllib.parse import quote
 
-from gear.broker.config import BrokerConfig
-from gear.broker.connection import Connection
-from gear.broker.core import BrokerCore
-from gear.broker.management import Management
-from gear.broker.persist import RecoveryReport
-from gear.broker.status import BrokerStatus
-from gear.broker.tls import certificate_user, server_context
+from gear.broker.node.config import BrokerConfig
+from gear.broker.node.core import BrokerCore
+from gear.broker.node.persist import RecoveryReport
+from gear.broker.node.status import BrokerStatus
+from gear.broker.protocol.connection import Connection
+from gear.broker.shell.management import Management
+from gear.broker.shell.tls import certificate_user, server_context
 
 __all__ = ("DISK_CHECK_INTERVAL", "Broker", "DiskFree", "running", "serve")
 

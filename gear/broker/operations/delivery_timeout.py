@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from gear.base.timers import Timer, Timers
 from gear.broker.errors import AMQPError
-from gear.broker.queue import Queue
+from gear.broker.model.queue import Queue
 
 __all__ = ("DeliveryTimeout", "WatchedChannel")
 

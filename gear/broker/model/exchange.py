@@ -6,7 +6,7 @@ here; the virtual host follows exchange destinations and deduplicates queues.
 
 Topic rules follow ``rabbit_db_topic_exchange``: keys split on ``.`` and the empty key is zero words, so
 empty words are real words. ``*`` matches exactly one word (possibly empty); ``#`` matches zero or more.
-Topic exchanges route with a trie of their binding keys (``gear.broker.topic``): the cost grows with the
+Topic exchanges route with a trie of their binding keys (``gear.broker.model.topic``): the cost grows with the
 routing key's words, not with the bindings. Results are cached per routing key; a binding change drops
 only the cached keys it can change (for a key without wildcards, that key alone).
 """
@@ -17,7 +17,7 @@ from collections.abc import Callable, Hashable, Mapping
 from functools import lru_cache
 from typing import Any
 
-from gear.broker.topic import TopicTrie
+from gear.broker.model.topic import TopicTrie
 
 __all__ = ("EXCHANGE_TYPES", "Binding", "Exchange", "headers_match", "split_words", "topic_match")
 

@@ -1,17 +1,17 @@
 """Queues: ready messages, consumers, round-robin delivery, TTL, length limits and dead-lettering.
 
-Without a data directory messages live in memory only. With one (see :mod:`gear.broker.persist`), a
+Without a data directory messages live in memory only. With one (see :mod:`gear.broker.node.persist`), a
 durable queue journals its persistent messages in the store (``store_key`` names it there), holds their
 confirms until the store has fsynced them, and comes back after a restart. Under memory pressure, or
 always for ``x-queue-mode: lazy``, bodies are paged out to the store and read back on delivery.
 
 Publishes reach a queue through its *inbox*, which the broker drains once per event-loop turn
 (:meth:`Queue.drain`). Draining accepts the messages, answers publisher confirms, grants credit back to
-the publishing channels (see :mod:`gear.broker.credit`) and then delivers to consumers. A message that
+the publishing channels (see :mod:`gear.broker.model.credit`) and then delivers to consumers. A message that
 cannot be accepted (a broker bug) is nacked alone; the rest of the inbox goes on.
 
 Time is kept with the broker's timers, one per queue at most for each of the head of the queue reaching
-its TTL and ``x-expires`` (:mod:`gear.broker.expiry`): an idle queue costs nothing per tick.
+its TTL and ``x-expires`` (:mod:`gear.broker.model.expiry`): an idle queue costs nothing per tick.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from collections.abc import Mapping
 from typing import Any, Protocol, cast
 
 from gear.base.timers import Timers
-from gear.broker.arguments import int_arg, str_arg
-from gear.broker.consumers import ConsumerSet
-from gear.broker.credit import CreditMeter
-from gear.broker.exchange import Exchange
-from gear.broker.expiry import QueueTimers
-from gear.broker.message import Entry, Message, dead_lettered
+from gear.broker.model.arguments import int_arg, str_arg
+from gear.broker.model.consumers import ConsumerSet
+from gear.broker.model.credit import CreditMeter
+from gear.broker.model.exchange import Exchange
+from gear.broker.model.expiry import QueueTimers
+from gear.broker.model.message import Entry, Message, dead_lettered
 
 __all__ = (
     "Consumer",
@@ -76,7 +76,7 @@ class QueueHost(Protocol):
 
 class QueueStore(Protocol):
     """What a queue needs from the message store of a broker with a data directory (the
-    :class:`~gear.broker.persist.Persistence` of its core): journal entries, paging and confirms held
+    :class:`~gear.broker.node.persist.Persistence` of its core): journal entries, paging and confirms held
     until their bytes are on disk."""
 
     paging: bool
@@ -249,7 +249,7 @@ class Queue:
         self.lazy = str_arg(arguments, "x-queue-mode") == "lazy"
         self._journaled = False  # the message just accepted was journaled (its confirm waits for fsync)
         self.timers = QueueTimers(self, vhost)
-        """The TTL and ``x-expires`` timers (:mod:`gear.broker.expiry`)."""
+        """The TTL and ``x-expires`` timers (:mod:`gear.broker.model.expiry`)."""
         self.timers.arm_expiry()
 
     def __repr__(self) -> str:

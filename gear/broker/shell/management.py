@@ -29,11 +29,11 @@ import urllib.parse
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from gear.broker.access import AccessControl, LoginRefusedError
-from gear.broker.exchange import Exchange
-from gear.broker.handshake import server_properties
-from gear.broker.queue import Queue
-from gear.broker.vhost import VirtualHost
+from gear.broker.model.exchange import Exchange
+from gear.broker.model.queue import Queue
+from gear.broker.model.vhost import VirtualHost
+from gear.broker.node.access import AccessControl, LoginRefusedError
+from gear.broker.protocol.handshake import server_properties
 
 __all__ = ("PRODUCT_VERSION", "Management")
 

@@ -14,10 +14,10 @@ from collections.abc import Callable, Hashable, Mapping
 from typing import Any, Protocol
 
 from gear.base.timers import Timers
-from gear.broker.exchange import Exchange
-from gear.broker.message import Message
-from gear.broker.queue import Queue, QueueStore
-from gear.broker.totals import MessageTotals
+from gear.broker.model.exchange import Exchange
+from gear.broker.model.message import Message
+from gear.broker.model.queue import Queue, QueueStore
+from gear.broker.model.totals import MessageTotals
 
 __all__ = ("SYSTEM_EXCHANGES", "VhostServices", "VirtualHost")
 
@@ -69,7 +69,7 @@ class VirtualHost:
         self.exchanges: dict[str, Exchange] = {}
         self.queues: dict[str, Queue] = {}
         self.totals = MessageTotals()
-        """Messages counted since start (read by ``gear.broker.metrics``)."""
+        """Messages counted since start (read by ``gear.broker.shell.metrics``)."""
         self._sources: dict[Hashable, dict[Exchange, None]] = {}
         """Destination -> the exchanges with a binding to it."""
         for ex_name, kind, internal in SYSTEM_EXCHANGES:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ssl
 from typing import Any
 
-from gear.broker.config import BrokerConfig
+from gear.broker.node.config import BrokerConfig
 
 __all__ = ("certificate_user", "server_context")
 

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gear.broker.access import AccessControl, Permission, User, hash_password, is_loopback_address
-from gear.broker.definitions import Definitions
+from gear.broker.node.access import AccessControl, Permission, User, hash_password, is_loopback_address
+from gear.broker.node.definitions import Definitions
 
 __all__ = ("DEFAULT_MAX_MESSAGE_SIZE", "DEFAULT_USER", "MAX_MESSAGE_SIZE_LIMIT", "BrokerConfig")
 

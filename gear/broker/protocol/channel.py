@@ -1,14 +1,17 @@
 """Channels: method dispatch, content assembly, publishing, confirms, transactions and closing.
 
-Declarations live in :mod:`gear.broker.declare` and consuming in :mod:`gear.broker.consume`; this
-module owns the channel's state and the publish path, which is the hot one.
+Declarations live in :mod:`gear.broker.operations.declare` and consuming in
+:mod:`gear.broker.operations.consume` (which see the channel as a
+:class:`~gear.broker.operations.view.ChannelView`); this module owns the channel's state and the
+publish path, which is the hot one.
 
 Closing follows the spec, crossing closes included: once the server has sent ``channel.close`` the
 channel answers a ``channel.close`` from the client with ``close-ok`` and discards everything else
 until the client's own ``close-ok`` arrives; only then is the number free again. A client that closed
 first is answered with ``close-ok`` at once.
 
-Each channel has a :class:`~gear.broker.delivery_timeout.DeliveryTimeout` (``consumer_timeout``).
+Each channel has a :class:`~gear.broker.operations.delivery_timeout.DeliveryTimeout`
+(``consumer_timeout``).
 """
 
 from __future__ import annotations
@@ -18,16 +21,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from gear.broker import consume, declare
-from gear.broker.access import Grants
-from gear.broker.checks import check_properties
-from gear.broker.credit import CreditLedger
-from gear.broker.delivery_timeout import DeliveryTimeout
 from gear.broker.errors import AMQPError, resource
-from gear.broker.message import Entry, Message, sender_selected
-from gear.broker.queue import Consumer, Queue
-from gear.broker.replies import ReplyConsumers
-from gear.broker.vhost import VirtualHost
+from gear.broker.model.checks import check_properties
+from gear.broker.model.credit import CreditLedger
+from gear.broker.model.message import Entry, Message, sender_selected
+from gear.broker.model.queue import Consumer, Queue
+from gear.broker.model.replies import ReplyConsumers
+from gear.broker.model.vhost import VirtualHost
+from gear.broker.node.access import Grants
+from gear.broker.operations import consume, declare
+from gear.broker.operations.delivery_timeout import DeliveryTimeout
 from gear.wire import spec
 from gear.wire.content import content_frames, delivery
 from gear.wire.methods import ack_frame, method_id_of, nack_frame, return_frame

@@ -1,6 +1,6 @@
 """Messages as the broker holds them: raw property bytes plus body.
 
-A publish's properties are checked when it arrives (:func:`gear.broker.checks.check_properties`):
+A publish's properties are checked when it arrives (:func:`gear.broker.model.checks.check_properties`):
 what the queues need (TTL, priority, persistence) is kept on the message, the raw bytes are forwarded
 verbatim, and the rare rules that need other values (headers exchanges, ``CC``/``BCC``, dead-lettering,
 direct reply-to) decode the checked bytes on demand, which cannot fail.
@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime
 from typing import TYPE_CHECKING, Any
 
-from gear.broker.checks import Checked
+from gear.broker.model.checks import Checked
 from gear.wire.properties import Properties, decode_properties, splice_properties
 
 if TYPE_CHECKING:

@@ -14,13 +14,13 @@ from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar, cast
 
 from gear.base.timers import Timers
-from gear.broker.alarms import DiskAlarm, MemoryAlarm
-from gear.broker.config import BrokerConfig
-from gear.broker.persist import Persistence, RecoveryReport
-from gear.broker.queue import PublishingChannel, Queue
-from gear.broker.replies import ReplyConsumers
-from gear.broker.status import BrokerStatus, ConnectionStatus, QueueStatus, StoreStatus
-from gear.broker.vhost import VirtualHost
+from gear.broker.model.queue import PublishingChannel, Queue
+from gear.broker.model.replies import ReplyConsumers
+from gear.broker.model.vhost import VirtualHost
+from gear.broker.node.alarms import DiskAlarm, MemoryAlarm
+from gear.broker.node.config import BrokerConfig
+from gear.broker.node.persist import Persistence, RecoveryReport
+from gear.broker.node.status import BrokerStatus, ConnectionStatus, QueueStatus, StoreStatus
 
 __all__ = ("BrokerCore", "CoreConnection")
 

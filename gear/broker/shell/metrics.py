@@ -33,12 +33,12 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from gear.broker.status import BrokerStatus, QueueStatus
-from gear.broker.totals import MessageTotals
+from gear.broker.model.totals import MessageTotals
+from gear.broker.node.status import BrokerStatus, QueueStatus
 from gear.eventloop import call_in_loop
 
 if TYPE_CHECKING:
-    from gear.broker.server import Broker
+    from gear.broker.shell.server import Broker
 
 __all__ = ("READ_TIMEOUT", "BrokerCollector", "BrokerReading", "MetricsServer", "families", "take_reading")
 

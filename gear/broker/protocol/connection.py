@@ -16,7 +16,7 @@ the client closes the socket. A client that pipelined publishes before its ``con
 reads its ``close-ok`` instead of a reset. The wait is bounded: the socket is dropped after
 ``CLOSE_TIMEOUT`` (RabbitMQ waits the heartbeat interval, at most 30 s).
 
-Logins (see :mod:`gear.broker.access`): a refused login is answered as RabbitMQ does, with
+Logins (see :mod:`gear.broker.node.access`): a refused login is answered as RabbitMQ does, with
 ``connection.close`` 403 and a text that names only the mechanism when the client advertised
 ``authentication_failure_close``, else by closing the socket. A client that fails the handshake
 otherwise (unknown mechanism, malformed response, a wrong method) gets no answer, and its socket is
@@ -59,11 +59,12 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from gear.base.timers import Timer
-from gear.broker.access import Grants, LoginRefusedError
-from gear.broker.channel import Channel, ChannelLimits
-from gear.broker.checks import read_method
 from gear.broker.errors import AMQPError
-from gear.broker.handshake import (
+from gear.broker.model.checks import read_method
+from gear.broker.node.access import Grants, LoginRefusedError
+from gear.broker.node.status import ConnectionStatus
+from gear.broker.protocol.channel import Channel, ChannelLimits
+from gear.broker.protocol.handshake import (
     ACCEPTED_HEADERS,
     BadResponseError,
     check_tune,
@@ -71,7 +72,6 @@ from gear.broker.handshake import (
     offered_mechanisms,
     server_properties,
 )
-from gear.broker.status import ConnectionStatus
 from gear.wire import spec
 from gear.wire.frames import (
     FRAME_BODY,
@@ -86,8 +86,8 @@ from gear.wire.frames import (
 from gear.wire.methods import encode_method, method_id_of
 
 if TYPE_CHECKING:
-    from gear.broker.core import BrokerCore
-    from gear.broker.queue import Queue
+    from gear.broker.model.queue import Queue
+    from gear.broker.node.core import BrokerCore
 
 __all__ = (
     "CLOSE_TIMEOUT",

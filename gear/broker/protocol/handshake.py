@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gear.broker.config import BrokerConfig
 from gear.broker.errors import AMQPError
+from gear.broker.node.config import BrokerConfig
 from gear.wire import spec
 from gear.wire.frames import PROTOCOL_HEADER
 from gear.wire.table import FieldError, decode_table

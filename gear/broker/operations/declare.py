@@ -6,16 +6,16 @@ import base64
 import os
 from typing import TYPE_CHECKING, Any
 
-from gear.broker import arguments as arguments_rules
 from gear.broker.errors import AMQPError, resource
-from gear.broker.exchange import EXCHANGE_TYPES, Exchange
-from gear.broker.queue import Queue
+from gear.broker.model import arguments as arguments_rules
+from gear.broker.model.exchange import EXCHANGE_TYPES, Exchange
+from gear.broker.model.queue import Queue
 from gear.wire import spec
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from gear.broker.channel import Channel
+    from gear.broker.operations.view import ChannelView
 
 __all__ = ("HANDLERS", "generated_name", "lookup_queue", "queue_name")
 
@@ -52,14 +52,14 @@ def _check_default(name: str) -> None:
         raise AMQPError(403, "operation not permitted on the default exchange")
 
 
-def _exchange(channel: Channel, name: str) -> Exchange:
+def _exchange(channel: ChannelView, name: str) -> Exchange:
     exchange = channel.vhost.exchanges.get(name)
     if exchange is None:
         raise AMQPError(404, "no " + resource("exchange", name, channel.vhost.name))
     return exchange
 
 
-def queue_name(channel: Channel, name: str) -> str:
+def queue_name(channel: ChannelView, name: str) -> str:
     """``name``, or the channel's last declared queue for an empty name (RabbitMQ's shortcut).
 
     Raises:
@@ -72,7 +72,7 @@ def queue_name(channel: Channel, name: str) -> str:
     return channel.last_queue
 
 
-def lookup_queue(channel: Channel, name: str) -> Queue:
+def lookup_queue(channel: ChannelView, name: str) -> Queue:
     """The queue ``name`` (empty: the channel's last declared), checking existence and exclusivity.
 
     Raises:
@@ -91,7 +91,7 @@ def lookup_queue(channel: Channel, name: str) -> Queue:
     return queue
 
 
-def _check_exclusive(channel: Channel, queue: Queue) -> None:
+def _check_exclusive(channel: ChannelView, queue: Queue) -> None:
     if queue.exclusive_owner is not None and queue.exclusive_owner is not channel.conn:
         raise AMQPError(
             405,
@@ -102,7 +102,7 @@ def _check_exclusive(channel: Channel, queue: Queue) -> None:
         )
 
 
-def _exchange_declare(channel: Channel, method: spec.Exchange.Declare) -> None:
+def _exchange_declare(channel: ChannelView, method: spec.Exchange.Declare) -> None:
     name = _clean(method.exchange)
     _check_default(name)
     vhost = channel.vhost
@@ -153,7 +153,7 @@ def _exchange_declare(channel: Channel, method: spec.Exchange.Declare) -> None:
         channel.conn.send_method(channel.number, spec.Exchange.DeclareOk())
 
 
-def _exchange_delete(channel: Channel, method: spec.Exchange.Delete) -> None:
+def _exchange_delete(channel: ChannelView, method: spec.Exchange.Delete) -> None:
     name = _clean(method.exchange)
     _check_default(name)
     vhost = channel.vhost
@@ -169,7 +169,7 @@ def _exchange_delete(channel: Channel, method: spec.Exchange.Delete) -> None:
         channel.conn.send_method(channel.number, spec.Exchange.DeleteOk())
 
 
-def _check_binding(channel: Channel, kind: str, destination: str, source: str) -> None:
+def _check_binding(channel: ChannelView, kind: str, destination: str, source: str) -> None:
     """RabbitMQ's order: write on the destination, no default exchange, read on the source."""
     channel.grants.check("write", kind, destination)
     if kind == "exchange":
@@ -178,7 +178,7 @@ def _check_binding(channel: Channel, kind: str, destination: str, source: str) -
     channel.grants.check("read", "exchange", source)
 
 
-def _exchange_bind(channel: Channel, method: spec.Exchange.Bind) -> None:
+def _exchange_bind(channel: ChannelView, method: spec.Exchange.Bind) -> None:
     _check_binding(channel, "exchange", method.destination, method.source)
     destination = _exchange(channel, method.destination)
     source = _exchange(channel, method.source)
@@ -188,7 +188,7 @@ def _exchange_bind(channel: Channel, method: spec.Exchange.Bind) -> None:
         channel.conn.send_method(channel.number, spec.Exchange.BindOk())
 
 
-def _exchange_unbind(channel: Channel, method: spec.Exchange.Unbind) -> None:
+def _exchange_unbind(channel: ChannelView, method: spec.Exchange.Unbind) -> None:
     _check_binding(channel, "exchange", method.destination, method.source)
     destination = channel.vhost.exchanges.get(method.destination)
     source = channel.vhost.exchanges.get(method.source)
@@ -203,7 +203,7 @@ def _exchange_unbind(channel: Channel, method: spec.Exchange.Unbind) -> None:
         channel.conn.send_method(channel.number, spec.Exchange.UnbindOk())
 
 
-def _queue_declare(channel: Channel, method: spec.Queue.Declare) -> None:
+def _queue_declare(channel: ChannelView, method: spec.Queue.Declare) -> None:
     vhost = channel.vhost
     name = _clean(method.queue)
     conn = channel.conn
@@ -270,7 +270,7 @@ def _queue_declare(channel: Channel, method: spec.Queue.Declare) -> None:
     _declare_ok(channel, method, queue)
 
 
-def _declare_ok(channel: Channel, method: spec.Queue.Declare, queue: Queue) -> None:
+def _declare_ok(channel: ChannelView, method: spec.Queue.Declare, queue: Queue) -> None:
     channel.last_queue = queue.name
     if not method.nowait:
         channel.conn.send_method(
@@ -279,7 +279,7 @@ def _declare_ok(channel: Channel, method: spec.Queue.Declare, queue: Queue) -> N
         )
 
 
-def _reply_to_declare(channel: Channel, name: str, method: spec.Queue.Declare) -> None:
+def _reply_to_declare(channel: ChannelView, name: str, method: spec.Queue.Declare) -> None:
     key = name[len(REPLY_TO) + 1 :]
     alive = name == REPLY_TO or channel.replies.alive(key)
     if not method.passive:
@@ -290,7 +290,7 @@ def _reply_to_declare(channel: Channel, name: str, method: spec.Queue.Declare) -
         channel.conn.send_method(channel.number, spec.Queue.DeclareOk(name, 0, 1 if key else 0))
 
 
-def _bind_target(channel: Channel, name: str, exchange_name: str) -> tuple[Queue, Exchange]:
+def _bind_target(channel: ChannelView, name: str, exchange_name: str) -> tuple[Queue, Exchange]:
     name = queue_name(channel, _clean(name))
     _check_binding(channel, "queue", name, exchange_name)
     if name.startswith(REPLY_TO):
@@ -299,7 +299,7 @@ def _bind_target(channel: Channel, name: str, exchange_name: str) -> tuple[Queue
     return queue, _exchange(channel, exchange_name)
 
 
-def _queue_bind(channel: Channel, method: spec.Queue.Bind) -> None:
+def _queue_bind(channel: ChannelView, method: spec.Queue.Bind) -> None:
     queue, exchange = _bind_target(channel, method.queue, method.exchange)
     channel.vhost.bind(exchange, queue, method.routing_key, method.arguments or {})
     channel.vhost.binding_changed(exchange, queue)
@@ -307,7 +307,7 @@ def _queue_bind(channel: Channel, method: spec.Queue.Bind) -> None:
         channel.conn.send_method(channel.number, spec.Queue.BindOk())
 
 
-def _queue_unbind(channel: Channel, method: spec.Queue.Unbind) -> None:
+def _queue_unbind(channel: ChannelView, method: spec.Queue.Unbind) -> None:
     # Unbinding is idempotent in RabbitMQ: a missing queue, exchange or binding is not an error.
     name = _clean(method.queue) or channel.last_queue
     _check_binding(channel, "queue", name, method.exchange)
@@ -326,7 +326,7 @@ def _queue_unbind(channel: Channel, method: spec.Queue.Unbind) -> None:
     channel.conn.send_method(channel.number, spec.Queue.UnbindOk())
 
 
-def _queue_purge(channel: Channel, method: spec.Queue.Purge) -> None:
+def _queue_purge(channel: ChannelView, method: spec.Queue.Purge) -> None:
     name = queue_name(channel, _clean(method.queue))
     channel.grants.check("read", "queue", name)
     queue = lookup_queue(channel, name)
@@ -335,7 +335,7 @@ def _queue_purge(channel: Channel, method: spec.Queue.Purge) -> None:
         channel.conn.send_method(channel.number, spec.Queue.PurgeOk(message_count=count))
 
 
-def _queue_delete(channel: Channel, method: spec.Queue.Delete) -> None:
+def _queue_delete(channel: ChannelView, method: spec.Queue.Delete) -> None:
     name = _clean(method.queue) or channel.last_queue
     if not name:
         raise AMQPError(404, "no previously declared queue")
@@ -354,7 +354,7 @@ def _queue_delete(channel: Channel, method: spec.Queue.Delete) -> None:
         channel.conn.send_method(channel.number, spec.Queue.DeleteOk(message_count=count))
 
 
-HANDLERS: dict[type, Callable[[Channel, Any], None]] = {
+HANDLERS: dict[type, Callable[[ChannelView, Any], None]] = {
     spec.Exchange.Declare: _exchange_declare,
     spec.Exchange.Delete: _exchange_delete,
     spec.Exchange.Bind: _exchange_bind,

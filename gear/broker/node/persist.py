@@ -22,16 +22,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from gear.broker.checks import check_properties
 from gear.broker.errors import AMQPError
-from gear.broker.exchange import Exchange
-from gear.broker.message import Message
+from gear.broker.model.checks import check_properties
+from gear.broker.model.exchange import Exchange
+from gear.broker.model.message import Message
 from gear.broker.store import Store, StoredMessage
 from gear.broker.store.store import Recovery
 
 if TYPE_CHECKING:
-    from gear.broker.queue import PublishingChannel, Queue
-    from gear.broker.vhost import VirtualHost
+    from gear.broker.model.queue import PublishingChannel, Queue
+    from gear.broker.model.vhost import VirtualHost
 
 __all__ = ("Persistence", "RecoveryReport")
 
@@ -276,7 +276,7 @@ def _nothing() -> None:
 # -- topology -------------------------------------------------------------------------------------
 def dump_topology(vhosts: dict[str, VirtualHost]) -> bytes:
     """The durable exchanges, queues and bindings of every vhost, as JSON bytes."""
-    from gear.broker.vhost import SYSTEM_EXCHANGES
+    from gear.broker.model.vhost import SYSTEM_EXCHANGES
 
     system = {name for name, _, _ in SYSTEM_EXCHANGES}
     out: dict[str, Any] = {"version": _VERSION, "vhosts": {}}
