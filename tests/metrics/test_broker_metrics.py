@@ -13,8 +13,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gear.broker import Broker
 from gear.broker.shell.metrics import MetricsServer, families, take_reading
+from tests.fleet import eventually
 from tests.metrics._scrape import aget
-from tests.sdk.conftest import eventually
 
 
 def _values(broker: Broker, per_object: bool = False) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

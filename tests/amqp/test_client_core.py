@@ -36,7 +36,7 @@ from gear.wire import spec
 from gear.wire.content import Publish
 from gear.wire.frames import FrameReader
 from gear.wire.properties import Properties
-from tests.sdk._wire import content, deliver, method, open_client, server_frames
+from tests.amqp._wire import content, deliver, method, open_client, server_frames
 
 _PUBLISH = Publish("", "q", Properties(), b"")
 

@@ -9,7 +9,7 @@ import pytest
 
 import gear
 from tests.conftest import unique
-from tests.sdk.conftest import Fleet, delete_queues, eventually
+from tests.fleet import Fleet, delete_queues, eventually
 
 
 async def test_an_unroutable_call_fails_once_returned_twice_naming_the_broker(fleet: Fleet) -> None:

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 import gear
 from tests.conftest import unique
-from tests.sdk.conftest import Fleet, eventually
+from tests.fleet import Fleet, eventually
 
 
 class StatusQuery(BaseModel):

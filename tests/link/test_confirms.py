@@ -14,7 +14,7 @@ from gear.link.connection import Channel, Connection, Endpoint
 from gear.wire import spec
 from gear.wire.content import Publish
 from gear.wire.properties import Properties
-from tests.sdk._wire import content, method, server_frames
+from tests.amqp._wire import content, method, server_frames
 
 _PUBLISH = Publish("", "k", Properties(), b"")
 

@@ -6,7 +6,7 @@ import asyncio
 
 import gear
 from tests.conftest import unique
-from tests.sdk.conftest import Fleet, eventually
+from tests.fleet import Fleet, eventually
 
 
 async def test_stop_while_handlers_wait_on_nested_calls(fleet: Fleet) -> None:

@@ -6,7 +6,7 @@ import asyncio
 from collections import Counter
 
 from tests.conftest import unique
-from tests.sdk.conftest import Fleet, eventually
+from tests.fleet import Fleet, eventually
 
 
 def _recording(fleet: Fleet, type_: str, host: str, seen: Counter[str]) -> None:

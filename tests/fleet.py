@@ -1,4 +1,5 @@
-"""Helpers for the SDK integration tests: start several instances on the broker under test."""
+"""Services on the broker under test for the integration tests: ``Fleet``, the ``fleet`` fixture (which a
+directory's conftest.py re-exports), ``eventually`` and ``delete_queues``."""
 
 from __future__ import annotations
 

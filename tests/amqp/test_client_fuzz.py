@@ -14,7 +14,7 @@ from gear.amqp import ClientConnection, ConnectionClosed, ConnectionState, Event
 from gear.wire import spec
 from gear.wire.content import Publish
 from gear.wire.properties import Properties
-from tests.sdk._wire import content, method, open_client
+from tests.amqp._wire import content, method, open_client
 
 FRAME_MAX = 4096
 _SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -16,7 +16,7 @@ from gear.base.redact import mask_url
 from gear.testing import ProxyMode, TCPProxy
 from tests.backends import BrokerHandle
 from tests.conftest import unique
-from tests.sdk.conftest import Fleet, eventually
+from tests.fleet import Fleet, eventually
 
 
 @contextlib.asynccontextmanager

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from gear.link.stream import Stream
-from tests.sdk.conftest import Fleet
+from tests.fleet import Fleet
 
 
 class _Loop:

@@ -13,7 +13,7 @@ import gear
 from gear.testing import ProxyMode, SilentServer, TCPProxy
 from tests.backends import ENV_DISRUPTIVE, BrokerHandle
 from tests.conftest import unique
-from tests.sdk.conftest import Fleet, eventually
+from tests.fleet import Fleet, eventually
 
 
 def _echo_server(fleet: Fleet, type_: str, host: str, delay: float = 0.0, **kw: Any) -> gear.Service:

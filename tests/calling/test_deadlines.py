@@ -12,7 +12,7 @@ import pytest
 import gear
 from gear.base.envelope import DEADLINE, METHOD
 from tests.conftest import unique
-from tests.sdk.conftest import Fleet, eventually
+from tests.fleet import Fleet, eventually
 
 
 async def test_nested_calls_inherit_the_remaining_budget(fleet: Fleet) -> None:

@@ -15,7 +15,7 @@ import gear
 from gear.tracing.api import EventName
 from gear.tracing.tracer import InMemoryTracer
 from tests.conftest import unique
-from tests.sdk.conftest import Fleet, eventually
+from tests.fleet import Fleet, eventually
 
 
 class Item(BaseModel):

@@ -20,7 +20,7 @@ import gear
 from gear.base.context import current_request
 from gear.testing import TCPProxy
 from tests.conftest import unique
-from tests.sdk.conftest import Fleet, eventually
+from tests.fleet import Fleet, eventually
 
 CUT_OFF = {"heartbeat": 60, "probe_quiet": 0.3, "probe_timeout": 0.5}
 """A server behind the proxy: the broker keeps its silent link for minutes, the probe leaves it in ~1 s."""

@@ -17,7 +17,7 @@ import pytest
 from gear.base.envelope import DEADLINE, METHOD
 from gear.serving.duplicates import DuplicateWindow
 from tests.conftest import unique
-from tests.sdk.conftest import Fleet, eventually
+from tests.fleet import Fleet, eventually
 
 
 def _has_replies(peer: RawPeer, count: int) -> bool:

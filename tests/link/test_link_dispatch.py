@@ -13,7 +13,7 @@ from pamqp import commands, frame
 from gear.amqp import ChannelClosedError, ConsumerCancelled, Credentials, Delivery
 from gear.link.connection import Channel, Connection, Endpoint
 from gear.wire import spec
-from tests.sdk._wire import deliver, method, server_frames
+from tests.amqp._wire import deliver, method, server_frames
 
 
 async def _open() -> Connection:

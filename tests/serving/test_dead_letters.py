@@ -28,7 +28,7 @@ from gear.session.publisher import Outgoing
 from gear.wire.properties import Properties
 from tests.backends import BrokerHandle, RabbitMQ
 from tests.conftest import unique
-from tests.sdk.conftest import Fleet, eventually
+from tests.fleet import Fleet, eventually
 
 
 class CrashingServer:

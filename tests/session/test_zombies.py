@@ -15,7 +15,7 @@ from gear.base.topology import CONSUMER_DISCONNECTED_TIMEOUT, Topology, broker_r
 from gear.testing import TCPProxy
 from tests.backends import BrokerHandle, RabbitMQ
 from tests.conftest import unique
-from tests.sdk.conftest import Fleet, delete_queues, eventually
+from tests.fleet import Fleet, delete_queues, eventually
 
 
 def _echo(svc: gear.Service) -> gear.Service:
