@@ -290,7 +290,7 @@ async def _version(url: str) -> str:
 
 
 def _reference_version() -> str:
-    code = "import gear.broker.handshake as h; print(h.server_properties()['version'])"
+    code = "import gear.broker.protocol.handshake as h; print(h.server_properties()['version'])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     return out.stdout.strip() or "?"
 

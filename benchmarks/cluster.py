@@ -413,7 +413,7 @@ def prototype_quorum_instance_queues() -> str:
     recommendation). A no-op once the SDK does it itself."""
     from dataclasses import replace
 
-    from gear.topology import Topology
+    from gear.base.topology import Topology
 
     probe = Topology.for_service("PROBE", "h1", quorum=True)
     if probe.host_queue.arguments.get("x-queue-type") == "quorum":
@@ -434,7 +434,7 @@ def prototype_quorum_instance_queues() -> str:
 
 async def amain(args: argparse.Namespace) -> None:
     logging.basicConfig(level=logging.ERROR)
-    from gear.topology import Topology
+    from gear.base.topology import Topology
 
     sdk_queue = Topology.for_service("PROBE", "h1", quorum=True).host_queue.arguments.get("x-queue-type")
     args.instance_queues = f"{sdk_queue or 'durable classic'} (the SDK's)"

@@ -51,10 +51,10 @@ from rpc import PAYLOAD, loop_runner
 
 import gear
 from gear.amqp import ClientConnection
-from gear.envelope import Kind
+from gear.base.envelope import Kind
 from gear.eventloop import loop_name
-from gear.inbound import Router
 from gear.link.stream import Stream
+from gear.serving.inbound import Router
 
 __all__ = ("main",)
 

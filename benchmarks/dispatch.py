@@ -23,10 +23,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from gear.amqp import Delivery
-from gear.dispatch import Dispatcher
-from gear.envelope import DEADLINE, METHOD, Meta
-from gear.inbound import ReplyHandlers, Router
-from gear.publisher import Outgoing
+from gear.base.envelope import DEADLINE, METHOD, Meta
+from gear.serving.dispatch import Dispatcher
+from gear.serving.inbound import ReplyHandlers, Router
+from gear.session.publisher import Outgoing
 from gear.tracing.api import NullTracer
 from gear.tracing.emitter import Emitter
 from gear.wire.properties import Properties

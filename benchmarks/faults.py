@@ -38,7 +38,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import gear
-import gear.reconnect
+import gear.session.reconnect
 from gear.broker import Broker
 from gear.testing import TCPProxy
 from gear.testing.workload import Ledger, Workload, serve_workload
@@ -274,7 +274,7 @@ async def oversized(target: Target, seconds: float) -> tuple[Ledger, float | Non
 
 
 async def reconnect_bug(target: Target, seconds: float) -> tuple[Ledger, float | None]:
-    real = gear.reconnect.open_link  # type: ignore[attr-defined]  # patched where reconnect looks it up
+    real = gear.session.reconnect.open_link  # type: ignore[attr-defined]  # patched where reconnect looks it up
     left = {"n": 0}
 
     async def broken(*args: Any, **kw: Any) -> Any:
@@ -283,7 +283,7 @@ async def reconnect_bug(target: Target, seconds: float) -> tuple[Ledger, float |
             raise RuntimeError("injected")
         return await real(*args, **kw)
 
-    gear.reconnect.open_link = broken  # type: ignore[attr-defined]
+    gear.session.reconnect.open_link = broken  # type: ignore[attr-defined]
     try:
         async with _run(target) as run:
             async with run.workload():
@@ -295,7 +295,7 @@ async def reconnect_bug(target: Target, seconds: float) -> tuple[Ledger, float |
             await _drain(run)
             return run.ledger, recovery
     finally:
-        gear.reconnect.open_link = real  # type: ignore[attr-defined]
+        gear.session.reconnect.open_link = real  # type: ignore[attr-defined]
 
 
 SCENARIOS: dict[str, tuple[Scenario, bool]] = {

@@ -80,8 +80,8 @@ COMPILED_MODULES = (
     "wire/frames.py", "wire/properties.py", "wire/table.py", "wire/codes.py", "wire/methods.py",
     "wire/content.py", "amqp/channel.py", "amqp/connection.py",
     "amqp/errors.py", "link/stream.py", "link/confirms.py", "link/publishing.py",
-    "inbound.py", "dispatch.py", "rpc.py", "publisher.py", "alarms.py", "deadline.py", "duplicates.py",
-    "context.py",
+    "serving/inbound.py", "serving/dispatch.py", "calling/rpc.py", "session/publisher.py",
+    "base/deadline.py", "serving/duplicates.py", "base/context.py",
 )  # fmt: skip
 """What ``--compiled`` compiles: the modules a call and a request go through (paths under ``gear/``)."""
 AS_IS = "idle CPUs as the machine has them"
@@ -285,13 +285,13 @@ def build_compiled() -> tuple[Path | None, str]:
         )  # fmt: skip
         if done.returncode != 0:
             return None, f"mypyc failed: {(done.stdout + done.stderr).strip()[-300:]}"
-        probe = "import gear.dispatch; print(gear.dispatch.__file__)"
+        probe = "import gear.serving.dispatch; print(gear.serving.dispatch.__file__)"
         where = subprocess.run(
             [sys.executable, "-c", probe], cwd=work, env={**os.environ, "PYTHONPATH": str(work)},
             capture_output=True, text=True, check=False,
         ).stdout.strip()  # fmt: skip
         if not where.endswith(".so"):
-            return None, f"the compiled modules do not load (gear.dispatch from {where or 'nowhere'})"
+            return None, f"the compiled modules do not load (gear.serving.dispatch from {where or 'nowhere'})"
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(work, target, ignore=shutil.ignore_patterns("build", "__pycache__"))
     (target / "ok").touch()

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 _CHILD = """
 import json, random, sys, time
-from gear.broker.exchange import Exchange
+from gear.broker.model.exchange import Exchange
 sizes, routes = json.loads(sys.argv[1]), int(sys.argv[2])
 out = {}
 for n in sizes:

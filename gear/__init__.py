@@ -3,6 +3,10 @@
 The names below are loaded on first use, so that ``import gear.broker`` (the reference broker) and
 ``import gear.pipeline`` (what Spark executors unpickle) load neither the SDK nor its AMQP client;
 ``tests/test_package.py`` checks these import rules in fresh interpreters.
+
+Each public name is written in :data:`_LAZY` (where it lives, for the lazy loader and ``__all__``) and
+in the ``TYPE_CHECKING`` block (``import X as X``: what mypy and pyright read); a test checks that the
+two say the same.
 """
 
 from __future__ import annotations
@@ -10,161 +14,190 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from gear import _moved
+
 if TYPE_CHECKING:
-    from gear.address import Address, Route
-    from gear.context import (
-        RequestContext,
-        cancelled,
-        current_deadline,
-        current_request,
-        remaining_budget,
+    from gear.base.address import (
+        Address as Address,
+    )
+    from gear.base.address import (
+        Route as Route,
+    )
+    from gear.base.context import (
+        RequestContext as RequestContext,
+    )
+    from gear.base.context import (
+        cancelled as cancelled,
+    )
+    from gear.base.context import (
+        current_deadline as current_deadline,
+    )
+    from gear.base.context import (
+        current_request as current_request,
+    )
+    from gear.base.context import (
+        remaining_budget as remaining_budget,
+    )
+    from gear.base.redact import (
+        mask_secrets as mask_secrets,
+    )
+    from gear.base.redact import (
+        mask_url as mask_url,
+    )
+    from gear.base.reply import (
+        Replies as Replies,
+    )
+    from gear.base.reply import (
+        Reply as Reply,
+    )
+    from gear.base.topology import Topology as Topology
+    from gear.calling.rpc import RPC as RPC
+    from gear.calling.sync import SyncRPC as SyncRPC
+    from gear.contract import (
+        Answer as Answer,
     )
     from gear.contract import (
-        Answer,
-        Contract,
-        ContractError,
-        call_sync,
-        call_with_callback,
-        gather,
-        gather_sync,
-        one_way,
-        raises,
-        with_timeout,
+        Contract as Contract,
+    )
+    from gear.contract import (
+        ContractError as ContractError,
+    )
+    from gear.contract import (
+        call_sync as call_sync,
+    )
+    from gear.contract import (
+        call_with_callback as call_with_callback,
+    )
+    from gear.contract import (
+        gather as gather,
+    )
+    from gear.contract import (
+        gather_sync as gather_sync,
+    )
+    from gear.contract import (
+        one_way as one_way,
+    )
+    from gear.contract import (
+        raises as raises,
+    )
+    from gear.contract import (
+        with_timeout as with_timeout,
     )
     from gear.errors import (
-        BadPayloadError,
-        BadResultError,
-        BrokerBlockedError,
-        CallTimeoutError,
-        ConfigurationError,
-        ConnectError,
-        ConnectionLostError,
-        DeliveryError,
-        DeliveryLimitError,
-        GearError,
-        MethodNotFoundError,
-        NotConfirmedError,
-        OutcomeUnknownError,
-        PayloadTooLargeError,
-        PublishRefusedError,
-        RemoteError,
-        UnroutableError,
+        BadPayloadError as BadPayloadError,
     )
-    from gear.eventloop import run
-    from gear.reconnect import ServiceState
-    from gear.redact import mask_secrets, mask_url
-    from gear.reply import Replies, Reply
-    from gear.rpc import RPC
-    from gear.service import Service
-    from gear.settings import Settings
-    from gear.sync import SyncRPC
-    from gear.topology import Topology
+    from gear.errors import (
+        BadResultError as BadResultError,
+    )
+    from gear.errors import (
+        BrokerBlockedError as BrokerBlockedError,
+    )
+    from gear.errors import (
+        CallTimeoutError as CallTimeoutError,
+    )
+    from gear.errors import (
+        ConfigurationError as ConfigurationError,
+    )
+    from gear.errors import (
+        ConnectError as ConnectError,
+    )
+    from gear.errors import (
+        ConnectionLostError as ConnectionLostError,
+    )
+    from gear.errors import (
+        DeliveryError as DeliveryError,
+    )
+    from gear.errors import (
+        DeliveryLimitError as DeliveryLimitError,
+    )
+    from gear.errors import (
+        GearError as GearError,
+    )
+    from gear.errors import (
+        MethodNotFoundError as MethodNotFoundError,
+    )
+    from gear.errors import (
+        NotConfirmedError as NotConfirmedError,
+    )
+    from gear.errors import (
+        OutcomeUnknownError as OutcomeUnknownError,
+    )
+    from gear.errors import (
+        PayloadTooLargeError as PayloadTooLargeError,
+    )
+    from gear.errors import (
+        PublishRefusedError as PublishRefusedError,
+    )
+    from gear.errors import (
+        RemoteError as RemoteError,
+    )
+    from gear.errors import (
+        UnroutableError as UnroutableError,
+    )
+    from gear.eventloop import run as run
+    from gear.service import Service as Service
+    from gear.session.reconnect import ServiceState as ServiceState
+    from gear.settings import Settings as Settings
 
     Client = Service.client
 
-__all__ = (
-    "Address",
-    "Answer",
-    "BadPayloadError",
-    "BadResultError",
-    "BrokerBlockedError",
-    "CallTimeoutError",
-    "Client",
-    "ConfigurationError",
-    "ConnectError",
-    "ConnectionLostError",
-    "Contract",
-    "ContractError",
-    "DeliveryError",
-    "DeliveryLimitError",
-    "GearError",
-    "MethodNotFoundError",
-    "NotConfirmedError",
-    "OutcomeUnknownError",
-    "PayloadTooLargeError",
-    "PublishRefusedError",
-    "RPC",
-    "RemoteError",
-    "Replies",
-    "Reply",
-    "RequestContext",
-    "Route",
-    "Service",
-    "ServiceState",
-    "Settings",
-    "SyncRPC",
-    "Topology",
-    "UnroutableError",
-    "call_sync",
-    "call_with_callback",
-    "cancelled",
-    "current_deadline",
-    "current_request",
-    "gather",
-    "gather_sync",
-    "mask_secrets",
-    "mask_url",
-    "one_way",
-    "raises",
-    "remaining_budget",
-    "run",
-    "with_timeout",
-)
-
-_HOME = {
-    **dict.fromkeys(("Address", "Route"), "gear.address"),
-    **dict.fromkeys(
-        ("RequestContext", "cancelled", "current_deadline", "current_request", "remaining_budget"),
-        "gear.context",
+_LAZY: dict[str, tuple[str, ...]] = {
+    "gear.base.address": ("Address", "Route"),
+    "gear.base.context": (
+        "RequestContext",
+        "cancelled",
+        "current_deadline",
+        "current_request",
+        "remaining_budget",
     ),
-    **dict.fromkeys(
-        (
-            "Answer",
-            "Contract",
-            "ContractError",
-            "call_sync",
-            "call_with_callback",
-            "gather",
-            "gather_sync",
-            "one_way",
-            "raises",
-            "with_timeout",
-        ),
-        "gear.contract",
+    "gear.base.redact": ("mask_secrets", "mask_url"),
+    "gear.base.reply": ("Replies", "Reply"),
+    "gear.base.topology": ("Topology",),
+    "gear.calling.rpc": ("RPC",),
+    "gear.calling.sync": ("SyncRPC",),
+    "gear.contract": (
+        "Answer",
+        "Contract",
+        "ContractError",
+        "call_sync",
+        "call_with_callback",
+        "gather",
+        "gather_sync",
+        "one_way",
+        "raises",
+        "with_timeout",
     ),
-    **dict.fromkeys(
-        (
-            "BadPayloadError",
-            "BadResultError",
-            "BrokerBlockedError",
-            "CallTimeoutError",
-            "ConfigurationError",
-            "ConnectError",
-            "ConnectionLostError",
-            "DeliveryError",
-            "DeliveryLimitError",
-            "GearError",
-            "MethodNotFoundError",
-            "NotConfirmedError",
-            "OutcomeUnknownError",
-            "PayloadTooLargeError",
-            "PublishRefusedError",
-            "RemoteError",
-            "UnroutableError",
-        ),
-        "gear.errors",
+    "gear.errors": (
+        "BadPayloadError",
+        "BadResultError",
+        "BrokerBlockedError",
+        "CallTimeoutError",
+        "ConfigurationError",
+        "ConnectError",
+        "ConnectionLostError",
+        "DeliveryError",
+        "DeliveryLimitError",
+        "GearError",
+        "MethodNotFoundError",
+        "NotConfirmedError",
+        "OutcomeUnknownError",
+        "PayloadTooLargeError",
+        "PublishRefusedError",
+        "RemoteError",
+        "UnroutableError",
     ),
-    "ServiceState": "gear.reconnect",
-    **dict.fromkeys(("mask_secrets", "mask_url"), "gear.redact"),
-    **dict.fromkeys(("Replies", "Reply"), "gear.reply"),
-    "run": "gear.eventloop",
-    "RPC": "gear.rpc",
-    "Service": "gear.service",
-    "Settings": "gear.settings",
-    "SyncRPC": "gear.sync",
-    "Topology": "gear.topology",
+    "gear.eventloop": ("run",),
+    "gear.service": ("Service",),
+    "gear.session.reconnect": ("ServiceState",),
+    "gear.settings": ("Settings",),
 }
-"""Public name -> the module that defines it."""
+"""Module -> the public names it defines (``gear.Client`` is ``Service.client``)."""
+
+_HOME = {name: module for module, names in _LAZY.items() for name in names}
+
+__all__ = tuple(sorted([*_HOME, "Client"]))
+
+_moved.install()  # old module paths (gear.rpc...) keep importing, with a DeprecationWarning
 
 
 def __getattr__(name: str) -> Any:

@@ -267,7 +267,7 @@ def validation_summary(details: Mapping[str, Any], limit: int = 3) -> str:
 class DeliveryLimitError(RemoteError):
     """The request was delivered again and again (each time its server crashed or lost its connection
     before answering) until its quorum queue's delivery limit dropped it. Another Gear instance saw it
-    dead-lettered and says so before the call's deadline (``gear.deadletter``); ``details`` holds
+    dead-lettered and says so before the call's deadline (``gear.serving.deadletter``); ``details`` holds
     ``queue``, ``reason`` (``delivery_limit``) and ``deliveries`` (null where the broker does not say).
     """
 

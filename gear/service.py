@@ -33,28 +33,28 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from gear.address import Address
+from gear.base.address import Address
+from gear.base.redact import mask_secrets
+from gear.base.timers import LoopTimers
+from gear.base.topology import Topology
+from gear.calling.rpc import RPC
 from gear.contract.proxy import make_proxy
 from gear.contract.serving import error_check, implementation_of
-from gear.deadletter import DeadLetters
-from gear.dispatch import Dispatcher
-from gear.duplicates import DuplicateWindow
 from gear.errors import ConfigurationError, ConnectionLostError
-from gear.hedge import Notices
-from gear.hooks import HookAttr, Hooks
-from gear.inbound import ReplyHandlers, Router
 from gear.link import Link
 from gear.metrics.exporters import Exporters
 from gear.metrics.health import Readiness
-from gear.probe import LinkProbe
-from gear.publisher import Publisher, RepublishPolicy
-from gear.reconnect import Backoff, Connector, ServiceState
-from gear.redact import mask_secrets
-from gear.rpc import RPC
+from gear.serving.deadletter import DeadLetters
+from gear.serving.dispatch import Dispatcher
+from gear.serving.duplicates import DuplicateWindow
+from gear.serving.inbound import ReplyHandlers, Router
+from gear.session.hedge import Notices
+from gear.session.hooks import HookAttr, Hooks
+from gear.session.probe import LinkProbe
+from gear.session.publisher import Publisher, RepublishPolicy
+from gear.session.reconnect import Backoff, Connector, ServiceState
+from gear.session.tls import client_context
 from gear.settings import Settings
-from gear.timers import LoopTimers
-from gear.tls import client_context
-from gear.topology import Topology
 from gear.tracing.api import Tracer
 from gear.tracing.emitter import Emitter
 from gear.tracing.sampling import TraceSampler
@@ -88,7 +88,7 @@ class Service:
         ConfigurationError: invalid TYPE, HOST, URL or settings (before any I/O).
     """
 
-    # the service's events: see gear.hooks for when each is called and how
+    # the service's events: see gear.session.hooks for when each is called and how
     on_ready: HookAttr[[]] = HookAttr()
     """``fn()``: a link is up, topology declared, consumers running (start, reconnect, failback)."""
     on_lost: HookAttr[[str]] = HookAttr()
@@ -112,7 +112,7 @@ class Service:
         **overrides: Any,
     ) -> None:
         self.hooks = Hooks()
-        """The slots behind the ``on_*`` hooks (see :mod:`gear.hooks`)."""
+        """The slots behind the ``on_*`` hooks (see :mod:`gear.session.hooks`)."""
         values: dict[str, Any] = {}
         if type is not None:
             values["type"] = type
@@ -665,7 +665,7 @@ class Service:
 
     def _link_lost(self, silent: bool) -> None:
         """The link was lost: the casts taken on it may be delivered again (see
-        :meth:`gear.dispatch.Dispatcher.link_lost`); after a ``silent`` loss (the broker may keep the
+        :meth:`gear.serving.dispatch.Dispatcher.link_lost`); after a ``silent`` loss (the broker may keep the
         old consumers for a while) the next link's shared consumer goes first for
         ``type_precedence_after_loss`` seconds."""
         self._dispatcher.link_lost(time.time())

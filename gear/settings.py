@@ -8,9 +8,9 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from yarl import URL
 
-from gear.address import default_host, validate_host, validate_type
-from gear.limits import MAX_COUNT, MAX_PORT, MAX_SECONDS
-from gear.redact import mask_secrets, mask_url
+from gear.base.address import default_host, validate_host, validate_type
+from gear.base.limits import MAX_COUNT, MAX_PORT, MAX_SECONDS
+from gear.base.redact import mask_secrets, mask_url
 
 __all__ = ("Settings",)
 
@@ -23,7 +23,7 @@ class Settings(BaseSettings):
     ``GEAR_URL`` may list several brokers separated by commas; they are tried in turn on (re)connect.
     """
 
-    # Every number has a range (gear.limits); inf and nan are refused, not read as "forever".
+    # Every number has a range (gear.base.limits); inf and nan are refused, not read as "forever".
     model_config = SettingsConfigDict(
         env_prefix=_ENV_PREFIX, frozen=True, extra="forbid", allow_inf_nan=False
     )
@@ -88,7 +88,7 @@ class Settings(BaseSettings):
     publishes a copy, and again every 0.5 s until its deadline: a request handed to a consumer left on
     a cut-off cluster node is otherwise lost until the cluster declares that node down. A copy never
     runs twice: the instance's duplicate window answers it, and on the shared ``TYPE`` queue an
-    instance runs a copy or a late request only once its caller said yes (``gear.hedge``). A handler
+    instance runs a copy or a late request only once its caller said yes (``gear.session.hedge``). A handler
     that is merely slow tells its caller so and gets no copy. 0: never copy."""
     hedge_shared: bool = False
     """Copy silent calls to a shared ``TYPE`` too (``hedge_after``). Off by default: a copy there can

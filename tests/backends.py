@@ -48,7 +48,7 @@ import pytest
 from pamqp import commands, frame
 from pamqp.exceptions import UnmarshalingException
 
-from gear.redact import mask_url
+from gear.base.redact import mask_url
 from tests.rabbitmq_container import RabbitMQContainer
 
 __all__ = (

@@ -47,6 +47,22 @@ def test_facade_all_is_sorted() -> None:
     assert list(gear.__all__) == sorted(gear.__all__)
 
 
+def test_the_facade_names_each_public_name_where_type_checkers_and_the_loader_see_the_same() -> None:
+    """``gear/__init__.py`` writes each name in its lazy map and in its ``TYPE_CHECKING`` imports
+    (``import X as X``, which mypy and pyright read as a re-export): the two must say the same."""
+    tree = ast.parse((ROOT / "gear" / "__init__.py").read_text())
+    (block,) = [n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING"]
+    typed = {
+        alias.name: node.module
+        for node in block.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+        if alias.asname == alias.name
+    }
+    assert typed == gear._HOME
+    assert set(gear.__all__) == {*typed, "Client"}
+
+
 def test_importing_the_sdk_pulls_neither_the_broker_nor_spark() -> None:
     code = (
         "import sys, gear; "
@@ -59,7 +75,15 @@ def test_importing_the_sdk_pulls_neither_the_broker_nor_spark() -> None:
 
 # -- import rules, checked at runtime in fresh interpreters -------------------------------------------
 
-_SDK = ("gear.service", "gear.rpc", "gear.link", "gear.amqp", "gear.reconnect", "aiormq", "aio_pika")
+_SDK = (
+    "gear.service",
+    "gear.calling.rpc",
+    "gear.link",
+    "gear.amqp",
+    "gear.session.reconnect",
+    "aiormq",
+    "aio_pika",
+)
 
 
 def _loaded_by(statement: str, prefixes: tuple[str, ...]) -> list[str]:
@@ -138,11 +162,14 @@ def _imports(path: Path) -> set[str]:
 
 def test_only_the_brokers_server_does_io() -> None:
     """The broker's core is sans-I/O: sockets and the event loop belong to its asyncio shell."""
-    shell = {"server.py", "__main__.py"}
+    package = ROOT / "gear" / "broker"
+    shell = {package / "shell" / "server.py", package / "__main__.py"}
     offenders = {
-        path.name: sorted(m for m in _imports(path) if m.split(".")[0] in ("asyncio", "socket"))
-        for path in (ROOT / "gear" / "broker").glob("*.py")
-        if path.name not in shell
+        path.relative_to(package).as_posix(): sorted(
+            m for m in _imports(path) if m.split(".")[0] in ("asyncio", "socket")
+        )
+        for path in package.rglob("*.py")
+        if path not in shell and "store" not in path.relative_to(package).parts
     }
     assert {k: v for k, v in offenders.items() if v} == {}
 
@@ -165,23 +192,25 @@ def test_the_cli_uses_only_public_names() -> None:
     """``gear/cli/`` is glue over the public API: ``gear``'s facade, ``gear.broker``, ``gear.contract``,
     ``gear.pipeline``."""
     import gear.broker
-    import gear.broker.metrics
+    import gear.broker.shell.metrics
     import gear.contract
     import gear.pipeline
 
     public = {
         "gear": {*gear.__all__, "pipeline"},
         "gear.broker": set(gear.broker.__all__),
-        "gear.broker.metrics": set(gear.broker.metrics.__all__),  # imported when its port is asked for
+        "gear.broker.shell.metrics": set(
+            gear.broker.shell.metrics.__all__
+        ),  # imported when its port is asked for
         "gear.contract": set(gear.contract.__all__),
         "gear.pipeline": set(gear.pipeline.__all__),
         "gear.version": {"DISTRIBUTION", "version"},
-        "gear.deadletter": {"ParkedLetter", "list_dead_letters"},
-        "gear.topology": {"dead_letter_queue"},
+        "gear.serving.deadletter": {"ParkedLetter", "list_dead_letters"},
+        "gear.base.topology": {"dead_letter_queue"},
         "gear.doctor": set(importlib.import_module("gear.doctor").__all__),
-        "gear.limits": set(importlib.import_module("gear.limits").__all__),
-        "gear.management": {"Management", "ManagementUnavailableError"},
-        "gear.prune": set(importlib.import_module("gear.prune").__all__),
+        "gear.base.limits": set(importlib.import_module("gear.base.limits").__all__),
+        "gear.ops.management": {"Management", "ManagementUnavailableError"},
+        "gear.ops.prune": set(importlib.import_module("gear.ops.prune").__all__),
     }
     wrong = []
     for path in sorted((ROOT / "gear" / "cli").glob("*.py")):
@@ -224,33 +253,51 @@ def test_the_sdk_emits_trace_events_only_through_the_typed_emitter() -> None:
     raw = {f"{module}.{name}" for module in modules for name in ("Attr", "EventName")}
     sdk = [
         *(ROOT / "gear").glob("*.py"),
-        *(ROOT / "gear" / "link").glob("*.py"),
-        *(ROOT / "gear" / "amqp").glob("*.py"),
+        *(path for package in _SDK_PACKAGES for path in (ROOT / "gear" / package).rglob("*.py")),
     ]
-    offenders = {path.name: sorted(_imports(path) & raw) for path in sdk}
+    offenders = {path.relative_to(ROOT).as_posix(): sorted(_imports(path) & raw) for path in sdk}
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
 def test_the_calling_and_serving_sides_do_not_know_each_other() -> None:
-    """``gear.inbound`` routes deliveries to both; neither imports the other nor the router."""
-    sides = {"rpc.py": "gear.dispatch", "dispatch.py": "gear.rpc"}
+    """``gear.serving.inbound`` routes deliveries to both; neither imports the other nor the router."""
+    sides = {"calling/rpc.py": "gear.serving.dispatch", "serving/dispatch.py": "gear.calling.rpc"}
     found = {
-        name: sorted(m for m in _imports(ROOT / "gear" / name) if m.startswith((other, "gear.inbound")))
+        name: sorted(
+            m for m in _imports(ROOT / "gear" / name) if m.startswith((other, "gear.serving.inbound"))
+        )
         for name, other in sides.items()
     }
-    assert found == {"rpc.py": [], "dispatch.py": []}
+    assert found == {"calling/rpc.py": [], "serving/dispatch.py": []}
 
 
-# package: what else of gear its modules may import (the layer picture in the README)
+# package: what else of gear its modules may import (the layer picture in docs/architecture.md). From the
+# bottom: wire < amqp < base (+ errors) < link < session < calling | serving < contract < service.
+_SDK_PACKAGES = ("wire", "amqp", "base", "link", "session", "calling", "serving", "ops")
 _LAYERS = {
-    "tracing": (),
-    "metrics": ("gear.tracing", "gear.eventloop", "gear.version"),
-    "broker": ("gear.wire", "gear.timers", "gear.redact", "gear.eventloop"),  # wire, timers: both ends
-    "pipeline": ("gear.tracing",),
     "wire": (),
     "amqp": ("gear.wire",),
+    "base": ("gear.errors",),  # the vocabulary: nothing above it
     # the wire layer's values (typed methods, Publish, Properties): what the link hands the core
-    "link": ("gear.timers", "gear.amqp", "gear.wire", "gear.errors", "gear.redact", "gear.topology"),
+    "link": (
+        "gear.amqp",
+        "gear.wire",
+        "gear.errors",
+        "gear.base.timers",
+        "gear.base.redact",
+        "gear.base.topology",
+    ),
+    "session": ("gear.link", "gear.amqp", "gear.base", "gear.errors", "gear.settings", "gear.tracing"),
+    # the two sides are peers: neither imports the other (the router holds both through Protocols)
+    "calling": ("gear.session", "gear.base", "gear.errors", "gear.tracing"),
+    "serving": ("gear.session", "gear.link", "gear.base", "gear.errors", "gear.tracing"),
+    "ops": ("gear.link", "gear.base", "gear.errors"),
+    "contract": ("gear.calling", "gear.serving", "gear.base", "gear.errors"),
+    "tracing": (),
+    "metrics": ("gear.tracing", "gear.eventloop", "gear.version"),
+    # the broker: no SDK package; the codec and the timer heap are shared by both ends
+    "broker": ("gear.wire", "gear.base.timers", "gear.base.redact", "gear.eventloop"),
+    "pipeline": ("gear.tracing",),
 }
 
 
@@ -388,44 +435,87 @@ def test_the_sdks_packages_form_no_import_cycle(package: str) -> None:
     assert _cycles(graph) == []
 
 
+def _in_sdk_top(module: str) -> bool:
+    """A module of the SDK's upper layers: ``gear/*.py`` and the sub-packages (not their ``__init__``)."""
+    parts = module.split(".")
+    if len(parts) == 2:
+        return parts[1] not in _SDK_PACKAGES and module != "gear"
+    return len(parts) == 3 and parts[1] in ("base", "session", "calling", "serving", "ops")
+
+
 def test_the_calling_side_modules_form_no_import_cycle() -> None:
-    """``gear/*.py`` (the SDK's top layer), type-only imports included; the facade (``gear``) is left out."""
+    """``gear/*.py`` and ``gear/{base,session,calling,serving,ops}/``, type-only imports included; the
+    facade (``gear``) and the sub-packages' ``__init__`` are left out."""
     graph = {
-        k: {m for m in v if m.count(".") == 1 and m != "gear"}
+        k: {m for m in v if _in_sdk_top(m)}
         for k, v in _module_graph(ROOT / "gear", "gear").items()
-        if k.count(".") == 1
+        if _in_sdk_top(k)
     }
     assert _cycles(graph) == []
 
 
 def test_the_brokers_modules_form_no_import_cycle() -> None:
-    """Type-only imports included: each broker object is handed the narrow interface it needs (a
-    Protocol beside it) instead of importing its parent. The one exception is the channel and its two
-    method-handler modules (consume, declare), which are one class's methods split by size."""
-    package = ROOT / "gear" / "broker"
-    names = {path.stem for path in package.glob("*.py")}
+    """Type-only imports included, with no exception: each broker object is handed the narrow interface
+    it needs (a Protocol beside it) instead of importing its parent; the per-method work
+    (``operations``) sees the channel as ``ChannelView``."""
+    package = "gear.broker"
+    subpackages = {f"{package}.{p.name}" for p in (ROOT / "gear" / "broker").iterdir() if p.is_dir()}
     graph = {
-        path.stem: {
-            m.split(".")[2]
-            for m in _imports(path)
-            if m.startswith("gear.broker.") and m.split(".")[2] in names
-        }
-        - {path.stem}
-        for path in package.glob("*.py")
+        k: v - {package} - subpackages
+        for k, v in _module_graph(ROOT / "gear" / "broker", package).items()
+        if k != package and k not in subpackages
     }
-    graph["consume"].discard("channel")
-    graph["declare"].discard("channel")
-    cycles = []
-    for start in sorted(graph):
-        stack = [(start, [start])]
-        while stack:
-            node, path = stack.pop()
-            for nxt in sorted(graph[node]):
-                if nxt == start:
-                    cycles.append(" -> ".join([*path, nxt]))
-                elif nxt not in path and nxt > start:
-                    stack.append((nxt, [*path, nxt]))
-    assert cycles == []
+    assert _cycles(graph) == []
+
+
+_BROKER_LAYERS = {
+    "model": ("errors", "store"),
+    "node": ("model", "errors", "store"),
+    "operations": ("node", "model", "errors"),
+    "protocol": ("operations", "node", "model", "errors"),
+    "shell": ("protocol", "operations", "node", "model", "errors", "store"),
+    "store": (),
+}
+"""The broker's layers, from the bottom: what else of ``gear.broker`` each sub-package's modules may
+import (``errors`` is shared; ``__init__`` and ``__main__`` sit above them all)."""
+
+
+@pytest.mark.parametrize("layer", sorted(_BROKER_LAYERS))
+def test_the_brokers_layers_import_only_downward(layer: str) -> None:
+    allowed = tuple(f"gear.broker.{name}" for name in (layer, *_BROKER_LAYERS[layer]))
+    wrong = {
+        path.relative_to(ROOT).as_posix(): sorted(
+            m
+            for m in _imports(path)
+            if m.startswith("gear.broker.") and not m.startswith(allowed) and m != "gear.broker"
+        )
+        for path in (ROOT / "gear" / "broker" / layer).rglob("*.py")
+    }
+    assert {k: v for k, v in wrong.items() if v} == {}
+
+
+def test_every_broker_module_lives_in_a_layer() -> None:
+    """Only the facade, ``python -m gear.broker`` and the shared errors sit at the broker's top."""
+    top = {p.name for p in (ROOT / "gear" / "broker").glob("*.py")}
+    assert top == {"__init__.py", "__main__.py", "errors.py"}
+    dirs = {p.name for p in (ROOT / "gear" / "broker").iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert dirs == set(_BROKER_LAYERS)
+
+
+def test_every_sdk_module_lives_in_a_package_but_the_few_at_the_top() -> None:
+    top = {p.stem for p in (ROOT / "gear").glob("*.py")}
+    assert top == {"__init__", "_moved", "errors", "eventloop", "service", "settings", "version"}
+
+
+def test_every_sub_package_says_what_lives_there_and_what_it_may_import() -> None:
+    packages = [*(ROOT / "gear" / p for p in ("base", "session", "calling", "serving", "ops"))]
+    packages += [ROOT / "gear" / "broker" / p for p in _BROKER_LAYERS if p != "store"]
+    undocumented = [
+        p.relative_to(ROOT).as_posix()
+        for p in packages
+        if "import" not in (ast.get_docstring(ast.parse((p / "__init__.py").read_text())) or "")
+    ]
+    assert undocumented == []
 
 
 # -- the distribution: its name, what its wheel installs -----------------------------------------------

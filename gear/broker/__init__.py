@@ -11,19 +11,22 @@ exchanges, queues and bindings and persistent messages in durable queues are kep
 are sent once fsynced (one fsync per event-loop turn), and bodies are paged to disk under memory
 pressure or for ``x-queue-mode: lazy`` queues.
 
-The package is a sans-I/O core, one module per AMQP noun (connection, channel, exchange, queue,
-consumers...), on :mod:`gear.wire` and :mod:`gear.timers`, driven by one asyncio shell (``server``);
-docs/architecture.md maps it. Where it differs from RabbitMQ: docs/guides/broker.md.
+The package is a sans-I/O core on :mod:`gear.wire` and :mod:`gear.base.timers`, in layers that import
+downward only: ``model`` (the AMQP nouns: exchanges, queues, messages, vhosts), ``node`` (the core,
+configuration, access, persistence), ``operations`` (each channel method's work), ``protocol`` (the
+handshake, the connection and the channel), driven by one asyncio shell (``shell``: the server, TLS,
+the management and metrics ports); ``errors`` and ``store`` are shared. docs/architecture.md maps it.
+Where it differs from RabbitMQ: docs/guides/broker.md.
 """
 
 from __future__ import annotations
 
-from gear.broker.access import hash_password
-from gear.broker.config import BrokerConfig
-from gear.broker.definitions import DefinitionsError, load_definitions
-from gear.broker.persist import RecoveryReport
-from gear.broker.server import Broker, running, serve
-from gear.broker.status import BrokerStatus, ConnectionStatus, QueueStatus, StoreStatus, format_status
+from gear.broker.node.access import hash_password
+from gear.broker.node.config import BrokerConfig
+from gear.broker.node.definitions import DefinitionsError, load_definitions
+from gear.broker.node.persist import RecoveryReport
+from gear.broker.node.status import BrokerStatus, ConnectionStatus, QueueStatus, StoreStatus, format_status
+from gear.broker.shell.server import Broker, running, serve
 from gear.broker.store import StoreLockedError
 
 __all__ = (

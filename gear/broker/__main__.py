@@ -11,10 +11,10 @@ import signal
 from collections.abc import Coroutine
 from typing import Any
 
-from gear.broker.config import BrokerConfig
-from gear.broker.server import serve
+from gear.base.redact import mask_url
+from gear.broker.node.config import BrokerConfig
+from gear.broker.shell.server import serve
 from gear.eventloop import run
-from gear.redact import mask_url
 
 __all__ = ("main",)
 

@@ -13,10 +13,10 @@ import typer
 
 import gear
 from gear import mask_url
+from gear.base.limits import MAX_COUNT
 from gear.cli.options import LogLevelOpt, log_level
 from gear.cli.output import ExitCode, configure_logging, fail
 from gear.cli.signals import run_until_signal
-from gear.limits import MAX_COUNT
 
 __all__ = ("broker", "hash_password_command", "parse_size", "parse_user", "parse_watermark", "register")
 
@@ -318,7 +318,7 @@ def broker(
 
 def _expose(broker: Any, port: int, bind: str, per_object: bool) -> Any:
     """Serve ``broker``'s metrics on ``bind:port``, read on its event loop at each scrape."""
-    from gear.broker.metrics import MetricsServer
+    from gear.broker.shell.metrics import MetricsServer
 
     server = MetricsServer(broker, asyncio.get_running_loop(), port, bind, per_object)
     typer.echo(f"gear broker: Prometheus metrics on http://{bind}:{server.port}/metrics")

@@ -8,10 +8,10 @@ from typing import Annotated
 import typer
 
 import gear
+from gear.base.topology import dead_letter_queue
 from gear.cli.options import ExchangeOpt, JsonOpt, ReadTimeoutOpt, UrlOpt, urls
 from gear.cli.output import Renderer, map_errors
-from gear.deadletter import ParkedLetter, list_dead_letters
-from gear.topology import dead_letter_queue
+from gear.serving.deadletter import ParkedLetter, list_dead_letters
 
 __all__ = ("dead_letters", "register")
 

@@ -7,10 +7,10 @@ from typing import Annotated, Any
 import typer
 
 import gear
+from gear.base.limits import MAX_SECONDS
 from gear.cli.options import ExchangeOpt, JsonOpt
 from gear.cli.output import ExitCode, Renderer, fail, map_errors
 from gear.doctor import Diagnosis, Status, diagnose
-from gear.limits import MAX_SECONDS
 
 __all__ = ("doctor", "register")
 

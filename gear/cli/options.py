@@ -9,8 +9,8 @@ from typing import Annotated, Any
 
 import typer
 
+from gear.base.limits import MAX_SECONDS
 from gear.cli.client import Target
-from gear.limits import MAX_SECONDS
 
 __all__ = (
     "DEFAULT_URL",

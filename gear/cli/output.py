@@ -225,7 +225,7 @@ def map_errors(renderer: Renderer | None = None) -> Iterator[None]:
 
 
 def masked_url(url: str) -> str:
-    """``url`` with its password replaced by ``***``, for printing (:func:`gear.redact.mask_url`)."""
+    """``url`` with its password replaced by ``***``, for printing (:func:`gear.base.redact.mask_url`)."""
     return mask_url(url)
 
 

@@ -9,8 +9,8 @@ import typer
 import gear
 from gear.cli.options import ExchangeOpt, JsonOpt, UrlOpt, urls
 from gear.cli.output import ExitCode, Renderer, fail, map_errors
-from gear.management import Management, ManagementUnavailableError
-from gear.prune import Removal, Retired, find_retired, remove_retired
+from gear.ops.management import Management, ManagementUnavailableError
+from gear.ops.prune import Removal, Retired, find_retired, remove_retired
 
 __all__ = ("prune", "register")
 

@@ -13,6 +13,7 @@ import typer
 
 import gear
 from gear import Address
+from gear.base.limits import MAX_COUNT
 from gear.cli.client import CLI_TYPE, Target, connect
 from gear.cli.options import (
     CastTimeoutOpt,
@@ -30,7 +31,6 @@ from gear.cli.options import (
     target,
 )
 from gear.cli.output import ExitCode, Renderer, fail, map_errors
-from gear.limits import MAX_COUNT
 
 __all__ = ("PING_METHOD", "register", "run_call", "run_cast", "run_gather")
 

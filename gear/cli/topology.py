@@ -7,9 +7,9 @@ from typing import Annotated
 import typer
 
 from gear import Settings, Topology
+from gear.base.limits import MAX_SECONDS
 from gear.cli.options import JsonOpt
 from gear.cli.output import ExitCode, Renderer, fail
-from gear.limits import MAX_SECONDS
 
 __all__ = ("register", "topology")
 

@@ -26,11 +26,11 @@ from typing import Any
 from pydantic import TypeAdapter
 from yarl import URL
 
-from gear.address import ALL_WORD
+from gear.base.address import ALL_WORD
+from gear.base.envelope import ATTEMPT, DEADLINE, METHOD, PARENT, STATUS, TRACE, ErrorBody, Kind
+from gear.base.redact import mask_url
 from gear.contract.spec import MethodSpec, contract_spec, function_spec, is_contract
-from gear.envelope import ATTEMPT, DEADLINE, METHOD, PARENT, STATUS, TRACE, ErrorBody, Kind
 from gear.errors import ConfigurationError
-from gear.redact import mask_url
 
 __all__ = ("ASYNCAPI_VERSION", "Surface", "asyncapi_document", "surface_of")
 

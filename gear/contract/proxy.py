@@ -28,14 +28,14 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 
 from pydantic import TypeAdapter, ValidationError
 
-from gear.address import Address
+from gear.base.address import Address
+from gear.base.limits import seconds
+from gear.base.reply import Reply, validation_errors
 from gear.contract.spec import ContractError, ContractSpec, MethodSpec, contract_spec, details_problem
 from gear.errors import BadResultError, ConfigurationError, GearError, RemoteError
-from gear.limits import seconds
-from gear.reply import Reply, validation_errors
 
 if TYPE_CHECKING:
-    from gear.rpc import RPC
+    from gear.calling.rpc import RPC
 
 __all__ = (
     "Answer",

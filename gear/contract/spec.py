@@ -33,9 +33,9 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from gear.address import validate_type
+from gear.base.address import validate_type
 from gear.errors import ConfigurationError, GearError, RemoteError, validation_summary
-from gear.handler import check_method_name
+from gear.serving.handler import check_method_name
 
 __all__ = (
     "NO_PAYLOAD",
@@ -281,7 +281,7 @@ def function_spec(
             raise ConfigurationError(f"{where}: a contract method takes self first")
         params = params[1:]
     positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    if not strict:  # as gear.handler does: the first positional parameter is the payload
+    if not strict:  # as gear.serving.handler does: the first positional parameter is the payload
         params = [p for p in params if p.kind in positional][:1]
     odd = [p.name for p in params if p.kind not in positional]
     if odd or len(params) > 1:

@@ -10,10 +10,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from gear.base.topology import DEAD_LETTER_KEY, dead_letter_notify_queue, dead_letter_queue
 from gear.doctor.cluster import cluster_nodes, consumer_disconnected, net_ticktime, quorum_health
 from gear.doctor.facts import Facts
 from gear.doctor.finding import Finding, Status
-from gear.topology import DEAD_LETTER_KEY, dead_letter_notify_queue, dead_letter_queue
 
 __all__ = ("CHECKS", "DEFAULT_CONSUMER_TIMEOUT_MS", "Finding", "Status", "run_checks")
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gear.base.topology import CONSUMER_DISCONNECTED_TIMEOUT
 from gear.doctor.facts import Facts
 from gear.doctor.finding import Finding, Status
-from gear.topology import CONSUMER_DISCONNECTED_TIMEOUT
 
 __all__ = (
     "BROKER_DISCONNECTED_DEFAULT_MS",

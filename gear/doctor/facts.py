@@ -10,9 +10,9 @@ import ssl
 from dataclasses import dataclass, field
 from typing import Any
 
+from gear.base.redact import mask_url
 from gear.link import Link, Outcome, open_link
-from gear.management import Management, ManagementUnavailableError
-from gear.redact import mask_url
+from gear.ops.management import Management, ManagementUnavailableError
 from gear.settings import Settings
 
 __all__ = ("CONNECTION_NAME", "Facts", "SizeProbe", "gather_facts")

@@ -43,9 +43,9 @@ from gear.amqp import (
     Returned,
     Unblocked,
 )
+from gear.base.redact import mask_url
 from gear.errors import ConfigurationError, ConnectError
 from gear.link.stream import Stream
-from gear.redact import mask_url
 from gear.wire import spec
 from gear.wire.content import Publish
 

@@ -42,12 +42,12 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from gear.amqp import ChannelClosedError, ClosedError, ConsumerCancelled
+from gear.base.timers import LoopTimers
+from gear.base.topology import CONSUMER_DISCONNECTED_TIMEOUT, QueueSpec, Topology
 from gear.errors import ConfigurationError, ConnectError, ConnectionLostError
 from gear.link.connection import Channel, Connection, connect, replies
 from gear.link.delivery import ConsumerChannel, DeliveryCallback
 from gear.link.publishing import PublishChannel
-from gear.timers import LoopTimers
-from gear.topology import CONSUMER_DISCONNECTED_TIMEOUT, QueueSpec, Topology
 from gear.wire import spec
 
 __all__ = ("Link", "LinkEvents", "open_link")
@@ -91,7 +91,7 @@ async def open_link(
 ) -> Link:
     """Connect to one broker and open the three channels, all within ``handshake_timeout``.
 
-    ``ssl_context`` (from :func:`gear.tls.client_context`) is used for ``amqps://`` URLs;
+    ``ssl_context`` (from :func:`gear.session.tls.client_context`) is used for ``amqps://`` URLs;
     ``busy_poll`` is :attr:`gear.Settings.busy_poll`.
 
     Raises:

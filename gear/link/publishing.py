@@ -38,10 +38,10 @@ from enum import StrEnum
 from typing import Any
 
 from gear.amqp import ChannelClosedError, ClosedError, ConnectionClosedError
+from gear.base.timers import LoopTimers
 from gear.errors import ConfigurationError
 from gear.link.confirms import Confirms, Verdict
 from gear.link.connection import Channel, Connection
-from gear.timers import LoopTimers
 from gear.wire import spec
 from gear.wire.content import Publish
 from gear.wire.properties import Properties

@@ -53,7 +53,7 @@ class RawCache(Generic[V]):
 
 
 def _route(address: str) -> tuple[str, str]:
-    """The callee TYPE (``*`` for broadcast) and address form (a ``gear.address.Route`` value)."""
+    """The callee TYPE (``*`` for broadcast) and address form (a ``gear.base.address.Route`` value)."""
     if address == "*.*":
         return "*", "all"
     head, dot, tail = address.partition(".")

@@ -92,7 +92,7 @@ def _peer_from_key() -> Column:
 
 
 def _route_from_key() -> Column:
-    """The ``gear.route`` form of a Gear routing key (see ``gear.address``)."""
+    """The ``gear.route`` form of a Gear routing key (see ``gear.base.address``)."""
     key = sf.col("routing_key")
     return (
         sf.when(key.isNull(), sf.lit(None))

@@ -34,7 +34,7 @@ CALL_DEFINITION = (
 ROUTE_NAMES = MappingProxyType(
     {"type_host": "point-to-point", "type": "stateless", "type_all": "multicast", "all": "broadcast"}
 )
-"""The report's name of each ``gear.route`` value (``gear.address.Route``; the tables keep the value)."""
+"""The report's name of each ``gear.route`` value (``gear.base.address.Route``; the tables keep the value)."""
 
 ROUTE_FORMS = MappingProxyType({"type_host": "TYPE.host", "type": "TYPE", "type_all": "TYPE.*", "all": "*.*"})
 """The address form of each route, for the report's legend."""

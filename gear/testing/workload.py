@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gear.context import current_request
+from gear.base.context import current_request
 from gear.errors import GearError, OutcomeUnknownError
 from gear.service import Service
 

@@ -72,7 +72,7 @@ class Attr:
     PEER_SERVICE = "service.peer.name"  # the callee TYPE ("*" for broadcast)
     SERVER_ADDRESS = "server.address"
     SERVER_PORT = "server.port"
-    ROUTE = "gear.route"  # a gear.address.Route value
+    ROUTE = "gear.route"  # a gear.base.address.Route value
     RPC_KIND = "gear.rpc.kind"  # call | cast | gather | reply
     REQUEST_ID = "gear.request.id"
     ATTEMPT = "gear.attempt"  # 1 for the first publish, 2.. for republishes

@@ -7,9 +7,9 @@ from typing import Any
 from pamqp import body as pbody
 from pamqp import commands, frame, header, heartbeat
 
-from gear.broker.config import BrokerConfig
-from gear.broker.connection import Connection
-from gear.broker.core import BrokerCore
+from gear.broker.node.config import BrokerConfig
+from gear.broker.node.core import BrokerCore
+from gear.broker.protocol.connection import Connection
 from tests.raw_amqp import CLIENT_CAPABILITIES, PROTOCOL_HEADER
 
 CAPABILITIES = CLIENT_CAPABILITIES

@@ -7,7 +7,7 @@ from typing import Any
 from pamqp import commands, frame, header
 from pamqp.body import ContentBody
 
-from gear.broker.connection import CLOSE_TIMEOUT
+from gear.broker.protocol.connection import CLOSE_TIMEOUT
 from tests.broker._harness import PROTOCOL_HEADER, Client, make_core, names, unvalidated
 
 

@@ -34,7 +34,7 @@ def test_credit_exhaustion_stops_reading_until_the_queue_grants_more() -> None:
 
 
 def test_credit_is_granted_every_more_after_messages() -> None:
-    from gear.broker.credit import CreditLedger, CreditMeter
+    from gear.broker.model.credit import CreditLedger, CreditMeter
 
     ledger, meter = CreditLedger(400), CreditMeter(200)
     for _ in range(399):
@@ -161,7 +161,7 @@ def test_partly_received_large_messages_count_against_the_watermark() -> None:
 
 
 def test_a_large_backlog_goes_out_in_bounded_batches() -> None:
-    from gear.broker.connection import OUTPUT_BATCH_LIMIT
+    from gear.broker.protocol.connection import OUTPUT_BATCH_LIMIT
 
     core, _ = make_core()
     client = Client(core)

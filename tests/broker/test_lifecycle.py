@@ -9,7 +9,7 @@ import pytest
 from pamqp import commands, frame, header
 from pamqp.body import ContentBody
 
-from gear.broker.connection import FAIR_SHARE_SECONDS
+from gear.broker.protocol.connection import FAIR_SHARE_SECONDS
 from tests.broker._harness import Client, FakeClock, make_core, names
 from tests.broker.test_properties import _nested, _publish_raw
 

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from pamqp import commands, frame, header
 from pamqp.body import ContentBody
 
-from gear.broker.checks import check_properties
 from gear.broker.errors import AMQPError
+from gear.broker.model.checks import check_properties
 from gear.wire.properties import Properties, decode_properties, splice_properties
 from gear.wire.table import MAX_DEPTH, FieldError, decode_table, encode_table, skip_table
 from tests.broker._harness import Client, make_core, names

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gear.broker.exchange import Exchange, headers_match, split_words, topic_match
+from gear.broker.model.exchange import Exchange, headers_match, split_words, topic_match
 
 TOPIC_CASES = [
     ("#", "", True),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gear.broker.exchange import Exchange, topic_match
+from gear.broker.model.exchange import Exchange, topic_match
 
 # few distinct words, so that keys and patterns meet often; "" makes empty words, "*" and "#" in a
 # routing key are literal words

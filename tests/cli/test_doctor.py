@@ -20,7 +20,7 @@ from gear.doctor.checks import run_checks
 from gear.doctor.facts import Facts, SizeProbe
 from tests.backends import BrokerHandle, RabbitMQ
 from tests.conftest import unique
-from tests.sdk.conftest import Fleet
+from tests.fleet import Fleet
 
 RABBITMQ_4_3 = {
     "product": "RabbitMQ",

@@ -16,9 +16,9 @@ import typer.main
 from typer.testing import CliRunner, Result
 
 import gear
+from gear.base.limits import MAX_SECONDS
 from gear.cli.main import app
 from gear.cli.output import ExitCode
-from gear.limits import MAX_SECONDS
 from tests.cli.conftest import Invoke, Running
 from tests.cli.test_errors import one_line, run_cli
 

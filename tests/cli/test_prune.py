@@ -18,8 +18,8 @@ from gear.cli.main import app
 from gear.cli.output import ExitCode
 from gear.link.admin import delete_queues
 from gear.link.connection import connect
-from gear.management import Management
-from gear.prune import Retired, find_retired, remove_retired
+from gear.ops.management import Management
+from gear.ops.prune import Retired, find_retired, remove_retired
 from tests.backends import RabbitMQ
 from tests.conftest import unique
 

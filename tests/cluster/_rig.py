@@ -29,7 +29,7 @@ from typing import Any
 import aiormq
 
 import gear
-from gear.context import current_request
+from gear.base.context import current_request
 from tests.cluster._cluster import ClusterHandle
 
 __all__ = ("DEADLINE", "FAULTS", "Fault", "Rig", "run_fault")

@@ -22,7 +22,7 @@ import gear
 from gear.testing.workload import Ledger, Workload, serve_workload
 from tests.cluster._cluster import ClusterHandle
 from tests.conftest import unique
-from tests.sdk.conftest import eventually
+from tests.fleet import eventually
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(300)]
 

@@ -1,8 +1,8 @@
 """The contract tests run their services on the broker under test (``broker``: reference and RabbitMQ),
-through the SDK tests' ``fleet`` fixture."""
+through the ``fleet`` fixture of ``tests/fleet.py``."""
 
 from __future__ import annotations
 
-from tests.sdk.conftest import fleet
+from tests.fleet import fleet
 
 __all__ = ("fleet",)

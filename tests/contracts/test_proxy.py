@@ -14,7 +14,7 @@ import pytest
 import gear
 from tests.conftest import unique
 from tests.contracts.shop import Closed, Keeper, OutOfStock, OutOfStockDetails, Restock, Shop, Sku, Stock
-from tests.sdk.conftest import Fleet, eventually
+from tests.fleet import Fleet, eventually
 
 
 async def _shop(fleet: Fleet, hosts: tuple[str, ...] = ("s1",)) -> tuple[str, list[Keeper], gear.Service]:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gear.address import validate_host, validate_type
+from gear.base.address import validate_host, validate_type
 from tests.examples.compose_run import IMPLEMENTATIONS
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""What type checkers see of calls must hold: ``tests/sdk/typed_calls.py`` passes ``mypy --strict``. (The
+"""What type checkers see of calls must hold: ``tests/calling/typed_calls.py`` passes ``mypy --strict``. (The
 examples and the CLI, ``gear.examples`` and ``gear.cli``, are checked strictly with the rest of ``gear/`` in
 tests/test_habits.py.)"""
 
@@ -23,7 +23,7 @@ def test_typed_calls_pass_mypy_strict() -> None:
     ):
         pytest.skip("mypy is not installed (pip install -e '.[test]')")
     done = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "tests/sdk/typed_calls.py"],
+        [sys.executable, "-m", "mypy", "--strict", "tests/calling/typed_calls.py"],
         cwd=ROOT,
         capture_output=True,
         text=True,

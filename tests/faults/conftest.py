@@ -19,7 +19,7 @@ from gear.testing import TCPProxy
 from gear.testing.workload import Ledger, Workload, serve_workload
 from tests.backends import BrokerHandle
 from tests.conftest import unique
-from tests.sdk.conftest import Fleet, eventually
+from tests.fleet import Fleet, eventually
 
 __all__ = ("Rig", "eventually")
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import gear
-import gear.reconnect
+import gear.session.reconnect
 from tests.faults.conftest import Rig, eventually
 
 pytestmark = pytest.mark.slow
@@ -57,8 +57,12 @@ async def test_cuts_at_random_moments(rig: Rig, caplog: pytest.LogCaptureFixture
         if r.name.startswith(("gear.amqp", "gear.link")) and r.levelno >= logging.WARNING
     ]
     assert not noisy, [r.getMessage() for r in noisy[:3]]
-    lost_lines = [r for r in caplog.records if r.name == "gear.reconnect" and "lost" in r.getMessage()]
-    back_lines = [r for r in caplog.records if r.name == "gear.reconnect" and "reconnected" in r.getMessage()]
+    lost_lines = [
+        r for r in caplog.records if r.name == "gear.session.reconnect" and "lost" in r.getMessage()
+    ]
+    back_lines = [
+        r for r in caplog.records if r.name == "gear.session.reconnect" and "reconnected" in r.getMessage()
+    ]
     assert all(r.levelno == logging.WARNING and r.exc_info is None for r in lost_lines)
     assert all(r.levelno == logging.INFO for r in back_lines)
     reconnects = sum(s.stats["reconnects"] for s in [*rig.servers, rig.client])
@@ -234,7 +238,7 @@ async def _bad_input(rig: Rig, broker_limit: int) -> None:
 async def test_reconnect_supervisor_survives_an_injected_exception(
     rig: Rig, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    real = gear.reconnect.open_link  # type: ignore[attr-defined]  # patched where reconnect looks it up
+    real = gear.session.reconnect.open_link  # type: ignore[attr-defined]  # patched where reconnect looks it up
     armed = {"left": 0}
 
     async def sometimes_broken(*args: Any, **kw: Any) -> Any:
@@ -243,7 +247,7 @@ async def test_reconnect_supervisor_survives_an_injected_exception(
             raise RuntimeError("injected: a bug below the reconnect loop")
         return await real(*args, **kw)
 
-    monkeypatch.setattr(gear.reconnect, "open_link", sometimes_broken)
+    monkeypatch.setattr(gear.session.reconnect, "open_link", sometimes_broken)
     rig.build()
     await rig.fleet.start()
     async with rig.workload():

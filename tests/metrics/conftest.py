@@ -1,5 +1,5 @@
-"""The metrics tests' fixtures: the SDK tests' ``fleet`` (services on the broker under test)."""
+"""The metrics tests' fixtures: ``fleet`` (services on the broker under test, ``tests/fleet.py``)."""
 
-from tests.sdk.conftest import fleet
+from tests.fleet import fleet
 
 __all__ = ("fleet",)

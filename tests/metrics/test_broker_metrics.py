@@ -12,9 +12,9 @@ import aio_pika
 from prometheus_client.parser import text_string_to_metric_families
 
 from gear.broker import Broker
-from gear.broker.metrics import MetricsServer, families, take_reading
+from gear.broker.shell.metrics import MetricsServer, families, take_reading
+from tests.fleet import eventually
 from tests.metrics._scrape import aget
-from tests.sdk.conftest import eventually
 
 
 def _values(broker: Broker, per_object: bool = False) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -127,7 +127,10 @@ def test_gear_broker_serves_metrics_on_the_port_asked_for() -> None:
 
 
 def test_the_brokers_metrics_load_no_sdk() -> None:
-    sdk = ("gear.service", "gear.rpc", "gear.metrics", "gear.link")
-    code = f"import sys, gear.broker.metrics; print(sorted(m for m in sys.modules if m.startswith({sdk!r})))"
+    sdk = ("gear.service", "gear.calling.rpc", "gear.metrics", "gear.link")
+    code = (
+        "import sys, gear.broker.shell.metrics; "
+        f"print(sorted(m for m in sys.modules if m.startswith({sdk!r})))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

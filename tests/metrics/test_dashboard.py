@@ -10,9 +10,9 @@ from pathlib import Path
 
 import gear
 from gear.broker import Broker
-from gear.broker.metrics import families, take_reading
+from gear.broker.shell.metrics import families, take_reading
+from tests.fleet import eventually
 from tests.metrics._scrape import samples
-from tests.sdk.conftest import eventually
 
 DASHBOARD = Path(gear.__file__).parent / "examples" / "operations" / "grafana-dashboard.json"
 

@@ -21,8 +21,8 @@ import pytest
 
 import gear
 from gear.broker import Broker
+from tests.fleet import eventually
 from tests.metrics._scrape import get
-from tests.sdk.conftest import eventually
 
 pytestmark = pytest.mark.slow
 

@@ -10,8 +10,8 @@ import pytest
 
 import gear
 from gear.metrics.health import LIVENESS_TIMEOUT
+from tests.fleet import Fleet, eventually
 from tests.metrics._scrape import aget, get, readyz, samples, value
-from tests.sdk.conftest import Fleet, eventually
 
 
 async def test_metrics_count_the_calls_made_by_method_route_and_error(fleet: Fleet) -> None:

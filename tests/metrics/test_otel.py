@@ -17,7 +17,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 import gear
 from gear.metrics.exporters import using_meter_provider
 from gear.metrics.names import BUCKETS
-from tests.sdk.conftest import Fleet, eventually
+from tests.fleet import Fleet, eventually
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ import pytest
 
 import gear
 from gear.broker import Broker
-from gear.broker.metrics import MetricsServer
+from gear.broker.shell.metrics import MetricsServer
 
 pytestmark = pytest.mark.slow
 

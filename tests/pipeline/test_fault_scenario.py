@@ -25,7 +25,7 @@ from gear.testing import TCPProxy
 from gear.tracing import tracer_from_env
 from tests.backends import BrokerHandle
 from tests.conftest import unique
-from tests.sdk.conftest import Fleet, eventually
+from tests.fleet import Fleet, eventually
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

@@ -16,7 +16,7 @@ from typing import Any
 import aiormq
 
 from gear.broker import Broker
-from gear.broker.access import FULL_ACCESS, Permission
+from gear.broker.node.access import FULL_ACCESS, Permission
 from tests.backends import REFERENCE_SEMANTICS
 from tests.conftest import unique
 

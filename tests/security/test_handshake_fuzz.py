@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pamqp import commands, encode
 
-from gear.broker.checks import read_method
+from gear.broker.model.checks import read_method
 from tests.broker._harness import PROTOCOL_HEADER, Client, make_core
 
 USERS = {"guest": "guest", "app": "pw"}

@@ -9,12 +9,18 @@ from typing import Any
 import pytest
 from pamqp import commands, encode
 
+from gear.base.redact import mask_secrets, mask_url
 from gear.broker import BrokerConfig
-from gear.broker import access as access_module
-from gear.broker.access import AccessControl, Permission, hash_password, is_loopback_address, verify_password
-from gear.broker.connection import SILENT_CLOSE_DELAY
-from gear.broker.definitions import DefinitionsError, parse_definitions
-from gear.redact import mask_secrets, mask_url
+from gear.broker.node import access as access_module
+from gear.broker.node.access import (
+    AccessControl,
+    Permission,
+    hash_password,
+    is_loopback_address,
+    verify_password,
+)
+from gear.broker.node.definitions import DefinitionsError, parse_definitions
+from gear.broker.protocol.connection import SILENT_CLOSE_DELAY
 from tests.broker._harness import PROTOCOL_HEADER, Client, make_core
 
 REFUSED = (

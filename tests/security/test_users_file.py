@@ -14,8 +14,8 @@ from typing import Any
 import aiormq
 import pytest
 
-from gear.broker.access import verify_password
-from gear.broker.definitions import parse_definitions
+from gear.broker.node.access import verify_password
+from gear.broker.node.definitions import parse_definitions
 from tests.backends import RabbitMQ
 from tests.conftest import unique
 

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from gear.duplicates import DuplicateWindow
+from gear.serving.duplicates import DuplicateWindow
 from gear.testing.soak import Interval, soak
 from tests.backends import RabbitMQ
 

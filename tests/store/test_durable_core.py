@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pamqp import commands
 
-from gear.broker.core import BrokerCore
+from gear.broker.node.core import BrokerCore
 from gear.broker.store import store as store_module
 from tests.broker._harness import Client, make_core, names
 from tests.store._faulty import FaultyDisk

@@ -1,5 +1,5 @@
-"""The tracing tests' integration fixture: the SDK tests' ``fleet`` (services on the broker under test)."""
+"""The tracing tests' integration fixture: ``fleet``, services on the broker under test (tests/fleet.py)."""
 
-from tests.sdk.conftest import fleet
+from tests.fleet import fleet
 
 __all__ = ("fleet",)

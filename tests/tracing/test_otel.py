@@ -31,7 +31,7 @@ from gear.tracing import Emitter, EventName, InMemoryTracer
 from gear.tracing.otel import OtelSpans
 from gear.tracing.spans import using_spans
 from tests.conftest import unique
-from tests.sdk.conftest import Fleet, eventually
+from tests.fleet import Fleet, eventually
 
 
 @pytest.fixture

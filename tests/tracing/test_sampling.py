@@ -17,7 +17,7 @@ import gear
 from gear.tracing import Emitter, EventName, InMemoryTracer, TraceSampler
 from gear.tracing.spans import NO_SPANS, using_spans
 from tests.conftest import unique
-from tests.sdk.conftest import Fleet, eventually
+from tests.fleet import Fleet, eventually
 
 
 @pytest.fixture

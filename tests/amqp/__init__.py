@@ -1,0 +1,1 @@
+"""Tests of the sans-I/O AMQP client core (``gear.amqp``)."""

@@ -1,0 +1,1 @@
+"""Tests of the link's asyncio shell (``gear.link``), without a socket."""

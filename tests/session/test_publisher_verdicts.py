@@ -1,0 +1,77 @@
+"""The publisher against a slow broker, without sockets: an unroutable message ends as unroutable.
+
+A loaded broker can take a good part of a call's budget to return each attempt. A republish whose
+return could only come after the deadline would end as "outcome unknown" (a timeout for a call) and
+hide what every earlier verdict said; the publisher does not start one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from gear.base.deadline import Deadline
+from gear.errors import UnroutableError
+from gear.link.publishing import Outcome, PublishResult
+from gear.session.publisher import Outgoing, Publisher, RepublishPolicy
+
+
+class SlowReturns:
+    """A link whose broker returns every attempt ``rtt`` seconds after it was sent; an attempt whose
+    return would come after its ``until`` gets no verdict in time."""
+
+    def __init__(self, rtt: float) -> None:
+        self.rtt = rtt
+        self.attempts = 0
+        self.is_open = True
+        self.publishing = self
+
+    async def publish(
+        self, exchange: str, routing_key: str, body: bytes, *, until: float, **_: Any
+    ) -> PublishResult:
+        self.attempts += 1
+        loop = asyncio.get_running_loop()
+        if loop.time() + self.rtt > until:
+            await asyncio.sleep(max(0.0, until - loop.time()))
+            return PublishResult(Outcome.UNCONFIRMED, "no confirm before the deadline")
+        await asyncio.sleep(self.rtt)
+        return PublishResult(Outcome.RETURNED)
+
+
+class Connector:
+    """A connector whose link is up and unblocked."""
+
+    def __init__(self, link: SlowReturns) -> None:
+        self.link = link
+        self.ready = asyncio.Event()
+        self.ready.set()
+        self.unblocked = asyncio.Event()
+        self.unblocked.set()
+        self.connected_url = "amqp://guest:***@broker:5672/"
+        self.blocked_reason = None
+
+
+def _request() -> Outgoing:
+    return Outgoing(
+        routing_key="REPO.gone", address="REPO.gone", body=b"null", request_id="r1", kind="call",
+        headers={}, method="get",
+    )  # fmt: skip
+
+
+async def test_no_republish_starts_whose_return_could_only_come_after_the_deadline() -> None:
+    # returns take 0.2 s; backoffs 0.05 s, then 0.1 s; a budget of 0.65 s. After the second return
+    # (at about 0.45 s) a third attempt would be sent at 0.55 s and could only be returned at 0.75 s.
+    link = SlowReturns(rtt=0.2)
+    publisher = Publisher(
+        Connector(link),  # type: ignore[arg-type]
+        exchange="gear",
+        app_id="WEB.w1",
+        policy=RepublishPolicy(initial=0.05),
+    )
+    until = Deadline.from_timeout(0.65)
+    with pytest.raises(UnroutableError) as info:
+        await publisher.publish(_request(), until, verdict_grace=0.0)
+    assert info.value.attempts == link.attempts  # every attempt sent had its verdict: a return
+    assert info.value.broker == "amqp://guest:***@broker:5672/"
