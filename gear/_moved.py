@@ -10,13 +10,17 @@
 from __future__ import annotations
 
 import importlib
-import importlib.abc
-import importlib.util
 import sys
 import warnings
 from collections.abc import Sequence
 from importlib.machinery import ModuleSpec
 from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the import system needs only the methods; importlib.abc costs ~9 ms at run time
+    from importlib.abc import Loader as _Loader
+else:
+    _Loader = object
 
 __all__ = ["MOVED", "MovedFinder", "install"]
 
@@ -82,7 +86,7 @@ MOVED: dict[str, str] = {
 """Old module path -> where the module lives now."""
 
 
-class _AliasLoader(importlib.abc.Loader):
+class _AliasLoader(_Loader):
     """Loads an old path as the new module: the import system's module for the old name is replaced in
     ``sys.modules`` by the new one (which keeps its own ``__spec__``)."""
 
@@ -102,7 +106,7 @@ class _AliasLoader(importlib.abc.Loader):
         sys.modules[old] = importlib.import_module(self.new)
 
 
-class MovedFinder(importlib.abc.MetaPathFinder):
+class MovedFinder:
     """Finds the old paths of :data:`MOVED` (and only those)."""
 
     def find_spec(
@@ -111,7 +115,7 @@ class MovedFinder(importlib.abc.MetaPathFinder):
         new = MOVED.get(fullname)
         if new is None:
             return None
-        return importlib.util.spec_from_loader(fullname, _AliasLoader(new))
+        return ModuleSpec(fullname, _AliasLoader(new))
 
 
 def install() -> None:
