@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import itertools
 import logging
+import math
 import threading
 import time
 from collections import deque
@@ -109,6 +111,11 @@ class Dispatcher:
         self._serving: set[asyncio.Task[Any]] = set()
         self._timers = timers or LoopTimers()
         """Cancel async handlers at their request's deadline (one loop timer for all)."""
+        self._quiet: dict[int, tuple[float, Meta, Deadline | None]] = {}
+        """Hedged calls running here that have not said ``running`` yet: when they will (loop time)."""
+        self._quiet_keys = itertools.count()
+        self._quiet_timer: Timer | None = None
+        """One timer for all of them, at the earliest."""
         self._recent_casts: deque[str] = deque(maxlen=RECENT_CASTS)
         """The request ids of the casts taken lately, oldest first (see :meth:`link_lost`)."""
         self._recent_ids: set[str] = set()
@@ -245,7 +252,8 @@ class Dispatcher:
         try:
             outcome = await self._run(handler, delivery, meta, deadline, task)
         finally:
-            self._timers.cancel(running)
+            if running is not None:
+                self._quiet.pop(running, None)
             if expires is not None:
                 self.window.settle(meta.request_id, expires, outcome)
         if outcome is not None and wants_reply:
@@ -294,17 +302,36 @@ class Dispatcher:
                       meta.request_id, meta.method, meta.sender)  # fmt: skip
         return granted
 
-    def _say_running_later(self, meta: Meta, deadline: Deadline | None) -> Timer | None:
+    def _say_running_later(self, meta: Meta, deadline: Deadline | None) -> int | None:
         """A hedged call that runs for more than a quarter of its ``hedge_after`` says ``running``, so
-        its caller sends no copy of a request that is merely slow."""
+        its caller sends no copy of a request that is merely slow. Its key in ``_quiet`` (the run
+        takes it out when it ends), or None."""
         if meta.hedge is None or meta.reply_to is None or meta.kind is not Kind.CALL:
             return None
-        to = meta.reply_to
+        when = asyncio.get_running_loop().time() + meta.hedge_after_ms / 4000
+        key = next(self._quiet_keys)
+        self._quiet[key] = (when, meta, deadline)
+        armed = self._quiet_timer
+        if armed is None or not armed.active or when < armed.when:
+            self._timers.cancel(armed)
+            self._quiet_timer = self._timers.call_at(when, self._say_running)
+        return key
 
-        def say() -> None:
-            self._notices.send(notice(meta, to, Notice.RUNNING), deadline)
-
-        return self._timers.call_at(asyncio.get_running_loop().time() + meta.hedge_after_ms / 4000, say)
+    def _say_running(self) -> None:
+        """Say ``running`` for every hedged call that has run long enough (see above); arm the timer
+        for the next one."""
+        self._quiet_timer = None
+        now = asyncio.get_running_loop().time()
+        following = math.inf
+        for key, (when, meta, deadline) in list(self._quiet.items()):
+            if when <= now:
+                del self._quiet[key]
+                assert meta.reply_to is not None
+                self._notices.send(notice(meta, meta.reply_to, Notice.RUNNING), deadline)
+            elif when < following:
+                following = when
+        if following < math.inf:
+            self._quiet_timer = self._timers.call_at(following, self._say_running)
 
     def take_verdict(self, meta: Meta) -> None:
         """A caller's ``grant`` or ``deny`` for a claim (from the router, inline)."""
