@@ -88,17 +88,16 @@ class _Pending:
     replies: list[Reply] | None = None
     expected: int | None = None
     timer: Timer | None = field(default=None)
-    """The timer that expires it."""
+    """Its one timer: the deadline's, or a hedged call's next copy's (which arms the next, then the
+    deadline's)."""
     msg: Outgoing | None = None
     """The request, while its caller may send copies of it (``hedge_after``)."""
     deadline: Deadline | None = None
     holder: Holder | None = None
-    """Who runs it, as far as this caller knows (hedged calls only)."""
+    """Who runs it, as far as this caller knows (hedged calls only, made at the first notice)."""
     copies: int = 0
     shared: bool = False
     """A call to a shared ``TYPE``: its copies may go straight to an instance that answered lately."""
-    hedge: Timer | None = None
-    """The timer that sends the next copy."""
 
 
 class RPC:
@@ -397,8 +396,7 @@ class RPC:
         except BaseException:
             self._pending.pop(rid, None)
             raise
-        pending.timer = self._timers.call_at(deadline.at, functools.partial(self._expire, rid))
-        self._watch(pending, msg, deadline)
+        pending.timer = self._watch(pending, msg, deadline, self._address(address).host is None)
         fut.add_done_callback(lambda f: self._run_callback(callback, f, result_type, address, method, span))
 
     async def _round_trip(
@@ -422,13 +420,11 @@ class RPC:
                 ok, body = fut.result()
             else:
                 # the reply's deadline: a timer (one loop timer for all calls), not a timeout scope
-                pending.timer = self._timers.call_at(deadline.at, functools.partial(self._expire, rid))
-                self._watch(pending, msg, deadline)
+                pending.timer = self._watch(pending, msg, deadline, addr.host is None)
                 try:
                     ok, body = await fut  # CallTimeoutError from _expire, which traced it
                 finally:
                     self._timers.cancel(pending.timer)
-                    self._timers.cancel(pending.hedge)
         except UnroutableError as exc:
             self._events.unroutable(msg.request_id, msg.trace_id, msg.method, addr.type or "*", exc.attempts)
             raise
@@ -453,25 +449,30 @@ class RPC:
             blocked = self._publisher.blocked_since(started)
             raise _unsent(exc, deadline, address, method, remaining, blocked) from None
 
-    def _watch(self, pending: _Pending, msg: Outgoing, deadline: Deadline) -> None:
-        """A hedged call was sent: copy it if it stays silent for ``hedge_after``
-        (see ``gear.session.hedge``)."""
-        if HEDGE not in msg.headers:
-            return
-        pending.msg, pending.deadline, pending.holder = msg, deadline, Holder()
-        pending.shared = self._address(msg.address).host is None
-        when = asyncio.get_running_loop().time() + self._hedge_after
-        if when < deadline.at:
-            pending.hedge = self._timers.call_at(when, functools.partial(self._hedge, msg.request_id))
+    def _watch(self, pending: _Pending, msg: Outgoing, deadline: Deadline, shared: bool) -> Timer:
+        """A call was sent: its one timer, which expires it at ``deadline`` or, for a hedged call,
+        first copies it if it stays silent for ``hedge_after`` (see ``gear.session.hedge``); ``shared``: the
+        call goes to a shared ``TYPE``."""
+        rid = msg.request_id
+        if HEDGE in msg.headers:
+            pending.msg, pending.deadline, pending.shared = msg, deadline, shared
+            when = asyncio.get_running_loop().time() + self._hedge_after
+            if when < deadline.at:
+                return self._timers.call_at(when, functools.partial(self._hedge, rid))
+        return self._timers.call_at(deadline.at, functools.partial(self._expire, rid))
 
     def _hedge(self, rid: str) -> None:
-        """Send a copy of a call that is still silent, and plan the next one."""
+        """Send a copy of a call that is still silent, and plan the next one (or the call's deadline)."""
         pending = self._pending.get(rid)
         if pending is None or pending.future.done() or pending.msg is None or pending.deadline is None:
             return
-        if pending.holder is not None and pending.holder.instance is not None:
-            return  # an instance runs it: no copy, ever
-        if pending.copies >= MAX_COPIES or pending.deadline.remaining() < HEDGE_EVERY / 2:
+        deadline = pending.deadline
+        if (
+            (pending.holder is not None and pending.holder.instance is not None)  # runs: no copy, ever
+            or pending.copies >= MAX_COPIES
+            or deadline.remaining() < HEDGE_EVERY / 2
+        ):
+            pending.timer = self._timers.call_at(deadline.at, functools.partial(self._expire, rid))
             return
         pending.copies += 1
         self.copies += 1
@@ -482,18 +483,23 @@ class RPC:
             direct = self._servers.pick(copy.routing_key, pending.copies // 2)
             if direct is not None:
                 copy = dataclasses.replace(copy, routing_key=direct)
-        self._notices.copy(copy, pending.deadline)
+        self._notices.copy(copy, deadline)
         when = asyncio.get_running_loop().time() + HEDGE_EVERY
-        if when < pending.deadline.at:
-            pending.hedge = self._timers.call_at(when, functools.partial(self._hedge, rid))
+        if when < deadline.at:
+            pending.timer = self._timers.call_at(when, functools.partial(self._hedge, rid))
+        else:
+            pending.timer = self._timers.call_at(deadline.at, functools.partial(self._expire, rid))
 
     def take_notice(self, meta: Meta) -> None:
         """A notice about a hedged call (runs inline in the channel reader): ``running`` stops its
         copies; a ``claim`` is granted to the first instance only, and to none once the call is over; a
         ``reclaim`` (a redelivery) only to the instance already known to run it."""
         pending = self._pending.get(meta.request_id)
-        live = pending is not None and not pending.future.done() and pending.holder is not None
-        holder = pending.holder if live and pending is not None else None
+        holder: Holder | None = None
+        if pending is not None and pending.msg is not None and not pending.future.done():
+            holder = pending.holder
+            if holder is None:
+                holder = pending.holder = Holder()
         if meta.notice is Notice.RUNNING:
             if holder is not None:
                 before = holder.conflicts
@@ -512,8 +518,6 @@ class RPC:
 
     def _expire(self, rid: str) -> None:
         pending = self._pending.pop(rid, None)
-        if pending is not None:
-            self._timers.cancel(pending.hedge)
         if pending is not None and not pending.future.done():
             self._trace_timeout(rid, pending)
             blocked = self._publisher.blocked_since(pending.started)
@@ -654,7 +658,6 @@ class RPC:
         if pending.replies is None:
             self._pending.pop(meta.request_id, None)
             self._timers.cancel(pending.timer)
-            self._timers.cancel(pending.hedge)
             if pending.shared and pending.msg is not None:
                 self._servers.seen(pending.msg.routing_key, meta.sender)
             pending.future.set_result((meta.ok, body))
@@ -674,7 +677,6 @@ class RPC:
         for rid, pending in list(self._pending.items()):
             self._pending.pop(rid, None)
             self._timers.cancel(pending.timer)
-            self._timers.cancel(pending.hedge)
             if not pending.future.done():
                 if pending.replies is not None:
                     pending.future.set_result(None)

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import itertools
 import logging
+import math
 import threading
 import time
 from collections import deque
@@ -109,6 +111,15 @@ class Dispatcher:
         self._serving: set[asyncio.Task[Any]] = set()
         self._timers = timers or LoopTimers()
         """Cancel async handlers at their request's deadline (one loop timer for all)."""
+        self._quiet: dict[int, tuple[float, Meta, Deadline | None]] = {}
+        """Hedged calls running here that have not said ``running`` yet: when they will (loop time)."""
+        self._quiet_timer: Timer | None = None
+        """One timer for all of them, at the earliest."""
+        self._due: dict[int, tuple[float, asyncio.Task[Any]]] = {}
+        """The tasks of async handlers to cancel at their request's deadline (loop time)."""
+        self._due_timer: Timer | None = None
+        """One timer for all of them, at the earliest."""
+        self._run_keys = itertools.count()
         self._recent_casts: deque[str] = deque(maxlen=RECENT_CASTS)
         """The request ids of the casts taken lately, oldest first (see :meth:`link_lost`)."""
         self._recent_ids: set[str] = set()
@@ -245,7 +256,8 @@ class Dispatcher:
         try:
             outcome = await self._run(handler, delivery, meta, deadline, task)
         finally:
-            self._timers.cancel(running)
+            if running is not None:
+                self._quiet.pop(running, None)
             if expires is not None:
                 self.window.settle(meta.request_id, expires, outcome)
         if outcome is not None and wants_reply:
@@ -294,17 +306,60 @@ class Dispatcher:
                       meta.request_id, meta.method, meta.sender)  # fmt: skip
         return granted
 
-    def _say_running_later(self, meta: Meta, deadline: Deadline | None) -> Timer | None:
+    def _say_running_later(self, meta: Meta, deadline: Deadline | None) -> int | None:
         """A hedged call that runs for more than a quarter of its ``hedge_after`` says ``running``, so
-        its caller sends no copy of a request that is merely slow."""
+        its caller sends no copy of a request that is merely slow. Its key in ``_quiet`` (the run
+        takes it out when it ends), or None."""
         if meta.hedge is None or meta.reply_to is None or meta.kind is not Kind.CALL:
             return None
-        to = meta.reply_to
+        when = asyncio.get_running_loop().time() + meta.hedge_after_ms / 4000
+        key = next(self._run_keys)
+        self._quiet[key] = (when, meta, deadline)
+        armed = self._quiet_timer
+        if armed is None or not armed.active or when < armed.when:
+            self._timers.cancel(armed)
+            self._quiet_timer = self._timers.call_at(when, self._say_running)
+        return key
 
-        def say() -> None:
-            self._notices.send(notice(meta, to, Notice.RUNNING), deadline)
+    def _say_running(self) -> None:
+        """Say ``running`` for every hedged call that has run long enough (see above); arm the timer
+        for the next one."""
+        self._quiet_timer = None
+        now = asyncio.get_running_loop().time()
+        following = math.inf
+        for key, (when, meta, deadline) in list(self._quiet.items()):
+            if when <= now:
+                del self._quiet[key]
+                assert meta.reply_to is not None
+                self._notices.send(notice(meta, meta.reply_to, Notice.RUNNING), deadline)
+            elif when < following:
+                following = when
+        if following < math.inf:
+            self._quiet_timer = self._timers.call_at(following, self._say_running)
 
-        return self._timers.call_at(asyncio.get_running_loop().time() + meta.hedge_after_ms / 4000, say)
+    def _cancel_at(self, when: float, task: asyncio.Task[Any]) -> int:
+        """Cancel ``task`` at loop time ``when`` unless its key is taken out of ``_due`` first."""
+        key = next(self._run_keys)
+        self._due[key] = (when, task)
+        armed = self._due_timer
+        if armed is None or not armed.active or when < armed.when:
+            self._timers.cancel(armed)
+            self._due_timer = self._timers.call_at(when, self._cancel_due)
+        return key
+
+    def _cancel_due(self) -> None:
+        """Cancel the handlers whose deadline came (one timer for all); arm it for the next one."""
+        self._due_timer = None
+        now = asyncio.get_running_loop().time()
+        following = math.inf
+        for key, (when, task) in list(self._due.items()):
+            if when <= now:
+                del self._due[key]
+                task.cancel()
+            elif when < following:
+                following = when
+        if following < math.inf:
+            self._due_timer = self._timers.call_at(following, self._cancel_due)
 
     def take_verdict(self, meta: Meta) -> None:
         """A caller's ``grant`` or ``deny`` for a claim (from the router, inline)."""
@@ -347,19 +402,19 @@ class Dispatcher:
             self._stopping,
         )
         ctx_token = _current.set(ctx)
-        watch: Timer | None = None
+        watch: int | None = None
         fired = False
         outcome: Answer | None = None
         try:
             if handler.is_async:
                 if cancels:
                     assert deadline is not None
-                    watch = self._timers.call_at(deadline.at, task.cancel)
+                    watch = self._cancel_at(deadline.at, task)
                 try:
                     result = await handler.func(*args)
                 finally:
                     # not pending any more: it rang, and cancelled this task (still running then)
-                    fired = watch is not None and not self._timers.cancel(watch)
+                    fired = watch is not None and self._due.pop(watch, None) is None
             else:
                 loop = asyncio.get_running_loop()
                 run = contextvars.copy_context().run
