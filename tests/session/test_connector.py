@@ -155,7 +155,11 @@ async def test_a_process_opens_links_to_one_broker_a_few_at_a_time(monkeypatch: 
         return FakeLink(url)
 
     monkeypatch.setattr(gear.session.reconnect, "open_link", open_slowly)
-    many = [_connector(urls=[url], connect_wait=5.0) for url in ("amqp://a/", "amqp://b/") for _ in range(50)]
+    many = [
+        _connector(urls=[url], connect_wait=5.0)
+        for url in ("amqp://a/", "amqp://b/")
+        for _ in range(OPENING_AT_ONCE + 20)
+    ]
     started = [asyncio.create_task(c.start()) for c in many]
     await full.wait()
     await asyncio.sleep(0.05)  # had the turns let more in, they would be opening now
