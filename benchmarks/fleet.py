@@ -492,7 +492,9 @@ def main(argv: list[str] | None = None) -> None:
         "--start-wait", type=float, default=600.0, help="seconds a fleet may take to start (then: not up)"
     )
     parser.add_argument("--write-docs", action="store_true", help="write the tables into docs/benchmarks.md")
-    parser.add_argument("--block", default="fleet", help="the docs block to write (fleet, fleet-large, fleet-10k)")
+    parser.add_argument(
+        "--block", default="fleet", help="the docs block to write (fleet, fleet-large, fleet-10k)"
+    )
     parser.add_argument("--json", type=Path, help="also write the rows as JSON to this file")
     parser.add_argument("--from-json", type=Path, help="run nothing: print (and --write-docs) saved rows")
     args = parser.parse_args(argv)
