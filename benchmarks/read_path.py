@@ -31,8 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pamqp import body as pamqp_body
-from pamqp import commands, frame
+from pamqp import body as pamqp_body, commands, frame
 from pamqp.header import ContentHeader
 
 from gear.amqp import Credentials, Delivery

@@ -19,35 +19,21 @@ from gear import _moved
 if TYPE_CHECKING:
     from gear.base.address import (
         Address as Address,
-    )
-    from gear.base.address import (
         Route as Route,
     )
     from gear.base.context import (
         RequestContext as RequestContext,
-    )
-    from gear.base.context import (
         cancelled as cancelled,
-    )
-    from gear.base.context import (
         current_deadline as current_deadline,
-    )
-    from gear.base.context import (
         current_request as current_request,
-    )
-    from gear.base.context import (
         remaining_budget as remaining_budget,
     )
     from gear.base.redact import (
         mask_secrets as mask_secrets,
-    )
-    from gear.base.redact import (
         mask_url as mask_url,
     )
     from gear.base.reply import (
         Replies as Replies,
-    )
-    from gear.base.reply import (
         Reply as Reply,
     )
     from gear.base.topology import Topology as Topology
@@ -55,83 +41,33 @@ if TYPE_CHECKING:
     from gear.calling.sync import SyncRPC as SyncRPC
     from gear.contract import (
         Answer as Answer,
-    )
-    from gear.contract import (
         Contract as Contract,
-    )
-    from gear.contract import (
         ContractError as ContractError,
-    )
-    from gear.contract import (
         call_sync as call_sync,
-    )
-    from gear.contract import (
         call_with_callback as call_with_callback,
-    )
-    from gear.contract import (
         gather as gather,
-    )
-    from gear.contract import (
         gather_sync as gather_sync,
-    )
-    from gear.contract import (
         one_way as one_way,
-    )
-    from gear.contract import (
         raises as raises,
-    )
-    from gear.contract import (
         with_timeout as with_timeout,
     )
     from gear.errors import (
         BadPayloadError as BadPayloadError,
-    )
-    from gear.errors import (
         BadResultError as BadResultError,
-    )
-    from gear.errors import (
         BrokerBlockedError as BrokerBlockedError,
-    )
-    from gear.errors import (
         CallTimeoutError as CallTimeoutError,
-    )
-    from gear.errors import (
         ConfigurationError as ConfigurationError,
-    )
-    from gear.errors import (
         ConnectError as ConnectError,
-    )
-    from gear.errors import (
         ConnectionLostError as ConnectionLostError,
-    )
-    from gear.errors import (
         DeliveryError as DeliveryError,
-    )
-    from gear.errors import (
         DeliveryLimitError as DeliveryLimitError,
-    )
-    from gear.errors import (
         GearError as GearError,
-    )
-    from gear.errors import (
         MethodNotFoundError as MethodNotFoundError,
-    )
-    from gear.errors import (
         NotConfirmedError as NotConfirmedError,
-    )
-    from gear.errors import (
         OutcomeUnknownError as OutcomeUnknownError,
-    )
-    from gear.errors import (
         PayloadTooLargeError as PayloadTooLargeError,
-    )
-    from gear.errors import (
         PublishRefusedError as PublishRefusedError,
-    )
-    from gear.errors import (
         RemoteError as RemoteError,
-    )
-    from gear.errors import (
         UnroutableError as UnroutableError,
     )
     from gear.eventloop import run as run

@@ -10,8 +10,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
-from pamqp import body as content_body
-from pamqp import commands, frame, header, heartbeat
+from pamqp import body as content_body, commands, frame, header, heartbeat
 from pamqp.base import Frame
 
 __all__ = (

@@ -9,8 +9,7 @@ import typer
 
 import gear
 from gear.cli.options import LogLevelOpt, TraceOpt, UrlOpt, given_urls, log_level
-from gear.cli.output import ExitCode, configure_logging, fail, map_errors
-from gear.cli.output import masked_url as _masked
+from gear.cli.output import ExitCode, configure_logging, fail, map_errors, masked_url as _masked
 from gear.cli.usercode import TargetError, build_service, load_target
 
 __all__ = ("load_service", "register", "serve")

@@ -30,8 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as sf
+from pyspark.sql import Column, DataFrame, functions as sf
 
 from gear.pipeline.load import WEIGHT, count_where, estimate
 from gear.tracing.api import EventName as E

@@ -10,8 +10,7 @@ at the end of the data ends at that instance's last event (``ended_by`` = ``open
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
-from pyspark.sql import functions as sf
+from pyspark.sql import DataFrame, Window, functions as sf
 
 from gear.tracing.api import EventName as E
 

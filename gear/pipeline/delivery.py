@@ -14,8 +14,7 @@ The written columns and their order are defined once, in :mod:`gear.pipeline.tab
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as sf
+from pyspark.sql import Column, DataFrame, functions as sf
 
 from gear.pipeline.load import WEIGHT, count_where, estimate
 from gear.tracing.api import EventName as E

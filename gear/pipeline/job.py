@@ -50,8 +50,7 @@ from typing import Any
 
 from pyspark import SparkConf, SparkContext, StorageLevel
 from pyspark.java_gateway import launch_gateway
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as sf
+from pyspark.sql import DataFrame, SparkSession, functions as sf
 
 from gear.pipeline import STAGES, TABLE_NAMES, SparkMissingError
 from gear.pipeline.calls import CallTotals, build_calls, call_totals, dependency_links, latency, route_rates
@@ -60,8 +59,7 @@ from gear.pipeline.delivery import duplicate_deliveries, orphan_deliveries, rede
 from gear.pipeline.load import Loaded, estimate, load_events, resolve_paths
 from gear.pipeline.quality import data_quality
 from gear.pipeline.report import sampling_note, write_report
-from gear.pipeline.tables import BY_NAME
-from gear.pipeline.tables import TABLES as TABLE_SPECS
+from gear.pipeline.tables import BY_NAME, TABLES as TABLE_SPECS
 from gear.pipeline.timeline import choose_bucket_ms, timeline
 
 __all__ = (

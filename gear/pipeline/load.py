@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, Row, SparkSession
-from pyspark.sql import functions as sf
+from pyspark.sql import Column, DataFrame, Row, SparkSession, functions as sf
 
 from gear.pipeline.schema import CORRUPT_COLUMN, read_schema
 from gear.tracing.api import Attr, EventName

@@ -16,9 +16,7 @@ deliveries of requests the caller did not record.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as sf
-from pyspark.sql import types as st
+from pyspark.sql import DataFrame, SparkSession, functions as sf, types as st
 
 from gear.pipeline.calls import CallTotals
 from gear.pipeline.load import Loaded

@@ -8,8 +8,7 @@ estimates and percentiles come from the recorded calls, as in :mod:`gear.pipelin
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as sf
+from pyspark.sql import DataFrame, functions as sf
 
 from gear.pipeline.calls import ERROR_OUTCOMES
 from gear.pipeline.load import estimate

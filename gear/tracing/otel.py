@@ -33,8 +33,7 @@ from contextlib import AbstractContextManager, nullcontext
 from contextvars import Token
 from typing import Any
 
-from opentelemetry import context as otel_context
-from opentelemetry import propagate, trace
+from opentelemetry import context as otel_context, propagate, trace
 from opentelemetry.propagators.textmap import Getter
 from opentelemetry.trace import (
     Link,

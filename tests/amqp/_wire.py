@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pamqp import body as pamqp_body
-from pamqp import commands, frame
+from pamqp import body as pamqp_body, commands, frame
 from pamqp.header import ContentHeader
 
 from gear.amqp import ClientConnection, Credentials, Opened

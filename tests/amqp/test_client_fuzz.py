@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import itertools
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from pamqp import commands, frame, heartbeat
 
 from gear.amqp import ClientConnection, ConnectionClosed, ConnectionState, Event

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pamqp import body as pbody
-from pamqp import commands, frame, header, heartbeat
+from pamqp import body as pbody, commands, frame, header, heartbeat
 
 from gear.broker.node.config import BrokerConfig
 from gear.broker.node.core import BrokerCore

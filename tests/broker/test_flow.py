@@ -143,8 +143,7 @@ def test_heartbeat_on_channel_one_is_505() -> None:
 
 
 def test_partly_received_large_messages_count_against_the_watermark() -> None:
-    from pamqp import body as pbody
-    from pamqp import frame, header
+    from pamqp import body as pbody, frame, header
 
     core, _ = make_core(memory_high_watermark=10_000)
     client = Client(core)

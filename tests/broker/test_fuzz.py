@@ -9,10 +9,8 @@ from collections.abc import Iterator
 
 import aio_pika
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from pamqp import body as pbody
-from pamqp import commands, frame, header
+from hypothesis import HealthCheck, given, settings, strategies as st
+from pamqp import body as pbody, commands, frame, header
 
 from gear.broker import Broker
 from tests.broker._harness import CAPABILITIES, PROTOCOL_HEADER

@@ -33,8 +33,7 @@ from pathlib import Path
 from typing import cast
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from pamqp import commands, frame
 
 from gear.wire.table import decode_table, encode_table

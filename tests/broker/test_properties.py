@@ -7,8 +7,7 @@ import datetime
 import struct
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from pamqp import commands, frame, header
 from pamqp.body import ContentBody
 

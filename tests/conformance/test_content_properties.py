@@ -7,8 +7,7 @@ import asyncio
 import struct
 
 import pytest
-from pamqp import body as content_body
-from pamqp import commands, header
+from pamqp import body as content_body, commands, header
 
 from tests.backends import BrokerHandle
 from tests.conformance._support import WAIT

@@ -6,8 +6,7 @@ import struct
 from collections.abc import Callable
 
 import pytest
-from pamqp import body as content_body
-from pamqp import commands, frame, header
+from pamqp import body as content_body, commands, frame, header
 
 from tests.backends import BrokerHandle
 from tests.conformance._support import REPLY_NAMES

@@ -11,8 +11,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from pamqp import commands, encode
 
 from gear.broker.model.checks import read_method

@@ -10,8 +10,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from hypothesis import settings
-from hypothesis import strategies as st
+from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from gear.broker.store import Store, StoredMessage

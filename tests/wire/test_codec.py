@@ -15,8 +15,7 @@ import struct
 from typing import Any
 
 import pytest
-from hypothesis import assume, given, settings
-from hypothesis import strategies as st
+from hypothesis import assume, given, settings, strategies as st
 from pamqp import commands, frame, header
 from pamqp.body import ContentBody
 
