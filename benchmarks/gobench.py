@@ -63,10 +63,17 @@ def build() -> tuple[Path | None, str]:
     return binary, ""
 
 
-SHAPES = {"serve": "s1", "serve-ack-at-publish": "s2"}
-"""The Go server's two shapes and the instance name each serves under: ``serve`` acks a request once
-its reply is confirmed (Gear's job: a reply lost with the server's link is asked again), while
-``serve-ack-at-publish`` acks it as soon as the reply is published."""
+SHAPES = {"serve": "s1", "serve-ack-at-publish": "s2", "serve-gear-envelope": "s3"}
+"""The Go server's shapes and the instance name each serves under: ``serve`` acks a request once
+its reply is confirmed (Gear's job: a reply lost with the server's link is asked again),
+``serve-ack-at-publish`` acks it as soon as the reply is published, and ``serve-gear-envelope`` is
+``serve`` with requests and replies in Gear's envelope (its type, sender, expiration and headers: the
+bytes a Gear caller and server put on the wire; its client is ``client-gear-envelope``)."""
+
+
+def client_command(shape: str) -> str:
+    """The Go client's command for a server in ``shape``: the enveloped shape's client envelopes too."""
+    return "client-gear-envelope" if shape == "serve-gear-envelope" else "client"
 
 
 def server_command(binary: Path, url: str, tag: str, shape: str = "serve") -> list[str]:
@@ -88,7 +95,7 @@ class GoClient:
             RuntimeError: it did not start.
         """
         proc = await asyncio.create_subprocess_exec(
-            str(binary), "client", url, EXCHANGE, f"GO{tag}.{SHAPES[shape]}",
+            str(binary), client_command(shape), url, EXCHANGE, f"GO{tag}.{SHAPES[shape]}",
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, limit=LINE_LIMIT,
         )  # fmt: skip
         client = cls(proc)

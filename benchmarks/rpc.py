@@ -14,7 +14,9 @@ raw aiormq peer uses confirms + mandatory on requests and a multiplexed reply qu
 pattern uses its own defaults; the Go peer does Gear's job (a topic exchange, confirms and mandatory on
 requests and replies, manual acks, each request acked once its reply is confirmed, as Gear's server
 does), and a second Go peer, ``go ack-at-publish``, acks each request as soon as its reply is
-published (the lighter shape: a reply lost with the server's link is not asked again).
+published (the lighter shape: a reply lost with the server's link is not asked again), and a third,
+``go gear envelope``, is the first with Gear's envelope on its requests and replies (message type,
+sender, expiration and the ``x-gear-*`` headers: the bytes the broker handles for Gear's calls).
 Ratios are computed per round, then the median is reported.
 
 ``--loop asyncio|uvloop|both`` picks the event loop of the benchmark and of every server process
@@ -213,10 +215,13 @@ async def client_aiormq(url: str, tag: str) -> Client:
 
 GO = "go amqp091"
 GO_ACK_AT_PUBLISH = "go ack-at-publish"
-GO_SHAPES = {GO: "serve", GO_ACK_AT_PUBLISH: "serve-ack-at-publish"}
+GO_ENVELOPE = "go gear envelope"
+GO_SHAPES = {GO: "serve", GO_ACK_AT_PUBLISH: "serve-ack-at-publish", GO_ENVELOPE: "serve-gear-envelope"}
 """The Go peers by server shape: ``go amqp091`` acks a request once its reply is confirmed, as Gear's
 server does; ``go ack-at-publish`` acks it as soon as the reply is published (lighter, and a reply lost
-with the server's link is not asked again)."""
+with the server's link is not asked again); ``go gear envelope`` is ``go amqp091`` with its requests and
+replies in Gear's envelope (type, sender, expiration and ``x-gear-*`` headers), so the broker handles
+the bytes it handles for Gear."""
 _go_binary: Path | None = None
 
 
@@ -242,6 +247,7 @@ PEERS: dict[
     "raw aiormq": (serve_aiormq, client_aiormq),
     GO: (None, _client_go(GO_SHAPES[GO])),  # their servers are the Go binary
     GO_ACK_AT_PUBLISH: (None, _client_go(GO_SHAPES[GO_ACK_AT_PUBLISH])),
+    GO_ENVELOPE: (None, _client_go(GO_SHAPES[GO_ENVELOPE])),
 }
 
 

@@ -12,10 +12,19 @@
 //
 //	rpcbench serve  URL EXCHANGE KEY          prints "ready", then serves until stdin closes
 //	rpcbench serve-ack-at-publish URL EXCHANGE KEY   the same, acking each request when its reply is sent
+//	rpcbench serve-gear-envelope URL EXCHANGE KEY    serve, its replies in Gear's envelope (see below)
 //	rpcbench client URL EXCHANGE SERVER_KEY   prints "ready", then answers commands on stdin:
 //	    call            one call; prints {"latency_ns": N}
 //	    load C MILLIS   C calls in flight for MILLIS ms; prints {"in_time": N, "latencies_ns": [...], "cpu_ns": N}
 //	    trace MILLIS    one call in flight for MILLIS ms; prints {"calls": [[id, start, published, reply, end], ...]}
+//	rpcbench client-gear-envelope URL EXCHANGE SERVER_KEY   client, its requests in Gear's envelope
+//
+// Gear's envelope is what a Gear caller and server put on the wire beside the body, so the broker
+// handles the same bytes: a request carries the message type, the sender's id, delivery mode 1, an
+// expiration (the call's deadline, 30 s) and the headers x-gear-method, x-gear-trace (32 hex digits),
+// x-gear-deadline (unix ms), x-gear-hedge and x-gear-hedge-after (a call to one instance); a reply its
+// type, sender, message id, delivery mode and x-gear-method. The plain shapes send only the content
+// type, the ids and reply-to.
 //
 // With RPCBENCH_TRACE=FILE in its environment, the server records for each request its id, when its
 // delivery came out of amqp091-go's channel and when the reply's publish returned, and writes them to
@@ -42,6 +51,18 @@ import (
 )
 
 var payload = []byte(`{"data":"` + strings.Repeat("x", 80) + `"}`)
+
+// envelope: requests and replies carry Gear's envelope (the *-gear-envelope commands).
+var envelope bool
+
+// callTimeout is the deadline a Gear-enveloped request carries (expiration and x-gear-deadline):
+// Gear's default call timeout.
+const callTimeout = 30 * time.Second
+
+// traceID is a fresh 32-hex-digit trace id, as a Gear caller puts in x-gear-trace.
+func traceID(n uint64) string {
+	return fmt.Sprintf("%016x%016x", uint64(time.Now().UnixNano()), n|1)
+}
 
 func must(err error) {
 	if err != nil {
@@ -155,6 +176,13 @@ func serve(url, exchange, key string, ackAtPublish bool) {
 		}
 		request := d
 		reply := amqp.Publishing{ContentType: "application/json", CorrelationId: d.CorrelationId, Body: d.Body}
+		if envelope {
+			reply.DeliveryMode = amqp.Transient
+			reply.Type = "gear.reply"
+			reply.AppId = key
+			reply.MessageId = d.CorrelationId
+			reply.Headers = amqp.Table{"x-gear-method": "echo"}
+		}
 		if ackAtPublish {
 			p.publish(exchange, d.ReplyTo, reply, func(bool) {})
 			must(request.Ack(false))
@@ -198,6 +226,19 @@ func (c *client) call() [5]int64 {
 	c.mu.Unlock()
 	request := amqp.Publishing{
 		ContentType: "application/json", CorrelationId: id, MessageId: id, ReplyTo: c.replyKey, Body: payload,
+	}
+	if envelope {
+		request.DeliveryMode = amqp.Transient
+		request.Type = "gear.call"
+		request.AppId = c.replyKey
+		request.Expiration = strconv.FormatInt(callTimeout.Milliseconds(), 10)
+		request.Headers = amqp.Table{
+			"x-gear-method":      "echo",
+			"x-gear-trace":       traceID(n),
+			"x-gear-deadline":    time.Now().Add(callTimeout).UnixMilli(),
+			"x-gear-hedge":       int32(0),
+			"x-gear-hedge-after": int32(1000),
+		}
 	}
 	c.pub.publish(c.exchange, c.target, request, func(ack bool) { confirmed <- ack })
 	if tracing {
@@ -316,7 +357,7 @@ func runClient(url, exchange, target string) {
 
 func main() {
 	if len(os.Args) != 5 {
-		fmt.Fprintln(os.Stderr, "usage: rpcbench serve|serve-ack-at-publish|client URL EXCHANGE KEY")
+		fmt.Fprintln(os.Stderr, "usage: rpcbench serve[-ack-at-publish|-gear-envelope]|client[-gear-envelope] URL EXCHANGE KEY")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
@@ -324,7 +365,13 @@ func main() {
 		serve(os.Args[2], os.Args[3], os.Args[4], false)
 	case "serve-ack-at-publish":
 		serve(os.Args[2], os.Args[3], os.Args[4], true)
+	case "serve-gear-envelope":
+		envelope = true
+		serve(os.Args[2], os.Args[3], os.Args[4], false)
 	case "client":
+		runClient(os.Args[2], os.Args[3], os.Args[4])
+	case "client-gear-envelope":
+		envelope = true
 		runClient(os.Args[2], os.Args[3], os.Args[4])
 	default:
 		os.Exit(2)
