@@ -45,7 +45,7 @@ def test_run_leaves_the_event_loop_policy_alone(monkeypatch: pytest.MonkeyPatch)
         assert type(asyncio.get_event_loop_policy()) is before
 
 
-@pytest.mark.parametrize("backend", ["reference", "rabbitmq"])
+@pytest.mark.parametrize("backend", ["reference", pytest.param("rabbitmq", marks=pytest.mark.rabbitmq)])
 def test_calls_returns_and_casts_work_on_uvloop(backend: str) -> None:
     """On uvloop's loop (its own transports, reading into Gear's buffer as asyncio's do), deliveries,
     confirms and returns are read off the socket as on asyncio's."""

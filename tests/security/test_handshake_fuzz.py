@@ -71,12 +71,12 @@ def attempts(draw: st.DrawFn) -> Attempt:
         if draw(st.booleans()):
             table.update(LOGIN=user, PASSWORD=password)
         try:
-            response = encode.field_table(table)[4:]
-        except (TypeError, ValueError):
-            response = b""
+            response, encoded = encode.field_table(table)[4:], True
+        except (TypeError, ValueError):  # a value pamqp cannot encode: the response carries no login
+            response, encoded = b"", False
         if draw(st.booleans()):
             response = draw(st.binary(max_size=40))
-        elif table.get("LOGIN") == user and table.get("PASSWORD") == password and user:
+        elif encoded and table.get("LOGIN") == user and table.get("PASSWORD") == password and user:
             claimed = (user, password)
     elif kind == "EXTERNAL":
         mechanism, response = b"EXTERNAL", draw(st.binary(max_size=10))
