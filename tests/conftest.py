@@ -100,6 +100,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             _NOTES.append((_SLOW_KEY, len(slow)))
     soak, containers = _asked(config, ENV_SOAK, "soak"), containers_asked()
     for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and "rabbitmq" in callspec.params.values():
+            # a case parametrized "rabbitmq" talks to the shared node, marked or not: it must not run
+            # beside the tests that restart it or raise its alarms
+            item.add_marker(pytest.mark.rabbitmq)
         marked = {m for m in _GROUPS if item.get_closest_marker(m) is not None}
         if marked:
             item.add_marker(pytest.mark.xdist_group(_group(item, sorted(marked)[0])))
