@@ -479,7 +479,7 @@ class Dispatcher:
         if deadline is None or deadline.remaining() < _REPLY_BUDGET:
             deadline = Deadline.from_timeout(_REPLY_BUDGET)
         try:
-            await self._publisher.publish(msg, deadline)
+            await self._publisher.publish(msg, deadline, policy=self._publisher.reply_policy)
         except GearError as exc:
             # a link outage is logged once by the connector; one line per lost reply would drown it
             level = logging.DEBUG if isinstance(exc, ConnectionLostError) else logging.WARNING

@@ -44,6 +44,11 @@ class RepublishPolicy:
     give_up_after: int | None = None
     """Fail as unroutable once the broker returned this many attempts, even if the budget is not spent
     (``None``: republish until it is)."""
+    refused_again: bool = False
+    """Send a message the broker refused (it closed the channel over it, alone on it) again after a
+    pause, until the budget ends, instead of failing at once: for replies, whose caller learns nothing
+    from a refusal and waits until its deadline anyway. A node whose data disk died refuses every
+    publish (``403``/``404``: its metadata store fails) until its link is left for a healthy node."""
 
     def delay(self, attempt: int) -> float:
         """The sleep after the ``attempt``-th return (1-based)."""
@@ -88,6 +93,7 @@ class Attempts:
         "_maybe_routed",
         "_nacks",
         "_policy",
+        "_refusals",
         "_slowest",
         "address",
         "attempt",
@@ -106,7 +112,7 @@ class Attempts:
         self.attempt = 0
         """The number of the attempt going out (1-based; 0 before the first)."""
         self.reason = ""
-        """Why the attempt going out is a retry (``return``, ``nack``, ``channel_closed``,
+        """Why the attempt going out is a retry (``return``, ``nack``, ``channel_closed``, ``refused``,
         ``connection_lost``), empty for the first."""
         self.isolated = False
         """The attempt going out must be alone on its channel (a channel error may have been another's)."""
@@ -117,6 +123,8 @@ class Attempts:
         """Why an earlier attempt may have reached the broker (empty: none may have)."""
         self._slowest = 0.0
         """Seconds from sending an attempt to the broker returning it, at most."""
+        self._refusals = 0
+        """Attempts the broker refused alone on their channel (see ``RepublishPolicy.refused_again``)."""
 
     def next(self) -> int:
         """Start the next attempt; returns its number."""
@@ -153,7 +161,7 @@ class Attempts:
             self._maybe_routed = result.reason
         if outcome is Outcome.CHANNEL_CLOSED:
             if self.isolated:  # it was alone on the channel: the broker refused this very message
-                return PublishRefusedError(self.address, result.reply_code, result.reason)
+                return self._refused_now(result, now)
             self.isolated = True  # maybe a bystander of another message's error: retry it alone
             self.reason = "channel_closed"
             return _ISOLATE
@@ -183,6 +191,17 @@ class Attempts:
         return ConnectionLostError(
             f"no connection to the broker within the budget; nothing was sent to {self.address!r}"
         )
+
+    def _refused_now(self, result: PublishResult, now: float) -> Step:
+        refused = PublishRefusedError(self.address, result.reply_code, result.reason)
+        if not self._policy.refused_again:
+            return refused
+        self._refusals += 1
+        pause = self._policy.delay(self._refusals)
+        if now + pause >= self.until:
+            return refused
+        self.reason = "refused"  # the next attempt stays alone on its channel
+        return Retry(pause=pause, bounded=True)
 
     def _returned(self, now: float, took: float, url: str | None) -> Step:
         self.returned += 1

@@ -29,7 +29,10 @@ Every Gear publish is ``mandatory`` on a channel with publisher confirms. For on
    * **channel closed** by a channel error (say a 406): the channel is reopened and the attempt
      repeated *in isolation* (nothing else in flight on the channel), since the culprit may have been
      another message in flight; a refusal of the isolated attempt is this message's own:
-     ``PublishRefusedError`` with the broker's reason;
+     ``PublishRefusedError`` with the broker's reason. A reply (:attr:`Publisher.reply_policy`) is
+     sent again after a growing pause until its budget ends instead: its caller learns nothing from
+     the refusal, and a node whose data disk died refuses everything (``403``/``404``) until the
+     zombie probe moves the link to a healthy node, where the reply goes through;
    * **unconfirmed** at ``until``: ``OutcomeUnknownError`` (it may have been delivered).
 
 The whole loop is bounded by ``until`` (the call's deadline or a cast's retry budget), so a missing
@@ -42,6 +45,7 @@ backoff, a reopened channel), so the loop never starves the event loop.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from typing import Any
 
@@ -113,6 +117,9 @@ class Publisher:
         self._app_id = app_id
         self._policy = policy
         self._events = events or Emitter(NullTracer(), app_id, exchange)
+        self.reply_policy = dataclasses.replace(policy, refused_again=True)
+        """The default policy for replies: a refused reply is sent again until its budget ends (see
+        :attr:`RepublishPolicy.refused_again`)."""
         self.returns = 0
         self.republishes = 0
         self.nacks = 0

@@ -104,6 +104,29 @@ def test_a_closed_channel_is_retried_alone_once_then_the_refusal_is_this_message
     assert "too big" in str(step)
 
 
+def test_a_refused_reply_is_sent_again_alone_after_a_growing_pause_until_its_budget_ends() -> None:
+    """A reply's policy (``refused_again``): a zombie node refuses every publish until the link moves,
+    and the reply's caller would wait until its deadline anyway."""
+    attempts = _attempts(until=1.0, refused_again=True, initial=0.1, maximum=0.4)
+    refusal = PublishResult(Outcome.CHANNEL_CLOSED, "ACCESS_REFUSED", 403)
+    assert attempts.judge(refusal, 0.0, 0.01, URL, True) == Retry()  # maybe a bystander: alone next
+    steps = []
+    for now in (0.0, 0.1, 0.3):
+        attempts.next()
+        steps.append(attempts.judge(refusal, now, 0.01, URL, True))
+    assert steps == [Retry(0.1, bounded=True), Retry(0.2, bounded=True), Retry(0.4, bounded=True)]
+    assert attempts.reason == "refused"
+    assert attempts.isolated
+    # the budget ends while the link is away: the first attempt's channel closed, so it may have
+    # been routed before (a bystander of another message's error)
+    spent = attempts.spent(None, URL)
+    assert isinstance(spent, OutcomeUnknownError)
+    assert "ACCESS_REFUSED" in str(spent)
+    attempts.next()
+    last = attempts.judge(refusal, 0.7, 0.01, URL, True)  # its pause would pass the budget
+    assert isinstance(last, PublishRefusedError)
+
+
 def test_a_lost_link_is_dropped_and_the_attempt_repeated_within_the_budget() -> None:
     attempts = _attempts()
     step = _judge(attempts, Outcome.LINK_LOST, reason="connection reset")

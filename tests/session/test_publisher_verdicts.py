@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from gear.base.deadline import Deadline
-from gear.errors import UnroutableError
+from gear.errors import PublishRefusedError, UnroutableError
 from gear.link.publishing import Outcome, PublishResult
 from gear.session.publisher import Outgoing, Publisher, RepublishPolicy
 
@@ -75,3 +75,56 @@ async def test_no_republish_starts_whose_return_could_only_come_after_the_deadli
         await publisher.publish(_request(), until, verdict_grace=0.0)
     assert info.value.attempts == link.attempts  # every attempt sent had its verdict: a return
     assert info.value.broker == "amqp://guest:***@broker:5672/"
+
+
+class RefusesAWhile:
+    """A link whose broker refuses every attempt (closes the channel over it, 403) until ``until``
+    seconds after the first, as a node whose data disk died does until its link is left."""
+
+    def __init__(self, refusing: float) -> None:
+        self.refusing = refusing
+        self.started: float | None = None
+        self.attempts = 0
+        self.is_open = True
+        self.publishing = self
+
+    async def publish(self, exchange: str, routing_key: str, body: bytes, **_: Any) -> PublishResult:
+        self.attempts += 1
+        now = asyncio.get_running_loop().time()
+        self.started = now if self.started is None else self.started
+        await asyncio.sleep(0)
+        if now - self.started < self.refusing:
+            return PublishResult(Outcome.CHANNEL_CLOSED, "ACCESS_REFUSED - write access refused", 403)
+        return PublishResult(Outcome.CONFIRMED)
+
+
+def _reply() -> Outgoing:
+    return Outgoing(
+        routing_key="WEB.c", address="WEB.c", body=b"null", request_id="r1", kind="gear.reply",
+        headers={}, method="get",
+    )  # fmt: skip
+
+
+async def test_a_reply_the_broker_refuses_for_a_while_goes_through_once_it_takes_it() -> None:
+    link = RefusesAWhile(refusing=0.3)
+    publisher = Publisher(
+        Connector(link),  # type: ignore[arg-type]
+        exchange="gear",
+        app_id="REPO.r1",
+        policy=RepublishPolicy(initial=0.05, maximum=0.2),
+    )
+    assert await publisher.publish(_reply(), Deadline.from_timeout(2.0), policy=publisher.reply_policy)
+    assert link.attempts > 2
+
+
+async def test_a_refused_request_fails_at_once_with_the_brokers_reason() -> None:
+    link = RefusesAWhile(refusing=0.3)
+    publisher = Publisher(
+        Connector(link),  # type: ignore[arg-type]
+        exchange="gear",
+        app_id="WEB.w1",
+        policy=RepublishPolicy(initial=0.05, maximum=0.2),
+    )
+    with pytest.raises(PublishRefusedError, match="ACCESS_REFUSED"):
+        await publisher.publish(_request(), Deadline.from_timeout(2.0))
+    assert link.attempts == 2  # the second alone on its channel: the refusal is this message's own
