@@ -45,10 +45,12 @@ class RepublishPolicy:
     """Fail as unroutable once the broker returned this many attempts, even if the budget is not spent
     (``None``: republish until it is)."""
     refused_again: bool = False
-    """Send a message the broker refused (it closed the channel over it, alone on it) again after a
-    pause, until the budget ends, instead of failing at once: for replies, whose caller learns nothing
-    from a refusal and waits until its deadline anyway. A node whose data disk died refuses every
-    publish (``403``/``404``: its metadata store fails) until its link is left for a healthy node."""
+    """Send a message the broker refused with ``403`` or ``404`` (it closed the channel over it, alone
+    on it) again after a pause, until the budget ends, instead of failing at once: for replies, whose
+    caller learns nothing from a refusal and waits until its deadline anyway. A node whose data disk
+    died refuses every publish so (its metadata store fails) until the link is left for a healthy
+    node. Other refusals (a ``406`` over the message itself) stay final: sending it again would only
+    close the channel under the instance's other messages."""
 
     def delay(self, attempt: int) -> float:
         """The sleep after the ``attempt``-th return (1-based)."""
@@ -78,6 +80,8 @@ class Retry:
 Step = Settled | Retry | GearError
 """What an attempt's outcome leads to."""
 
+_NODE_REFUSALS = frozenset({403, 404})
+"""Refusals that a failing node gives any publish (``RepublishPolicy.refused_again``)."""
 _CONFIRMED = Settled(routed=True)
 _NOT_RETRIED = Settled(routed=False)
 _ISOLATE = Retry()
@@ -194,7 +198,7 @@ class Attempts:
 
     def _refused_now(self, result: PublishResult, now: float) -> Step:
         refused = PublishRefusedError(self.address, result.reply_code, result.reason)
-        if not self._policy.refused_again:
+        if not self._policy.refused_again or result.reply_code not in _NODE_REFUSALS:
             return refused
         self._refusals += 1
         pause = self._policy.delay(self._refusals)

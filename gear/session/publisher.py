@@ -29,10 +29,10 @@ Every Gear publish is ``mandatory`` on a channel with publisher confirms. For on
    * **channel closed** by a channel error (say a 406): the channel is reopened and the attempt
      repeated *in isolation* (nothing else in flight on the channel), since the culprit may have been
      another message in flight; a refusal of the isolated attempt is this message's own:
-     ``PublishRefusedError`` with the broker's reason. A reply (:attr:`Publisher.reply_policy`) is
-     sent again after a growing pause until its budget ends instead: its caller learns nothing from
-     the refusal, and a node whose data disk died refuses everything (``403``/``404``) until the
-     zombie probe moves the link to a healthy node, where the reply goes through;
+     ``PublishRefusedError`` with the broker's reason. A reply (:attr:`Publisher.reply_policy`)
+     refused with ``403``/``404`` is sent again after a growing pause until its budget ends instead:
+     its caller learns nothing from the refusal, and a node whose data disk died refuses everything so
+     until the zombie probe moves the link to a healthy node, where the reply goes through;
    * **unconfirmed** at ``until``: ``OutcomeUnknownError`` (it may have been delivered).
 
 The whole loop is bounded by ``until`` (the call's deadline or a cast's retry budget), so a missing

@@ -127,6 +127,16 @@ def test_a_refused_reply_is_sent_again_alone_after_a_growing_pause_until_its_bud
     assert isinstance(last, PublishRefusedError)
 
 
+def test_a_reply_refused_over_itself_is_not_sent_again() -> None:
+    """A 406 is about the message, not the node: sending it again would close the channel under the
+    instance's other messages for nothing."""
+    attempts = _attempts(refused_again=True)
+    too_big = PublishResult(Outcome.CHANNEL_CLOSED, "PRECONDITION_FAILED - message size", 406)
+    assert attempts.judge(too_big, 0.0, 0.01, URL, True) == Retry()
+    attempts.next()
+    assert isinstance(attempts.judge(too_big, 0.0, 0.01, URL, True), PublishRefusedError)
+
+
 def test_a_lost_link_is_dropped_and_the_attempt_repeated_within_the_budget() -> None:
     attempts = _attempts()
     step = _judge(attempts, Outcome.LINK_LOST, reason="connection reset")
