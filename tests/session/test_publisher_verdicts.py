@@ -43,7 +43,7 @@ class SlowReturns:
 class Connector:
     """A connector whose link is up and unblocked."""
 
-    def __init__(self, link: SlowReturns) -> None:
+    def __init__(self, link: Any) -> None:
         self.link = link
         self.ready = asyncio.Event()
         self.ready.set()
@@ -60,16 +60,17 @@ def _request() -> Outgoing:
     )  # fmt: skip
 
 
+def _publisher(link: Any, app_id: str, initial: float, maximum: float = 1.0) -> Publisher:
+    """A publisher on ``link`` (a fake with ``publish``) whose connection is up and unblocked."""
+    policy = RepublishPolicy(initial=initial, maximum=maximum)
+    return Publisher(Connector(link), exchange="gear", app_id=app_id, policy=policy)  # type: ignore[arg-type]
+
+
 async def test_no_republish_starts_whose_return_could_only_come_after_the_deadline() -> None:
     # returns take 0.2 s; backoffs 0.05 s, then 0.1 s; a budget of 0.65 s. After the second return
     # (at about 0.45 s) a third attempt would be sent at 0.55 s and could only be returned at 0.75 s.
     link = SlowReturns(rtt=0.2)
-    publisher = Publisher(
-        Connector(link),  # type: ignore[arg-type]
-        exchange="gear",
-        app_id="WEB.w1",
-        policy=RepublishPolicy(initial=0.05),
-    )
+    publisher = _publisher(link, "WEB.w1", initial=0.05)
     until = Deadline.from_timeout(0.65)
     with pytest.raises(UnroutableError) as info:
         await publisher.publish(_request(), until, verdict_grace=0.0)
@@ -107,24 +108,14 @@ def _reply() -> Outgoing:
 
 async def test_a_reply_the_broker_refuses_for_a_while_goes_through_once_it_takes_it() -> None:
     link = RefusesAWhile(refusing=0.3)
-    publisher = Publisher(
-        Connector(link),  # type: ignore[arg-type]
-        exchange="gear",
-        app_id="REPO.r1",
-        policy=RepublishPolicy(initial=0.05, maximum=0.2),
-    )
+    publisher = _publisher(link, "REPO.r1", initial=0.05, maximum=0.2)
     assert await publisher.publish(_reply(), Deadline.from_timeout(2.0), policy=publisher.reply_policy)
     assert link.attempts > 2
 
 
 async def test_a_refused_request_fails_at_once_with_the_brokers_reason() -> None:
     link = RefusesAWhile(refusing=0.3)
-    publisher = Publisher(
-        Connector(link),  # type: ignore[arg-type]
-        exchange="gear",
-        app_id="WEB.w1",
-        policy=RepublishPolicy(initial=0.05, maximum=0.2),
-    )
+    publisher = _publisher(link, "WEB.w1", initial=0.05, maximum=0.2)
     with pytest.raises(PublishRefusedError, match="ACCESS_REFUSED"):
         await publisher.publish(_request(), Deadline.from_timeout(2.0))
     assert link.attempts == 2  # the second alone on its channel: the refusal is this message's own
