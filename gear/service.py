@@ -217,6 +217,7 @@ class Service:
             longest_quiet=s.probe_longest_quiet,
             prefetch=s.prefetch,
         )
+        self._publisher.on_refused = self._probe.suspect
         self._router = Router(
             calls=self.rpc,
             replies=self._reply_handlers,

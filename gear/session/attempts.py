@@ -23,7 +23,7 @@ from gear.errors import (
 )
 from gear.link import Outcome, PublishResult
 
-__all__ = ("RETRY_PAUSE", "Attempts", "RepublishPolicy", "Retry", "Settled", "Step")
+__all__ = ("NODE_REFUSALS", "RETRY_PAUSE", "Attempts", "RepublishPolicy", "Retry", "Settled", "Step")
 
 RETRY_PAUSE = 0.01
 """Seconds before retrying an attempt that could not be sent (the link is being replaced)."""
@@ -80,7 +80,7 @@ class Retry:
 Step = Settled | Retry | GearError
 """What an attempt's outcome leads to."""
 
-_NODE_REFUSALS = frozenset({403, 404})
+NODE_REFUSALS = frozenset({403, 404})
 """Refusals that a failing node gives any publish (``RepublishPolicy.refused_again``)."""
 _CONFIRMED = Settled(routed=True)
 _NOT_RETRIED = Settled(routed=False)
@@ -198,7 +198,7 @@ class Attempts:
 
     def _refused_now(self, result: PublishResult, now: float) -> Step:
         refused = PublishRefusedError(self.address, result.reply_code, result.reason)
-        if not self._policy.refused_again or result.reply_code not in _NODE_REFUSALS:
+        if not self._policy.refused_again or result.reply_code not in NODE_REFUSALS:
             return refused
         self._refusals += 1
         pause = self._policy.delay(self._refusals)

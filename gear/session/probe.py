@@ -23,6 +23,10 @@ makes the broker return what the old consumers held. Any real delivery starts th
 interval afresh. While the broker blocks publishing (a resource alarm) no probe is sent: a blocked
 publish proves nothing about the queues.
 
+A publish the broker refuses with ``403``/``404`` on this link (what a node whose data disk died answers
+every publish, while it may still deliver) makes the probe check the link at once, busy or not
+(:meth:`LinkProbe.suspect`): refused too, the link is left; confirmed, it is kept.
+
 A probe that is late (not back, or not confirmed, in time) is sent again at once with twice as long,
 and only a second late one is the verdict (a broker busy with thousands of reconnects is slow, not a
 zombie; a refusal is a verdict at once). So a zombie is found within ``quiet + 3 * timeout`` seconds
@@ -89,6 +93,9 @@ class LinkProbe:
         """The link the cadence's round trip was last seeded for."""
         self._waiting: dict[str, asyncio.Future[None]] = {}
         self._task: asyncio.Task[None] | None = None
+        self._suspected: object = None
+        """A link a publish on which the broker refused as a failing node does (see :meth:`suspect`)."""
+        self._wake = asyncio.Event()
         self.sent = 0
         """Probes published."""
         self.zombies = 0
@@ -106,6 +113,14 @@ class LinkProbe:
         waiter = self._waiting.pop(request_id, None)
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
+
+    def suspect(self, link: object) -> None:
+        """The broker refused a publish on ``link`` with ``403``/``404`` (what a node whose data disk
+        died answers every publish): probe it now, busy or not. Only a refusal of the probe too is a
+        verdict (a probe that a busy link could not hand back proves nothing)."""
+        if self._task is not None and self._suspected is None:
+            self._suspected = link
+            self._wake.set()
 
     # -- lifecycle ---------------------------------------------------------------------------------------
 
@@ -126,7 +141,16 @@ class LinkProbe:
         cadence = self._cadence
         while True:
             wait = cadence.wait(random.random())  # instances that reconnected together spread out
-            await asyncio.sleep(max(0.05, self._last + wait - time.monotonic()))
+            try:
+                async with asyncio.timeout(max(0.05, self._last + wait - time.monotonic())):
+                    await self._wake.wait()
+            except TimeoutError:
+                pass
+            self._wake.clear()
+            suspected, self._suspected = self._suspected, None
+            if suspected is not None:
+                await self._check_refusals(suspected)
+                continue
             link = connector.link
             if time.monotonic() - self._last < wait:
                 continue  # a delivery came meanwhile
@@ -155,6 +179,30 @@ class LinkProbe:
                 )
             self._last = time.monotonic()
 
+    async def _check_refusals(self, link: object) -> None:
+        """Probe a suspected link once: refused too, it is a zombie; anything else proves nothing."""
+        connector = self._connector
+        if link is not connector.link or connector.blocked_reason:
+            return  # already replaced, or blocked (a blocked publish proves nothing)
+        try:
+            works, why, late = await self._probe(wait_back=False)
+        except Exception:  # the supervisor of a link must outlive any bug here
+            log.exception("probing the link of %s failed unexpectedly", self._identity)
+            return
+        current = connector.link
+        if (
+            works is False
+            and not late
+            and current is not None
+            and current is link
+            and not connector.blocked_reason
+        ):
+            self.zombies += 1
+            connector.lose(
+                current,
+                f"a message to its own queue {self._identity!r} {why}: the node refuses what it is sent",
+            )
+
     async def _verdict(self, link: object) -> tuple[bool | None, str]:
         """Probe until there is a verdict: a late probe is sent again at once with twice as long (a
         broker busy with thousands of reconnects is slow, not a zombie); a second late one is the
@@ -164,9 +212,10 @@ class LinkProbe:
             if not late or self._connector.link is not link or self._cadence.was_late():
                 return works, why
 
-    async def _probe(self) -> tuple[bool | None, str, bool]:
+    async def _probe(self, wait_back: bool = True) -> tuple[bool | None, str, bool]:
         """One probe: True back in time, False not (a zombie; with why), None no verdict (no link,
-        blocked); and whether it was late (not back or not confirmed in time) rather than refused."""
+        blocked); and whether it was late (not back or not confirmed in time) rather than refused.
+        ``wait_back`` false: True once the broker confirmed it, without waiting for it to come back."""
         loop = asyncio.get_running_loop()
         request_id = f"probe-{os.urandom(6).hex()}"
         waiter: asyncio.Future[None] = loop.create_future()
@@ -191,6 +240,8 @@ class LinkProbe:
             routed = await self._publisher.publish(msg, deadline, policy=_NO_RETRY, verdict_grace=0.0)
             if not routed:
                 return None, "", False  # no queue bound: the consumer-cancel path rebuilds the link
+            if not wait_back:
+                return True, "", False
             async with asyncio.timeout_at(deadline.at):
                 await waiter
             self._cadence.came_back(time.monotonic() - sent)

@@ -47,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
+from collections.abc import Callable
 from typing import Any
 
 from gear.base.deadline import Deadline
@@ -54,7 +55,7 @@ from gear.base.envelope import ATTEMPT, attempt_message_id
 from gear.base.records import immutable
 from gear.errors import GearError
 from gear.link import Link, Outcome, PublishResult
-from gear.session.attempts import Attempts, RepublishPolicy, Retry, Settled, Step
+from gear.session.attempts import NODE_REFUSALS, Attempts, RepublishPolicy, Retry, Settled, Step
 from gear.session.reconnect import Connector
 from gear.tracing.api import NullTracer
 from gear.tracing.emitter import Emitter
@@ -117,6 +118,9 @@ class Publisher:
         self._app_id = app_id
         self._policy = policy
         self._events = events or Emitter(NullTracer(), app_id, exchange)
+        self.on_refused: Callable[[Link], None] | None = None
+        """Called with the link when the broker closed the channel over a publish with ``403`` or
+        ``404``, as a node whose data disk died does (the zombie probe checks that link at once)."""
         self.reply_policy = dataclasses.replace(policy, refused_again=True)
         """The default policy for replies: a refused reply is sent again until its budget ends (see
         :attr:`RepublishPolicy.refused_again`)."""
@@ -199,6 +203,12 @@ class Publisher:
             now = asyncio.get_running_loop().time()
             link_open = result.outcome is not Outcome.NOT_SENT or link.is_open  # read when it matters
             step = attempts.judge(result, now, took, connector.connected_url, link_open)
+            if (
+                result.outcome is Outcome.CHANNEL_CLOSED
+                and result.reply_code in NODE_REFUSALS
+                and self.on_refused is not None
+            ):
+                self.on_refused(link)
             self._record(msg, message_id, attempt, result.outcome, took, step, tracing)
             if isinstance(step, Settled):
                 return step.routed

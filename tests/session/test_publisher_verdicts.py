@@ -109,8 +109,11 @@ def _reply() -> Outgoing:
 async def test_a_reply_the_broker_refuses_for_a_while_goes_through_once_it_takes_it() -> None:
     link = RefusesAWhile(refusing=0.3)
     publisher = _publisher(link, "REPO.r1", initial=0.05, maximum=0.2)
+    suspected: list[Any] = []
+    publisher.on_refused = suspected.append  # the zombie probe's suspect, in a Service
     assert await publisher.publish(_reply(), Deadline.from_timeout(2.0), policy=publisher.reply_policy)
     assert link.attempts > 2
+    assert suspected == [link] * (link.attempts - 1)  # every refusal reported the link it came on
 
 
 async def test_a_refused_request_fails_at_once_with_the_brokers_reason() -> None:

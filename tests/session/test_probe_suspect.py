@@ -1,0 +1,92 @@
+"""A refused publish makes the zombie probe check its link at once, busy or not (``LinkProbe.suspect``):
+a node whose data disk died refuses every publish with 403 while it still delivers, so the quiet
+link the regular probe waits for may never come."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from gear.errors import PublishRefusedError
+from gear.session.probe import LinkProbe
+from tests.fleet import eventually
+
+
+class Link:
+    is_open = True
+    unsettled = 64  # busy: the regular probe would not run
+
+
+class Connector:
+    def __init__(self) -> None:
+        self.link: Link | None = Link()
+        self.ready = asyncio.Event()
+        self.ready.set()
+        self.blocked_reason: str | None = None
+        self.setup_took = 0.01
+        self.lost: list[tuple[Link, str]] = []
+
+    def lose(self, link: Link, why: str) -> None:
+        self.lost.append((link, why))
+        self.link = Link()
+
+
+class Publisher:
+    def __init__(self, refuses: bool) -> None:
+        self.refuses = refuses
+        self.sent = 0
+
+    async def publish(self, msg: Any, until: Any, **_: Any) -> bool:
+        self.sent += 1
+        if self.refuses:
+            raise PublishRefusedError(msg.address, 403, "ACCESS_REFUSED - write access refused")
+        return True
+
+
+def _probe(connector: Connector, publisher: Publisher) -> LinkProbe:
+    probe = LinkProbe(
+        connector,  # type: ignore[arg-type]
+        publisher,  # type: ignore[arg-type]
+        "SRV.s1",
+        quiet=60.0,
+        timeout=1.0,
+        longest_quiet=60.0,
+    )
+    probe.start()
+    return probe
+
+
+async def test_a_suspected_link_whose_probe_is_refused_too_is_left_at_once() -> None:
+    connector, publisher = Connector(), Publisher(refuses=True)
+    probe = _probe(connector, publisher)
+    suspected = connector.link
+    try:
+        probe.suspect(suspected)
+        await eventually(lambda: probe.zombies == 1, limit=5, what="the zombie found")
+        assert [link for link, _ in connector.lost] == [suspected]
+        assert "refuses" in connector.lost[0][1]
+    finally:
+        await probe.stop()
+
+
+async def test_a_suspected_link_that_takes_the_probe_is_kept() -> None:
+    connector, publisher = Connector(), Publisher(refuses=False)
+    probe = _probe(connector, publisher)
+    try:
+        probe.suspect(connector.link)
+        await eventually(lambda: publisher.sent == 1, limit=5, what="the probe sent")
+        await asyncio.sleep(0.1)
+        assert (probe.zombies, connector.lost) == (0, [])
+    finally:
+        await probe.stop()
+
+
+async def test_a_link_already_replaced_is_not_probed() -> None:
+    connector, publisher = Connector(), Publisher(refuses=True)
+    probe = _probe(connector, publisher)
+    try:
+        probe.suspect(Link())  # not the connector's link any more
+        await asyncio.sleep(0.2)
+        assert (publisher.sent, probe.zombies) == (0, 0)
+    finally:
+        await probe.stop()
