@@ -22,9 +22,10 @@ import heapq
 import itertools
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
 
-__all__ = ("LoopTimers", "Timer", "Timers")
+__all__ = ("DueSet", "LoopTimers", "Timer", "Timers", "loop_time")
 
 _log = logging.getLogger("gear.base.timers")
 _COMPACT_AFTER = 256
@@ -152,3 +153,52 @@ class LoopTimers(Timers):
         when = self.next_deadline()
         if when is not None:
             self._arm(when)
+
+
+def loop_time() -> float:
+    """The running event loop's time (a :class:`DueSet`'s clock under :class:`LoopTimers`)."""
+    return asyncio.get_running_loop().time()
+
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class DueSet(Generic[K, V]):
+    """Values that fall due at a time on ``clock``, behind one timer of ``timers`` armed at the earliest:
+    adding or taking one out costs a dict operation, not a timer. ``on_due(value)`` runs for each value
+    whose time came (its key taken out first)."""
+
+    __slots__ = ("_clock", "_due", "_on_due", "_timer", "_timers")
+
+    def __init__(self, timers: Timers, clock: Callable[[], float], on_due: Callable[[V], object]) -> None:
+        self._timers = timers
+        self._clock = clock
+        self._on_due = on_due
+        self._due: dict[K, tuple[float, V]] = {}
+        self._timer: Timer | None = None
+
+    def add(self, key: K, when: float, value: V) -> None:
+        """``value`` falls due at ``when`` unless ``key`` is discarded first."""
+        self._due[key] = (when, value)
+        armed = self._timer
+        if armed is None or not armed.active or when < armed.when:
+            self._timers.cancel(armed)
+            self._timer = self._timers.call_at(when, self._ring)
+
+    def discard(self, key: K) -> bool:
+        """Take ``key`` out; False when it was not there (its value fell due, or it was never added)."""
+        return self._due.pop(key, None) is not None
+
+    def _ring(self) -> None:
+        self._timer = None
+        now = self._clock()
+        following = math.inf
+        for key, (when, value) in list(self._due.items()):
+            if when <= now:
+                del self._due[key]
+                self._on_due(value)
+            elif when < following:
+                following = when
+        if following < math.inf:
+            self._timer = self._timers.call_at(following, self._ring)

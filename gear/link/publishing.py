@@ -31,14 +31,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from gear.amqp import ChannelClosedError, ClosedError, ConnectionClosedError
-from gear.base.timers import LoopTimers, Timer
+from gear.base.timers import DueSet, LoopTimers, loop_time
 from gear.errors import ConfigurationError
 from gear.link.confirms import Confirms, Verdict
 from gear.link.connection import Channel, Connection
@@ -112,10 +111,10 @@ class PublishChannel:
         self._gate.set()
         self._isolation = asyncio.Lock()
         self._in_flight = 0
-        self._due: dict[asyncio.Future[Verdict], float] = {}
-        """The verdicts awaited, each with the loop time it is given up at."""
-        self._due_timer: Timer | None = None
-        """One timer for all of them, at the earliest."""
+        self._due: DueSet[asyncio.Future[Verdict], asyncio.Future[Verdict]] = DueSet(
+            timers, loop_time, _give_up
+        )
+        """The verdicts awaited, each given up at its loop time."""
         self._watched = 0
         self.drained = asyncio.Event()
         """Set while no publish awaits its verdict."""
@@ -220,11 +219,7 @@ class PublishChannel:
         self.drained.clear()
         self._uses[channel] = self._uses.get(channel, 0) + 1
         # the confirm's deadline: one timer for all publishes (at the earliest), not a timeout scope
-        self._due[verdict] = until
-        armed = self._due_timer
-        if armed is None or not armed.active or until < armed.when:
-            self._timers.cancel(armed)
-            self._due_timer = self._timers.call_at(until, self._give_up_due)
+        self._due.add(verdict, until, verdict)
         try:
             result = await verdict
         except _NoVerdictError:
@@ -236,27 +231,13 @@ class PublishChannel:
         except ConnectionClosedError as exc:
             return PublishResult(Outcome.LINK_LOST, exc.text, exc.code or None)
         finally:
-            self._due.pop(verdict, None)
+            self._due.discard(verdict)
             self._settled(channel)
         if result is Verdict.ACK:
             return _CONFIRMED
         if result is Verdict.RETURNED:
             return _RETURNED
         return PublishResult(Outcome.NACKED, "the broker nacked it", channel=channel)
-
-    def _give_up_due(self) -> None:
-        """Give up on the verdicts whose time came; arm the timer for the next one."""
-        self._due_timer = None
-        now = asyncio.get_running_loop().time()
-        following = math.inf
-        for verdict, until in list(self._due.items()):
-            if until <= now:
-                del self._due[verdict]
-                _give_up(verdict)
-            elif until < following:
-                following = until
-        if following < math.inf:
-            self._due_timer = self._timers.call_at(following, self._give_up_due)
 
     def _settled(self, channel: Channel) -> None:
         self._in_flight -= 1

@@ -23,7 +23,6 @@ import asyncio
 import contextvars
 import itertools
 import logging
-import math
 import threading
 import time
 from collections import deque
@@ -38,7 +37,7 @@ from gear.base.context import RequestContext, _current
 from gear.base.deadline import Deadline
 from gear.base.envelope import METHOD, STATUS, ErrorBody, Kind, Meta, Notice
 from gear.base.reply import validation_errors
-from gear.base.timers import LoopTimers, Timer
+from gear.base.timers import DueSet, LoopTimers, loop_time
 from gear.errors import (
     ConfigurationError,
     ConnectionLostError,
@@ -111,14 +110,12 @@ class Dispatcher:
         self._serving: set[asyncio.Task[Any]] = set()
         self._timers = timers or LoopTimers()
         """Cancel async handlers at their request's deadline (one loop timer for all)."""
-        self._quiet: dict[int, tuple[float, Meta, Deadline | None]] = {}
-        """Hedged calls running here that have not said ``running`` yet: when they will (loop time)."""
-        self._quiet_timer: Timer | None = None
-        """One timer for all of them, at the earliest."""
-        self._due: dict[int, tuple[float, asyncio.Task[Any]]] = {}
-        """The tasks of async handlers to cancel at their request's deadline (loop time)."""
-        self._due_timer: Timer | None = None
-        """One timer for all of them, at the earliest."""
+        self._quiet: DueSet[int, tuple[Meta, Deadline | None]] = DueSet(
+            self._timers, loop_time, self._say_running
+        )
+        """Hedged calls running here that have not said ``running`` yet, due when they should."""
+        self._due: DueSet[int, asyncio.Task[Any]] = DueSet(self._timers, loop_time, asyncio.Task.cancel)
+        """The tasks of async handlers to cancel at their request's deadline."""
         self._run_keys = itertools.count()
         self._recent_casts: deque[str] = deque(maxlen=RECENT_CASTS)
         """The request ids of the casts taken lately, oldest first (see :meth:`link_lost`)."""
@@ -257,7 +254,7 @@ class Dispatcher:
             outcome = await self._run(handler, delivery, meta, deadline, task)
         finally:
             if running is not None:
-                self._quiet.pop(running, None)
+                self._quiet.discard(running)
             if expires is not None:
                 self.window.settle(meta.request_id, expires, outcome)
         if outcome is not None and wants_reply:
@@ -312,54 +309,20 @@ class Dispatcher:
         takes it out when it ends), or None."""
         if meta.hedge is None or meta.reply_to is None or meta.kind is not Kind.CALL:
             return None
-        when = asyncio.get_running_loop().time() + meta.hedge_after_ms / 4000
         key = next(self._run_keys)
-        self._quiet[key] = (when, meta, deadline)
-        armed = self._quiet_timer
-        if armed is None or not armed.active or when < armed.when:
-            self._timers.cancel(armed)
-            self._quiet_timer = self._timers.call_at(when, self._say_running)
+        self._quiet.add(key, asyncio.get_running_loop().time() + meta.hedge_after_ms / 4000, (meta, deadline))
         return key
 
-    def _say_running(self) -> None:
-        """Say ``running`` for every hedged call that has run long enough (see above); arm the timer
-        for the next one."""
-        self._quiet_timer = None
-        now = asyncio.get_running_loop().time()
-        following = math.inf
-        for key, (when, meta, deadline) in list(self._quiet.items()):
-            if when <= now:
-                del self._quiet[key]
-                assert meta.reply_to is not None
-                self._notices.send(notice(meta, meta.reply_to, Notice.RUNNING), deadline)
-            elif when < following:
-                following = when
-        if following < math.inf:
-            self._quiet_timer = self._timers.call_at(following, self._say_running)
+    def _say_running(self, call: tuple[Meta, Deadline | None]) -> None:
+        meta, deadline = call
+        assert meta.reply_to is not None
+        self._notices.send(notice(meta, meta.reply_to, Notice.RUNNING), deadline)
 
     def _cancel_at(self, when: float, task: asyncio.Task[Any]) -> int:
         """Cancel ``task`` at loop time ``when`` unless its key is taken out of ``_due`` first."""
         key = next(self._run_keys)
-        self._due[key] = (when, task)
-        armed = self._due_timer
-        if armed is None or not armed.active or when < armed.when:
-            self._timers.cancel(armed)
-            self._due_timer = self._timers.call_at(when, self._cancel_due)
+        self._due.add(key, when, task)
         return key
-
-    def _cancel_due(self) -> None:
-        """Cancel the handlers whose deadline came (one timer for all); arm it for the next one."""
-        self._due_timer = None
-        now = asyncio.get_running_loop().time()
-        following = math.inf
-        for key, (when, task) in list(self._due.items()):
-            if when <= now:
-                del self._due[key]
-                task.cancel()
-            elif when < following:
-                following = when
-        if following < math.inf:
-            self._due_timer = self._timers.call_at(following, self._cancel_due)
 
     def take_verdict(self, meta: Meta) -> None:
         """A caller's ``grant`` or ``deny`` for a claim (from the router, inline)."""
@@ -414,7 +377,7 @@ class Dispatcher:
                     result = await handler.func(*args)
                 finally:
                     # not pending any more: it rang, and cancelled this task (still running then)
-                    fired = watch is not None and self._due.pop(watch, None) is None
+                    fired = watch is not None and not self._due.discard(watch)
             else:
                 loop = asyncio.get_running_loop()
                 run = contextvars.copy_context().run
