@@ -5,6 +5,8 @@ link the regular probe waits for may never come."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from gear.errors import PublishRefusedError
@@ -43,7 +45,8 @@ class Publisher:
         return True
 
 
-def _probe(connector: Connector, publisher: Publisher) -> LinkProbe:
+@asynccontextmanager
+async def _probe(connector: Connector, publisher: Publisher) -> AsyncIterator[LinkProbe]:
     probe = LinkProbe(
         connector,  # type: ignore[arg-type]
         publisher,  # type: ignore[arg-type]
@@ -53,40 +56,34 @@ def _probe(connector: Connector, publisher: Publisher) -> LinkProbe:
         longest_quiet=60.0,
     )
     probe.start()
-    return probe
+    try:
+        yield probe
+    finally:
+        await probe.stop()
 
 
 async def test_a_suspected_link_whose_probe_is_refused_too_is_left_at_once() -> None:
     connector, publisher = Connector(), Publisher(refuses=True)
-    probe = _probe(connector, publisher)
     suspected = connector.link
-    try:
+    async with _probe(connector, publisher) as probe:
         probe.suspect(suspected)
         await eventually(lambda: probe.zombies == 1, limit=5, what="the zombie found")
         assert [link for link, _ in connector.lost] == [suspected]
         assert "refuses" in connector.lost[0][1]
-    finally:
-        await probe.stop()
 
 
 async def test_a_suspected_link_that_takes_the_probe_is_kept() -> None:
     connector, publisher = Connector(), Publisher(refuses=False)
-    probe = _probe(connector, publisher)
-    try:
+    async with _probe(connector, publisher) as probe:
         probe.suspect(connector.link)
         await eventually(lambda: publisher.sent == 1, limit=5, what="the probe sent")
         await asyncio.sleep(0.1)
         assert (probe.zombies, connector.lost) == (0, [])
-    finally:
-        await probe.stop()
 
 
 async def test_a_link_already_replaced_is_not_probed() -> None:
     connector, publisher = Connector(), Publisher(refuses=True)
-    probe = _probe(connector, publisher)
-    try:
+    async with _probe(connector, publisher) as probe:
         probe.suspect(Link())  # not the connector's link any more
         await asyncio.sleep(0.2)
         assert (publisher.sent, probe.zombies) == (0, 0)
-    finally:
-        await probe.stop()
