@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Mapping
-from typing import Any
+from typing import Unpack
 
-from gear.tracing.api import Attr, EventName
+from gear.tracing.api import Attr, EventAttrs, EventName, SpanIds
 
 __all__ = ("DeliveryLog",)
 
@@ -26,15 +25,7 @@ class DeliveryLog:
         self._counts: Counter[str] = Counter()
         self._lock = threading.Lock()  # plain handlers run in threads; emit may come from any of them
 
-    def emit(
-        self,
-        name: EventName,
-        *,
-        trace_id: str | None = None,
-        span_id: str | None = None,
-        parent_span_id: str | None = None,
-        attributes: Mapping[str, Any] | None = None,
-    ) -> None:
+    def emit(self, name: EventName, *, attributes: EventAttrs | None = None, **ids: Unpack[SpanIds]) -> None:
         """Count a ``gear.deliver`` event; ignore the rest."""
         if name != EventName.DELIVER or not attributes or attributes.get(Attr.DUPLICATE):
             return

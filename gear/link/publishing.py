@@ -291,14 +291,20 @@ class PublishChannel:
     async def _reopen(self, pause: float) -> None:
         if pause:
             await asyncio.sleep(pause)
+        channel = await self._open("cannot reopen the publish channel")
+        if channel is not None:
+            self._use(channel)
+            self._ready.set()
+
+    async def _open(self, failure: str) -> Channel | None:
+        """A new confirm-mode channel, or None after reporting ``failure`` (the link closed, or the
+        broker took longer than the link's reopen wait)."""
         try:
             async with asyncio.timeout(_reopen_wait(self._connection)):
-                channel = await confirm_channel(self._connection)
+                return await confirm_channel(self._connection)
         except (ClosedError, TimeoutError) as exc:
-            self._on_fail(f"cannot reopen the publish channel ({exc})")
-            return
-        self._use(channel)
-        self._ready.set()
+            self._on_fail(f"{failure} ({exc})")
+            return None
 
     def _use(self, channel: Channel) -> None:
         self._channel = channel
@@ -320,13 +326,11 @@ class PublishChannel:
         old = self._channel
         self._ready.clear()
         try:
-            async with asyncio.timeout(_reopen_wait(self._connection)):
-                channel = await confirm_channel(self._connection)
-        except (ClosedError, TimeoutError) as exc:
-            self._on_fail(f"cannot open a new publish channel ({exc})")
-            return
+            channel = await self._open("cannot open a new publish channel")
         finally:
             self._ready.set()
+        if channel is None:
+            return
         self._use(channel)
         idle = asyncio.Event()
         if not self._uses.get(old):

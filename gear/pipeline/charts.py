@@ -93,13 +93,14 @@ def latency_svg(rows: list[dict[str, Any]]) -> str:
         out.append(f"<line x1='{mx:.1f}' x2='{mx:.1f}' y1='{y - 2}' y2='{y + 20}' stroke='#d0342c'/>")
         out.append(f"<text x='{label_w + bar_w + 8:.1f}' y='{y + 13}'>{html.escape(note)}</text>")
     out.append("</svg>")
-    more = len(answered) - len(shown)
-    extra = (
-        f"<p class=note>Busiest {len(shown)} routes shown; {more:,} more in the table.</p>"
-        if more > 0
-        else ""
-    )
-    return "".join(out) + extra
+    return "".join(out) + _more_in_table(len(shown), len(answered), "routes")
+
+
+def _more_in_table(shown: int, total: int, what: str) -> str:
+    """The note under a chart that shows only the busiest ``shown`` of ``total`` rows ("" if all)."""
+    if total <= shown:
+        return ""
+    return f"<p class=note>Busiest {shown} {what} shown; {total - shown:,} more in the table.</p>"
 
 
 def p99_decades(values: list[Any]) -> tuple[int, int]:
@@ -234,10 +235,4 @@ def timeline_svg(rows: list[dict[str, Any]], bucket_ms: int) -> str:
                     f"<text x='{tx:.1f}' y='{base + 14}' text-anchor='{anchor}' fill='#666'>{label}</text>"
                 )
     out.append("</svg>")
-    more = len(order) - len(shown)
-    extra = (
-        f"<p class=note>Busiest {len(shown)} callees shown; {more:,} more in the table.</p>"
-        if more > 0
-        else ""
-    )
-    return "".join(out) + extra
+    return "".join(out) + _more_in_table(len(shown), len(order), "callees")

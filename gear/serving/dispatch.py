@@ -38,12 +38,7 @@ from gear.base.deadline import Deadline
 from gear.base.envelope import METHOD, STATUS, ErrorBody, Kind, Meta, Notice
 from gear.base.reply import validation_errors
 from gear.base.timers import DueSet, LoopTimers, loop_time
-from gear.errors import (
-    ConfigurationError,
-    ConnectionLostError,
-    GearError,
-    PayloadTooLargeError,
-)
+from gear.errors import ConfigurationError, ConnectionLostError, GearError, PayloadTooLargeError
 from gear.link import Delivery, Settle
 from gear.serving.duplicates import Answer, DuplicateWindow
 from gear.serving.handler import Handler, check_method_name, validate_payload

@@ -10,7 +10,7 @@ This package never imports Spark; the analysis lives in ``gear.pipeline``.
 
 from __future__ import annotations
 
-from gear.tracing.api import Attr, EventName, NullTracer, Settlement, Tracer
+from gear.tracing.api import Attr, EventName, NullTracer, Settlement, SpanIds, Tracer
 from gear.tracing.emitter import Emitter
 from gear.tracing.event import Attributes, Resource, TraceEvent
 from gear.tracing.sampling import TraceSampler
@@ -28,6 +28,7 @@ __all__ = (
     "NullTracer",
     "Resource",
     "Settlement",
+    "SpanIds",
     "TraceEvent",
     "TraceSampler",
     "Tracer",

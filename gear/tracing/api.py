@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict, Unpack
 
-__all__ = ("Attr", "EventName", "NullTracer", "Settlement", "Tracer")
+__all__ = ("Attr", "EventAttrs", "EventName", "NullTracer", "Settlement", "SpanIds", "Tracer")
 
 
 class EventName(StrEnum):
@@ -91,6 +91,19 @@ class Attr:
     DOWNTIME_MS = "gear.reconnect.downtime_ms"
 
 
+EventAttrs = Mapping[str, Any]
+"""An event's attributes: keys from :class:`Attr`, JSON-compatible values."""
+
+
+class SpanIds(TypedDict, total=False):
+    """The ids an event may carry, as keyword arguments of :meth:`Tracer.emit`: its trace's (32 hex
+    digits), its span's and that span's parent's (16 each)."""
+
+    trace_id: str | None
+    span_id: str | None
+    parent_span_id: str | None
+
+
 class Tracer(Protocol):
     """Receives trace events from one service instance."""
 
@@ -99,15 +112,7 @@ class Tracer(Protocol):
         """False when events are dropped; callers skip building attributes then."""
         ...
 
-    def emit(
-        self,
-        name: EventName,
-        *,
-        trace_id: str | None = None,
-        span_id: str | None = None,
-        parent_span_id: str | None = None,
-        attributes: Mapping[str, Any] | None = None,
-    ) -> None:
+    def emit(self, name: EventName, *, attributes: EventAttrs | None = None, **ids: Unpack[SpanIds]) -> None:
         """Record one event now. Never raises and never blocks on I/O."""
         ...
 
@@ -121,15 +126,7 @@ class NullTracer:
 
     enabled = False
 
-    def emit(
-        self,
-        name: EventName,
-        *,
-        trace_id: str | None = None,
-        span_id: str | None = None,
-        parent_span_id: str | None = None,
-        attributes: Mapping[str, Any] | None = None,
-    ) -> None:
+    def emit(self, name: EventName, *, attributes: EventAttrs | None = None, **ids: Unpack[SpanIds]) -> None:
         """Drop the event."""
 
     def close(self) -> None:

@@ -107,40 +107,25 @@ _NO_CONTEXT = contextlib.nullcontext()
 
 
 class _NoSpans:
-    """No spans, no headers: what Gear does without the ``otel`` extra."""
+    """No spans, no headers: what Gear does without the ``otel`` extra. Each method takes whatever
+    :class:`Spans` passes and does nothing."""
 
     __slots__ = ()
     active = False
 
-    def start_client(
-        self,
-        msg: OutgoingMessage,
-        address: str,
-        headers: MutableMapping[str, Any],
-        exchange: str,
-        *,
-        record: bool = True,
-    ) -> ClientSpan:
+    def start_client(self, *_: object, **__: object) -> ClientSpan:
         return _NO_CLIENT_SPAN
 
-    def server(
-        self,
-        delivery: DeliveredMessage,
-        meta: RequestMeta,
-        headers: Any,
-        exchange: str,
-        *,
-        record: bool = True,
-    ) -> AbstractContextManager[None]:
+    def server(self, *_: object, **__: object) -> AbstractContextManager[None]:
         return _NO_CONTEXT
 
-    def failed(self, error: BaseException | str) -> None:
+    def failed(self, *_: object) -> None:
         pass
 
-    def attempt(self, msg: OutgoingMessage, message_id: str, attempt: int, reason: str | None) -> None:
+    def attempt(self, *_: object) -> None:
         pass
 
-    def attempt_done(self, msg: OutgoingMessage, message_id: str, outcome: str) -> None:
+    def attempt_done(self, *_: object) -> None:
         pass
 
     def current_trace_id(self) -> str | None:

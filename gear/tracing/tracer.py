@@ -25,11 +25,11 @@ import threading
 import time
 from collections import deque
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Unpack
 
 import pydantic_core
 
-from gear.tracing.api import EventName, NullTracer, Tracer
+from gear.tracing.api import EventAttrs, EventName, NullTracer, SpanIds, Tracer
 from gear.tracing.event import Resource, TraceEvent, coerce_attributes
 from gear.tracing.layout import ID_FIELDS, LAYOUTS, SPECIAL, Encoder, UnfitError
 from gear.tracing.sink import DEFAULT_MAX_BYTES, RotatingFileSink
@@ -140,21 +140,15 @@ class JsonlTracer:
         if len(pending) == self._batch_size:
             self._wake.set()
 
-    def emit(
-        self,
-        name: EventName,
-        *,
-        trace_id: str | None = None,
-        span_id: str | None = None,
-        parent_span_id: str | None = None,
-        attributes: Mapping[str, Any] | None = None,
-    ) -> None:
+    def emit(self, name: EventName, *, attributes: EventAttrs | None = None, **ids: Unpack[SpanIds]) -> None:
         """Queue one event. Never raises and never blocks on I/O.
 
         ``attributes`` is read later on the writer thread, not copied: pass a mapping you do not change
         afterwards.
         """
-        self.record(_GENERIC, trace_id, span_id, parent_span_id, (name, attributes))
+        self.record(
+            _GENERIC, ids.get("trace_id"), ids.get("span_id"), ids.get("parent_span_id"), (name, attributes)
+        )
 
     def _generic_line(self, item: _Record, seq: int) -> str:
         """A line through the JSON encoder: for ``emit`` calls and values that need escaping or coercion."""
@@ -285,23 +279,15 @@ class InMemoryTracer:
         self._seq = itertools.count(1)
         self._lock = threading.Lock()
 
-    def emit(
-        self,
-        name: EventName,
-        *,
-        trace_id: str | None = None,
-        span_id: str | None = None,
-        parent_span_id: str | None = None,
-        attributes: Mapping[str, Any] | None = None,
-    ) -> None:
+    def emit(self, name: EventName, *, attributes: EventAttrs | None = None, **ids: Unpack[SpanIds]) -> None:
         """Validate and store one event (invalid attribute types are kept as ``gear.invalid.*``)."""
         record = {
             "time_unix_nano": time.time_ns(),
             "event.name": str(name),
             "gear.event.seq": next(self._seq),
-            "trace_id": trace_id,
-            "span_id": span_id,
-            "parent_span_id": parent_span_id or None,
+            "trace_id": ids.get("trace_id"),
+            "span_id": ids.get("span_id"),
+            "parent_span_id": ids.get("parent_span_id") or None,
             "resource": self.resource,
             "attributes": coerce_attributes(dict(attributes or {})),
         }
@@ -325,20 +311,10 @@ class MultiTracer:
     def __init__(self, tracers: list[Tracer]) -> None:
         self.tracers = tracers
 
-    def emit(
-        self,
-        name: EventName,
-        *,
-        trace_id: str | None = None,
-        span_id: str | None = None,
-        parent_span_id: str | None = None,
-        attributes: Mapping[str, Any] | None = None,
-    ) -> None:
+    def emit(self, name: EventName, *, attributes: EventAttrs | None = None, **ids: Unpack[SpanIds]) -> None:
         """Emit to each tracer in turn (each one never raises)."""
         for tracer in self.tracers:
-            tracer.emit(
-                name, trace_id=trace_id, span_id=span_id, parent_span_id=parent_span_id, attributes=attributes
-            )
+            tracer.emit(name, attributes=attributes, **ids)
 
     def record(
         self,

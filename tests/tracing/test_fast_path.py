@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import pytest
 
 from gear.tracing import Emitter, EventName, JsonlTracer, Resource, Settlement, TraceEvent
+from gear.tracing.api import EventAttrs, SpanIds
 from gear.tracing.spans import NO_SPANS
 from tests.tracing.fakes import Delivered, Meta, Msg
 
@@ -28,18 +29,8 @@ class DictOnly:
     def __init__(self, inner: JsonlTracer) -> None:
         self.inner = inner
 
-    def emit(
-        self,
-        name: EventName,
-        *,
-        trace_id: str | None = None,
-        span_id: str | None = None,
-        parent_span_id: str | None = None,
-        attributes: Mapping[str, Any] | None = None,
-    ) -> None:
-        self.inner.emit(
-            name, trace_id=trace_id, span_id=span_id, parent_span_id=parent_span_id, attributes=attributes
-        )
+    def emit(self, name: EventName, *, attributes: EventAttrs | None = None, **ids: Unpack[SpanIds]) -> None:
+        self.inner.emit(name, attributes=attributes, **ids)
 
     def close(self) -> None:
         self.inner.close()

@@ -114,12 +114,7 @@ class Sim:
                 call.outcome = "unroutable"
                 return None
             t += 5 * MS
-            again = {
-                **self._attrs(caller, call.callee, call.route, call.method, kind, span, attempt + 1, rk),
-                Attr.REPUBLISH_REASON: "return",
-            }
-            caller.emit(t, EventName.REPUBLISH, span, trace, parent, again)
-            call.republishes += 1
+            self._republish(caller, call, t, trace, parent, rk, attempt=attempt + 1, why="return")
         if scenario in ("nack_ok", "nacked"):
             caller.emit(t + MS, EventName.NACK, span, trace, parent, {**small, Attr.ERROR_TYPE: "nack"})
             call.nacks += 1
@@ -127,14 +122,28 @@ class Sim:
                 call.outcome = "nacked"
                 return None
             t += 4 * MS
-            again = {
-                **self._attrs(caller, call.callee, call.route, call.method, kind, span, 2, rk),
-                Attr.REPUBLISH_REASON: "nack",
-            }
-            caller.emit(t, EventName.REPUBLISH, span, trace, parent, again)
-            call.republishes += 1
+            self._republish(caller, call, t, trace, parent, rk, attempt=2, why="nack")
         caller.emit(t + MS, EventName.CONFIRM, span, trace, parent, small)
         return t
+
+    def _republish(
+        self,
+        caller: Instance,
+        call: Call,
+        t: int,
+        trace: str,
+        parent: str | None,
+        rk: str,
+        *,
+        attempt: int,
+        why: str,
+    ) -> None:
+        """Attempt ``attempt`` of ``call`` goes out at ``t``, ``why`` the one before failed (return, nack)."""
+        span = call.span_id
+        attrs = self._attrs(caller, call.callee, call.route, call.method, call.kind, span, attempt, rk)
+        attrs[Attr.REPUBLISH_REASON] = why
+        caller.emit(t, EventName.REPUBLISH, span, trace, parent, attrs)
+        call.republishes += 1
 
     def _deliver(
         self,
