@@ -5,74 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
-from typing import Any
 
 import pytest
 
-from gear.link.stream import Stream
 from tests.fleet import Fleet
-
-
-class _Loop:
-    """The part of an event loop a Stream uses, with a clock the test moves and callbacks it runs."""
-
-    def __init__(self) -> None:
-        self.now = 100.0
-        self.soon: list[Callable[[], None]] = []
-
-    def time(self) -> float:
-        return self.now
-
-    def call_soon(self, callback: Callable[..., None], *args: Any) -> None:
-        self.soon.append(lambda: callback(*args))
-
-    def iteration(self) -> None:
-        """One loop iteration: run what was scheduled before it started."""
-        due, self.soon = self.soon, []
-        for callback in due:
-            callback()
-
-
-class _Core:
-    has_output = False
-    frames_received = 0
-
-    def receive(self, data: bytes) -> list[Any]:
-        self.frames_received += 1
-        return []
-
-    def data_to_send(self) -> bytes:
-        return b"frame"
-
-
-class _Transport:
-    def __init__(self) -> None:
-        self.written: list[bytes] = []
-
-    def write(self, data: bytes) -> None:
-        self.written.append(data)
-
-    def is_closing(self) -> bool:
-        return False
-
-
-def _stream(busy_poll: float, clock: Callable[[], float] | None = None) -> tuple[Stream, _Loop]:
-    loop = _Loop()
-    stream = Stream(
-        _Core(),  # type: ignore[arg-type]
-        loop,  # type: ignore[arg-type]
-        lambda events: None,
-        lambda reason: None,
-        busy_poll=busy_poll,
-        clock=clock or loop.time,
-    )
-    stream.transport = _Transport()  # type: ignore[assignment]
-    return stream, loop
+from tests.link.stream_fakes import fake_stream
 
 
 def test_without_busy_poll_nothing_keeps_the_loop_awake() -> None:
-    stream, loop = _stream(0.0)
+    stream, loop = fake_stream(0.0)
     stream.data_received(b"x")
     stream.flush()
     assert not stream.polling
@@ -81,7 +22,7 @@ def test_without_busy_poll_nothing_keeps_the_loop_awake() -> None:
 
 @pytest.mark.parametrize("io", ["read", "write"])
 def test_the_loop_polls_until_the_window_after_the_last_io_has_passed(io: str) -> None:
-    stream, loop = _stream(0.001)
+    stream, loop = fake_stream(0.001)
     if io == "read":
         stream.data_received(b"x")
     else:
@@ -105,7 +46,7 @@ def test_the_loop_polls_until_the_window_after_the_last_io_has_passed(io: str) -
 def test_the_window_is_timed_finer_than_a_loop_clock_that_ticks_in_milliseconds() -> None:
     """uvloop's ``loop.time()`` moves in whole milliseconds; a 0.2 ms window still ends after 0.2 ms."""
     fine = [100.0]
-    stream, loop = _stream(0.0002, clock=lambda: fine[0])
+    stream, loop = fake_stream(0.0002, clock=lambda: fine[0])
     stream.data_received(b"x")
     fine[0] += 0.0001  # the loop's clock stays where it was: less than a millisecond has passed
     loop.iteration()
@@ -117,7 +58,7 @@ def test_the_window_is_timed_finer_than_a_loop_clock_that_ticks_in_milliseconds(
 
 
 def test_polling_stops_when_the_socket_closes() -> None:
-    stream, loop = _stream(0.001)
+    stream, loop = fake_stream(0.001)
     stream.data_received(b"x")
     stream.connection_lost(None)
     loop.iteration()
