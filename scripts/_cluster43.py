@@ -346,6 +346,10 @@ def prepare(cluster: Cluster) -> None:
     (base / "enabled_plugins").write_text("[rabbitmq_management].\n")
     hosts = "127.0.0.1\tlocalhost\n" + "".join(f"{n.address}\t{n.host}\n" for n in cluster.nodes)
     (root / "etc/hosts").write_text(hosts)
+    poll_ms = os.environ.get("GEAR_CLUSTER_DETECTOR_MS", "").strip()
+    # how often quorum queues' failure detector (aten) polls the other nodes: 5000 ms by default, so a
+    # cut-off node's queue leaders are re-elected only after about 9 s
+    detector = f"raft.adaptive_failure_detector.poll_interval = {int(poll_ms)}\n" if poll_ms else ""
     peers = "".join(
         f"cluster_formation.classic_config.nodes.{n.index} = {n.nodename}\n" for n in cluster.nodes
     )
@@ -365,6 +369,7 @@ def prepare(cluster: Cluster) -> None:
             f"{peers}"
             # a small data file system: the quorum write-ahead log rolls over at 16 MB, not 512 MB
             "raft.wal_max_size_bytes = 16777216\n"
+            f"{detector}"
             "log.console = false\nlog.file.level = info\n"
         )
     for path in [base, *base.rglob("*")]:

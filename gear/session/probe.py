@@ -31,7 +31,11 @@ A probe that is late (not back, or not confirmed, in time) is sent again at once
 and only a second late one is the verdict (a broker busy with thousands of reconnects is slow, not a
 zombie; a refusal is a verdict at once). So a zombie is found within ``quiet + 3 * timeout`` seconds
 of its last delivery for an instance that had traffic, and within ``longest_quiet + 3 * timeout`` for
-one that had been idle for long.
+one that had been idle for long. The probe sent again is *watched*: the link's silence watchdog
+(``gear.link``) waits for its confirm as for a call's, so a link from which nothing at all comes any
+more (a node cut off: no heartbeat either) is dropped once it has been silent for ``dead_after_busy``
+(3.75 s with the default heartbeat), without waiting out the second probe; a slow broker still sends
+heartbeats and gets the whole second wait.
 """
 
 from __future__ import annotations
@@ -208,14 +212,15 @@ class LinkProbe:
         broker busy with thousands of reconnects is slow, not a zombie); a second late one is the
         verdict. True: the link works; False: a zombie (with why); None: no verdict."""
         while True:
-            works, why, late = await self._probe()
+            works, why, late = await self._probe(watched=self._cadence.late > 0)
             if not late or self._connector.link is not link or self._cadence.was_late():
                 return works, why
 
-    async def _probe(self, wait_back: bool = True) -> tuple[bool | None, str, bool]:
+    async def _probe(self, wait_back: bool = True, watched: bool = False) -> tuple[bool | None, str, bool]:
         """One probe: True back in time, False not (a zombie; with why), None no verdict (no link,
         blocked); and whether it was late (not back or not confirmed in time) rather than refused.
-        ``wait_back`` false: True once the broker confirmed it, without waiting for it to come back."""
+        ``wait_back`` false: True once the broker confirmed it, without waiting for it to come back.
+        ``watched``: the link's silence watchdog waits for its confirm (the probe after a late one)."""
         loop = asyncio.get_running_loop()
         request_id = f"probe-{os.urandom(6).hex()}"
         waiter: asyncio.Future[None] = loop.create_future()
@@ -233,7 +238,7 @@ class LinkProbe:
             deadline=deadline,
             method=PROBE_METHOD,
             traced=False,
-            watched=False,  # the probe has its own deadline: its confirm does not hasten the watchdog
+            watched=watched,  # a first probe has its own deadline; after a late one, silence decides
         )
         self.sent += 1
         try:
