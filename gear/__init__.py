@@ -4,9 +4,10 @@ The names below are loaded on first use, so that ``import gear.broker`` (the ref
 ``import gear.pipeline`` (what Spark executors unpickle) load neither the SDK nor its AMQP client;
 ``tests/test_package.py`` checks these import rules in fresh interpreters.
 
-Each public name is written in :data:`_LAZY` (where it lives, for the lazy loader and ``__all__``) and
-in the ``TYPE_CHECKING`` block (``import X as X``: what mypy and pyright read); a test checks that the
-two say the same.
+Each public name is written in :data:`_LAZY` (where it lives, for the lazy loader and ``__all__``;
+the errors are every exception class :mod:`gear.errors` defines, read from it) and in the
+``TYPE_CHECKING`` block (``import X as X``: what mypy and pyright read); a test checks that the two say
+the same.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from gear import _moved
+from gear import _moved, errors
 
 if TYPE_CHECKING:
     from gear.base.address import (
@@ -77,6 +78,9 @@ if TYPE_CHECKING:
 
     Client = Service.client
 
+_ERRORS = tuple(name for name in errors.__all__ if name.endswith("Error"))
+"""Every exception class :mod:`gear.errors` defines (not its deprecated aliases): all exported here."""
+
 _LAZY: dict[str, tuple[str, ...]] = {
     "gear.base.address": ("Address", "Route"),
     "gear.base.context": (
@@ -103,25 +107,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "raises",
         "with_timeout",
     ),
-    "gear.errors": (
-        "BadPayloadError",
-        "BadResultError",
-        "BrokerBlockedError",
-        "CallTimeoutError",
-        "ConfigurationError",
-        "ConnectError",
-        "ConnectionLostError",
-        "DeliveryError",
-        "DeliveryLimitError",
-        "GearError",
-        "MethodNotFoundError",
-        "NotConfirmedError",
-        "OutcomeUnknownError",
-        "PayloadTooLargeError",
-        "PublishRefusedError",
-        "RemoteError",
-        "UnroutableError",
-    ),
+    "gear.errors": _ERRORS,
     "gear.eventloop": ("run",),
     "gear.service": ("Service",),
     "gear.session.reconnect": ("ServiceState",),

@@ -25,24 +25,15 @@ from typing import Any, Protocol, TypeVar, cast
 from yarl import URL
 
 from gear.amqp import (
-    Blocked,
-    ChannelClosed,
     ChannelClosedError,
     ClientChannel,
     ClientConnection,
     ClosedError,
-    Confirm,
-    ConnectionClosed,
     ConnectionClosedError,
-    ConsumerCancelled,
     Credentials,
-    Delivery,
-    Event,
-    MethodReply,
-    Opened,
-    Returned,
-    Unblocked,
+    events,
 )
+from gear.amqp.events import Confirm, Delivery, Event
 from gear.base.redact import mask_url
 from gear.errors import ConfigurationError, ConnectError
 from gear.link.stream import Stream
@@ -115,7 +106,7 @@ class ConfirmTracker(Protocol):
     def confirm(self, confirm: Confirm) -> None:
         """The broker acked or nacked publishes."""
 
-    def returned(self, returned: Returned) -> None:
+    def returned(self, returned: events.Returned) -> None:
         """A mandatory publish came back unroutable."""
 
     def closed(self, error: ChannelClosedError) -> None:
@@ -256,7 +247,7 @@ class Connection:
         """Called with the reason on ``connection.blocked``."""
         self.when_unblocked: Callable[[], None] | None = None
         """Called on ``connection.unblocked``."""
-        self.when_cancelled: Callable[[ConsumerCancelled], None] | None = None
+        self.when_cancelled: Callable[[events.ConsumerCancelled], None] | None = None
         """Called when the broker cancels a consumer."""
         self._beat: asyncio.TimerHandle | None = None
 
@@ -315,35 +306,36 @@ class Connection:
                 log.exception("acting on %s from %s failed", type(event).__name__, self.where)
 
     def _dispatch_rare(self, event: Event) -> None:
-        if isinstance(event, MethodReply):
-            reply = cast("asyncio.Future[spec.Method]", event.waiter)
-            if not reply.done():
-                reply.set_result(event.method)
-        elif isinstance(event, Returned):
-            confirms = self._channels[event.channel].confirms
-            if confirms is not None:
-                confirms.returned(event)
-        elif isinstance(event, ChannelClosed):
-            self._channel_closed(event)
-        elif isinstance(event, ConsumerCancelled):
-            self._channels[event.channel].consumers.pop(event.consumer_tag, None)
-            if self.when_cancelled is not None:
-                self.when_cancelled(event)
-        elif isinstance(event, Blocked):
-            if self.when_blocked is not None:
-                self.when_blocked(event.reason)
-        elif isinstance(event, Unblocked):
-            if self.when_unblocked is not None:
-                self.when_unblocked()
-        elif isinstance(event, Opened):
-            if not self.opened.done():
-                self.opened.set_result(None)
-            if self.core.heartbeat:
-                self._beat = self.loop.call_later(self.core.heartbeat / 2, self._heartbeat)
-        elif isinstance(event, ConnectionClosed):
-            self._connection_closed(event)
+        match event:
+            case events.MethodReply():
+                reply = cast("asyncio.Future[spec.Method]", event.waiter)
+                if not reply.done():
+                    reply.set_result(event.method)
+            case events.Returned():
+                confirms = self._channels[event.channel].confirms
+                if confirms is not None:
+                    confirms.returned(event)
+            case events.ChannelClosed():
+                self._channel_closed(event)
+            case events.ConsumerCancelled():
+                self._channels[event.channel].consumers.pop(event.consumer_tag, None)
+                if self.when_cancelled is not None:
+                    self.when_cancelled(event)
+            case events.Blocked():
+                if self.when_blocked is not None:
+                    self.when_blocked(event.reason)
+            case events.Unblocked():
+                if self.when_unblocked is not None:
+                    self.when_unblocked()
+            case events.Opened():
+                if not self.opened.done():
+                    self.opened.set_result(None)
+                if self.core.heartbeat:
+                    self._beat = self.loop.call_later(self.core.heartbeat / 2, self._heartbeat)
+            case events.ConnectionClosed():
+                self._connection_closed(event)
 
-    def _channel_closed(self, event: ChannelClosed) -> None:
+    def _channel_closed(self, event: events.ChannelClosed) -> None:
         error = ChannelClosedError(event.code, event.text, by_broker=event.by_broker)
         for waiter in event.waiters:
             reply = cast("asyncio.Future[spec.Method]", waiter)
@@ -358,7 +350,7 @@ class Connection:
         if channel.confirms is not None:
             channel.confirms.closed(error)
 
-    def _connection_closed(self, event: ConnectionClosed) -> None:
+    def _connection_closed(self, event: events.ConnectionClosed) -> None:
         error = ConnectionClosedError(event.code, event.text, by_broker=event.by_broker)
         if self._beat is not None:
             self._beat.cancel()

@@ -14,13 +14,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any
 
-from gear.metrics.labels import (
-    call_labels,
-    consumed_labels,
-    process_labels,
-    publish_labels,
-    served_labels,
-)
+from gear.metrics.labels import call_labels, consumed_labels, process_labels, publish_labels, served_labels
 from gear.metrics.names import BUCKETS, MAX_SERIES, Instrument, Measured
 from gear.tracing.metering import error_type
 

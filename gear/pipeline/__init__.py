@@ -10,11 +10,19 @@ import os
 import shutil
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from gear.pipeline.tables import TABLE_NAMES
 
-__all__ = ("INSTALL_HINT", "JAVA_HINT", "STAGES", "TABLE_NAMES", "SparkMissingError", "run_analyze")
+__all__ = (
+    "INSTALL_HINT",
+    "JAVA_HINT",
+    "STAGES",
+    "TABLE_NAMES",
+    "AnalyzeOptions",
+    "SparkMissingError",
+    "run_analyze",
+)
 
 STAGES = (
     "starting Spark",
@@ -48,14 +56,20 @@ def _require_pyspark() -> None:
         raise SparkMissingError(JAVA_HINT)
 
 
+class AnalyzeOptions(TypedDict, total=False):
+    """How :func:`run_analyze` runs, beside its input and output (keyword arguments; see there)."""
+
+    master: str | None
+    since: datetime | None
+    until: datetime | None
+    progress: Callable[[str], None] | None
+    conf: dict[str, str] | None
+
+
 def run_analyze(
     path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     out: str | os.PathLike[str],
-    master: str | None = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
-    progress: Callable[[str], None] | None = None,
-    conf: dict[str, str] | None = None,
+    **options: Unpack[AnalyzeOptions],
 ) -> dict[str, Any]:
     """Analyse trace files under ``path`` and write tables, ``summary.json`` and ``report.html`` to ``out``.
 
@@ -71,4 +85,4 @@ def run_analyze(
     _require_pyspark()
     from gear.pipeline.job import run
 
-    return run(path, out, master=master, since=since, until=until, progress=progress, conf=conf)
+    return run(path, out, **options)

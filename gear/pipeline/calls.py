@@ -41,6 +41,7 @@ __all__ = (
     "OUTCOMES",
     "CallTotals",
     "build_calls",
+    "call_counts",
     "call_totals",
     "dependency_links",
     "latency",
@@ -207,6 +208,17 @@ def _receivers(calls: DataFrame, events: DataFrame) -> DataFrame:
     return delivered.groupBy("rid").agg(sf.array_sort(sf.collect_set("service")).alias("types"))
 
 
+def call_counts(outcome: Column) -> list[Column]:
+    """Aggregates of a group of calls, estimated where the traces were sampled: ``calls``, the failed
+    ones (``errors``), and the two failures told apart most, ``remote_errors`` and ``timeouts``."""
+    return [
+        estimate().alias("calls"),
+        estimate(outcome.isin(*ERROR_OUTCOMES)).alias("errors"),
+        estimate(outcome == "remote_error").alias("remote_errors"),
+        estimate(outcome == "timeout").alias("timeouts"),
+    ]
+
+
 def dependency_links(calls: DataFrame, events: DataFrame) -> DataFrame:
     """caller TYPE -> callee TYPE with calls, errors and their kinds. A broadcast is one call to ``*``
     (counted once, like every call); ``receivers`` lists the TYPEs such calls reached."""
@@ -216,10 +228,7 @@ def dependency_links(calls: DataFrame, events: DataFrame) -> DataFrame:
         calls.join(_receivers(calls, events), "rid", "left")
         .groupBy("caller", "callee")
         .agg(
-            estimate().alias("calls"),
-            estimate(out.isin(*ERROR_OUTCOMES)).alias("errors"),
-            estimate(out == "remote_error").alias("remote_errors"),
-            estimate(out == "timeout").alias("timeouts"),
+            *call_counts(out),
             estimate(out == "unroutable").alias("unroutable"),
             estimate(out == "nacked").alias("nacked"),
             estimate(value="late_replies").alias("late_replies"),

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame, functions as sf
 
-from gear.pipeline.calls import ERROR_OUTCOMES
-from gear.pipeline.load import estimate
+from gear.pipeline.calls import call_counts
 
 __all__ = ("BUCKETS_MS", "TARGET_BUCKETS", "choose_bucket_ms", "timeline")
 
@@ -39,16 +38,12 @@ def choose_bucket_ms(span_ns: int) -> int:
 def timeline(calls: DataFrame, bucket_ms: int) -> DataFrame:
     """One row per callee and bucket: calls, errors, timeouts, remote errors, p50 and p99 latency."""
     width = bucket_ms * 1_000_000
-    out = sf.col("outcome")
     q = sf.percentile_approx("latency_ms", [0.5, 0.99], 10000)
     return (
         calls.withColumn("bucket_ns", sf.floor(sf.col("t") / width).cast("long") * width)
         .groupBy("callee", "bucket_ns")
         .agg(
-            estimate().alias("calls"),
-            estimate(out.isin(*ERROR_OUTCOMES)).alias("errors"),
-            estimate(out == "timeout").alias("timeouts"),
-            estimate(out == "remote_error").alias("remote_errors"),
+            *call_counts(sf.col("outcome")),
             q.alias("q"),
         )
         .select(
