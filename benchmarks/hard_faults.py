@@ -13,6 +13,8 @@ Usage::
     python benchmarks/hard_faults.py --release 4.3 --faults kill-serving,cut-long
     python benchmarks/hard_faults.py --write-docs             # the table into docs/concepts/clusters.md
     python benchmarks/hard_faults.py --json F; ... --from-json F --write-docs   # measure, then write
+    python benchmarks/hard_faults.py --release 4.3 --faults cut-short,cut-long --hedge-shared --json G
+    python benchmarks/hard_faults.py --from-json F --from-json G --write-docs  # both runs in one table
 """
 
 from __future__ import annotations
@@ -88,9 +90,10 @@ async def amain(args: argparse.Namespace) -> list[tuple[str, str, dict[str, Any]
         for name in names:
             print(f"# {release} {name} ...", file=sys.stderr, flush=True)
             began = time.monotonic()
-            row = await run_fault(cluster, FAULTS[name])
+            settings = {"hedge_shared": True} if args.hedge_shared else None
+            row = await run_fault(cluster, FAULTS[name], settings=settings)
             print(f"#   {time.monotonic() - began:.0f}s: {json.dumps(row)}", file=sys.stderr, flush=True)
-            rows.append((release, name, row))
+            rows.append((release, f"{name}, hedge_shared" if args.hedge_shared else name, row))
     return rows
 
 
@@ -103,23 +106,29 @@ def main() -> None:
     parser.add_argument(
         "--block", default=BLOCK, help=f"the block of {PAGE.name} to write (hard-faults, hard-faults-before)"
     )
+    parser.add_argument(
+        "--hedge-shared", action="store_true", help="copy silent calls to TYPE too (hedge_shared=True)"
+    )
     parser.add_argument("--json", type=Path, help="also write the rows as JSON to this file")
     parser.add_argument(
-        "--from-json", type=Path, help="run nothing: print (and --write-docs) the rows a --json run wrote"
+        "--from-json",
+        type=Path,
+        action="append",
+        help="run nothing: print (and --write-docs) the rows --json runs wrote (repeat to join runs)",
     )
     args = parser.parse_args()
     saved_header = ""
     if args.from_json:
-        saved = json.loads(args.from_json.read_text())
-        saved_header = saved["note"]
-        rows = [(r.pop("release"), r.pop("fault"), r) for r in saved["rows"]]
+        runs = [json.loads(path.read_text()) for path in args.from_json]
+        saved_header = "; ".join(run["note"] for run in runs)
+        rows = [(r.pop("release"), r.pop("fault"), r) for run in runs for r in run["rows"]]
     else:
         rows = asyncio.run(amain(args))
     out = table(rows)
     load = os.getloadavg()
     header = saved_header or (
         f"`python benchmarks/hard_faults.py` ({time.strftime('%Y-%m-%d')}, gear {args.label or _version()}, "
-        f"deadline {DEADLINE:g} s, load {load[0]:.1f} at the end)"
+        f"deadline {DEADLINE:g} s, load {load[0]:.1f} at the end{', hedge_shared' * args.hedge_shared})"
     )
     note = f"{header}:\n\n{out}"
     print(note)

@@ -11,7 +11,13 @@ from collections.abc import Callable
 from typing import Any
 
 from gear.base.topology import DEAD_LETTER_KEY, dead_letter_notify_queue, dead_letter_queue
-from gear.doctor.cluster import cluster_nodes, consumer_disconnected, net_ticktime, quorum_health
+from gear.doctor.cluster import (
+    cluster_nodes,
+    consumer_disconnected,
+    failure_detector,
+    net_ticktime,
+    quorum_health,
+)
 from gear.doctor.facts import Facts
 from gear.doctor.finding import Finding, Status
 
@@ -268,6 +274,7 @@ CHECKS: tuple[Callable[[Facts], Finding], ...] = (
     cluster_nodes,
     consumer_disconnected,
     net_ticktime,
+    failure_detector,
     quorum_health,
 )
 """Every check, in report order."""

@@ -18,6 +18,7 @@ __all__ = (
     "BROKER_DISCONNECTED_DEFAULT_MS",
     "cluster_nodes",
     "consumer_disconnected",
+    "failure_detector",
     "net_ticktime",
     "quorum_health",
 )
@@ -122,6 +123,27 @@ def net_ticktime(facts: Facts) -> Finding:
         )
         return Finding("net ticktime", Status.WARN, found, change, data)
     return Finding("net ticktime", Status.OK, found, "", data)
+
+
+def failure_detector(facts: Facts) -> Finding:
+    """How soon the quorum queues a cut-off node led get new leaders: RabbitMQ's failure detector polls
+    the other nodes every ``raft.adaptive_failure_detector.poll_interval``, which the management API
+    does not show, so this says what to check rather than what was seen."""
+    multi_node = facts.nodes is not None and len(facts.nodes) > 1
+    if not (facts.is_rabbitmq and facts.settings.quorum and multi_node):
+        return Finding(
+            "failure detector", Status.OK, "no quorum queues on a cluster here: nothing to re-elect"
+        )
+    found = (
+        "not shown by the management API (rabbitmq-diagnostics environment lists aten's poll_interval); "
+        "at RabbitMQ's default of 5000 ms, the quorum queues a cut-off node led get new leaders after "
+        "7-9 s, and calls waiting on them may meet a 10 s deadline"
+    )
+    change = (
+        "raft.adaptive_failure_detector.poll_interval = 1000 in rabbitmq.conf on every node (leaders back "
+        "within 1-3 s), unless the network is congested enough to make a second look like a lost node"
+    )
+    return Finding("failure detector", Status.UNKNOWN, found, change, {"default_poll_interval_ms": 5000})
 
 
 def quorum_health(facts: Facts) -> Finding:
