@@ -1,6 +1,9 @@
-"""A refused publish makes the zombie probe check its link at once, busy or not (``LinkProbe.suspect``):
-a node whose data disk died refuses every publish with 403 while it still delivers, so the quiet
-link the regular probe waits for may never come."""
+"""When the zombie probe decides. A refused publish makes it check its link at once, busy or not
+(``LinkProbe.suspect``): a node whose data disk died refuses every publish with 403 while it still
+delivers, so the quiet link the regular probe waits for may never come. A late probe is sent again,
+and the link's silence watchdog waits for the second one's confirm: a node cut off sends nothing at
+all (no heartbeat either), so its link is dropped once it has been silent for ``dead_after_busy``,
+without waiting out the second probe's longer deadline."""
 
 from __future__ import annotations
 
@@ -9,19 +12,21 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from gear.errors import PublishRefusedError
+from gear.errors import OutcomeUnknownError, PublishRefusedError
 from gear.session.probe import LinkProbe
 from tests.fleet import eventually
 
 
 class Link:
     is_open = True
-    unsettled = 64  # busy: the regular probe would not run
+
+    def __init__(self, unsettled: int = 64) -> None:
+        self.unsettled = unsettled  # 64, busy: the regular probe would not run
 
 
 class Connector:
-    def __init__(self) -> None:
-        self.link: Link | None = Link()
+    def __init__(self, link: Link | None = None) -> None:
+        self.link: Link | None = link or Link()
         self.ready = asyncio.Event()
         self.ready.set()
         self.blocked_reason: str | None = None
@@ -45,15 +50,28 @@ class Publisher:
         return True
 
 
+class SilentNode:
+    """A publisher whose node never confirms: each probe ends as sent, outcome unknown."""
+
+    def __init__(self) -> None:
+        self.watched: list[bool] = []
+
+    async def publish(self, msg: Any, until: Any, **_: Any) -> bool:
+        self.watched.append(msg.watched)
+        raise OutcomeUnknownError(msg.address, "no confirm from the broker before the deadline")
+
+
 @asynccontextmanager
-async def _probe(connector: Connector, publisher: Publisher) -> AsyncIterator[LinkProbe]:
+async def _probe(
+    connector: Connector, publisher: Publisher | SilentNode, quiet: float = 60.0, probe_timeout: float = 1.0
+) -> AsyncIterator[LinkProbe]:
     probe = LinkProbe(
         connector,  # type: ignore[arg-type]
         publisher,  # type: ignore[arg-type]
         "SRV.s1",
-        quiet=60.0,
-        timeout=1.0,
-        longest_quiet=60.0,
+        quiet=quiet,
+        timeout=probe_timeout,
+        longest_quiet=quiet,
     )
     probe.start()
     try:
@@ -87,3 +105,11 @@ async def test_a_link_already_replaced_is_not_probed() -> None:
         probe.suspect(Link())  # not the connector's link any more
         await asyncio.sleep(0.2)
         assert (publisher.sent, probe.zombies) == (0, 0)
+
+
+async def test_the_probe_sent_again_after_a_late_one_is_watched_by_the_silence_watchdog() -> None:
+    connector, node = Connector(Link(unsettled=0)), SilentNode()
+    async with _probe(connector, node, quiet=0.05, probe_timeout=0.05):
+        await eventually(lambda: bool(connector.lost), limit=10, what="the zombie found")
+    assert node.watched[:2] == [False, True]
+    assert "a zombie" in connector.lost[0][1]
