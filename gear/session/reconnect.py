@@ -351,11 +351,14 @@ class Connector:
         self.lose(link, reason)
 
     def on_consumer_cancelled(self, link: Link, queue: str) -> None:
-        """The broker cancelled a consumer: drop the link so the reconnect path rebuilds everything."""
-        self.lose(link, f"the broker cancelled the consumer of {queue!r} (queue deleted?)")
+        """The broker cancelled a consumer: drop the link so the reconnect path rebuilds everything. Not a
+        silent loss: the broker answers, and sees the link close at once."""
+        self.lose(link, f"the broker cancelled the consumer of {queue!r} (queue deleted?)", silent=False)
 
-    def lose(self, link: Link, reason: str) -> None:
+    def lose(self, link: Link, reason: str, *, silent: bool | None = None) -> None:
         """Declare ``link`` dead: publishers stop using it at once, it is aborted, one reconnect starts.
+        ``silent``: whether the broker may not know the link is gone (and keep its consumers a while);
+        by default, whether its transport was still up when it was given up.
 
         Safe to call any number of times and for a link that is already replaced (then it does nothing).
         """
@@ -363,7 +366,8 @@ class Connector:
             return
         self.ready.clear()
         self.link = None
-        silent = link.is_open  # given up while its transport was up: the broker may not know yet
+        if silent is None:
+            silent = link.is_open  # given up while its transport was up: the broker may not know yet
         link.abort()
         self.last_error = reason
         self._lost_at = asyncio.get_running_loop().time()

@@ -20,7 +20,7 @@ import gear
 from gear.base.context import current_request
 from gear.testing import TCPProxy
 from tests.conftest import unique
-from tests.fleet import Fleet, eventually
+from tests.fleet import Fleet, delete_queues, eventually
 
 CUT_OFF = {"heartbeat": 60, "probe_quiet": 0.3, "probe_timeout": 0.5}
 """A server behind the proxy: the broker keeps its silent link for minutes, the probe leaves it in ~1 s."""
@@ -145,3 +145,30 @@ async def test_after_a_silent_loss_the_new_shared_consumer_goes_first_for_a_whil
         await asyncio.sleep(3.5)  # precedence over: the instances share the queue again
         seen = {await caller.rpc.call(type_, "where", timeout=3) for _ in range(12)}
     assert "s2" in seen
+
+
+async def test_a_consumer_the_broker_cancelled_is_no_silent_loss_so_the_queue_is_shared_at_once(
+    fleet: Fleet,
+) -> None:
+    """s1's instance queue is deleted behind its back: the broker cancels its consumer, s1 rebuilds its
+    link, and its new consumer of ``TYPE`` shares the queue with s2 at once (no precedence: the broker
+    saw the old link close), instead of taking every request for ``type_precedence_after_loss``."""
+    type_ = unique("CNL")
+    hosts: list[str] = []
+    servers = []
+    for host in ("s1", "s2"):
+        svc = fleet.service(type_, host, type_precedence_after_loss=600.0)
+
+        @svc.handler("where")
+        async def where(_: Any = None, host: str = host) -> str:
+            hosts.append(host)
+            return host
+
+        servers.append(svc)
+    caller = fleet.client()
+    await fleet.start(*servers, caller)
+    await delete_queues(fleet.broker.url, [f"{type_}.s1"])
+    await eventually(lambda: servers[0].connected and servers[0].stats["reconnects"] >= 1, limit=20,
+                     what="s1 reconnected")  # fmt: skip
+    seen = {await caller.rpc.call(type_, "where", timeout=3) for _ in range(12)}
+    assert seen == {"s1", "s2"}
