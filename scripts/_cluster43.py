@@ -348,7 +348,7 @@ def prepare(cluster: Cluster) -> None:
     (root / "etc/hosts").write_text(hosts)
     poll_ms = os.environ.get("GEAR_CLUSTER_DETECTOR_MS", "").strip()
     # how often quorum queues' failure detector (aten) polls the other nodes: 5000 ms by default, so a
-    # cut-off node's queue leaders are re-elected only after 7-9 s
+    # cut-off node's queue leaders are re-elected only after 6-9 s
     detector = f"raft.adaptive_failure_detector.poll_interval = {int(poll_ms)}\n" if poll_ms else ""
     peers = "".join(
         f"cluster_formation.classic_config.nodes.{n.index} = {n.nodename}\n" for n in cluster.nodes

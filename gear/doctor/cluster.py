@@ -137,7 +137,7 @@ def failure_detector(facts: Facts) -> Finding:
     found = (
         "not shown by the management API (rabbitmq-diagnostics environment lists aten's poll_interval); "
         "at RabbitMQ's default of 5000 ms, the quorum queues a cut-off node led get new leaders after "
-        "7-9 s, and calls waiting on them may meet a 10 s deadline"
+        "6-9 s, and calls waiting on them may meet a 10 s deadline"
     )
     change = (
         "raft.adaptive_failure_detector.poll_interval = 1000 in rabbitmq.conf on every node (leaders back "

@@ -179,7 +179,7 @@ def test_what_a_crash_costs_is_reported_one_line_each() -> None:
     )
     assert healthy["quorum queues"].found == "4 with a leader and every member online on all 3 nodes"
     detector = healthy["failure detector"]
-    assert "7-9 s" in detector.found
+    assert "6-9 s" in detector.found
     assert detector.change.startswith("raft.adaptive_failure_detector.poll_interval = 1000 in rabbitmq.conf")
     single = _facts(nodes=[{"name": NODES[0], "running": True, "partitions": [], "net_ticktime": 60}])
     assert _finding(single, "failure detector").status is Status.OK
